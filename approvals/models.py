@@ -1,0 +1,166 @@
+"""The HITL core's data: one Pause row per pause, and the append-only audit ledger."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Surface(models.TextChoices):
+    REGULAR = "regular"
+    GROUP = "group"
+
+
+class PauseKind(models.TextChoices):
+    RULE = "RULE"
+    TOOL_CALL = "TOOL_CALL"
+    PHASE = "PHASE"
+    TASK = "TASK"
+
+
+class PauseStatus(models.TextChoices):
+    PENDING = "PENDING"
+    RESOLVING = "RESOLVING"
+    RESOLVED = "RESOLVED"
+    CANCELLED = "CANCELLED"
+
+
+class TimeoutPolicy(models.TextChoices):
+    WAIT_INDEFINITELY = "WAIT_INDEFINITELY"
+    AUTO_APPROVE = "AUTO_APPROVE"
+    AUTO_REJECT = "AUTO_REJECT"
+    ABORT = "ABORT"
+
+
+class Verdict(models.TextChoices):
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+    CANCELLED = "CANCELLED"
+
+
+class SubjectType(models.TextChoices):
+    CONVERSATION = "conversation"
+    DISCUSSION = "discussion"
+
+
+OPEN_STATUSES = (PauseStatus.PENDING, PauseStatus.RESOLVING)
+
+
+class Pause(models.Model):
+    """One pause of one subject (a conversation or a group discussion), from PENDING to its end.
+
+    Every transition is a compare-and-set on ``status``; ``due_at`` is the deadline (null: wait forever)
+    and is cleared only by a successful transition to RESOLVED or CANCELLED.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    surface = models.CharField(max_length=16, choices=Surface.choices)
+    kind = models.CharField(max_length=16, choices=PauseKind.choices)
+    subject_type = models.CharField(max_length=16, choices=SubjectType.choices)
+    subject_id = models.UUIDField()
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent_id = models.UUIDField(null=True, blank=True)
+    agent_version = models.PositiveIntegerField(null=True, blank=True)
+    group_id = models.UUIDField(null=True, blank=True)
+    epoch = models.UUIDField(default=uuid.uuid4, editable=False)
+    status = models.CharField(max_length=16, choices=PauseStatus.choices, default=PauseStatus.PENDING)
+    reason = models.CharField(max_length=500)
+    timeout_policy = models.CharField(
+        max_length=24, choices=TimeoutPolicy.choices, default=TimeoutPolicy.WAIT_INDEFINITELY
+    )
+    approval_timeout = models.CharField(max_length=64, blank=True, default="")
+    paused_at = models.DateTimeField()
+    due_at = models.DateTimeField(null=True, blank=True)
+    bookmark = models.JSONField(default=dict, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    tool_names = models.JSONField(default=list, blank=True)
+    # The decision, set by the PENDING -> RESOLVING (or CANCELLED) compare-and-set.
+    verdict = models.CharField(max_length=16, choices=Verdict.choices, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    decided_by = models.CharField(max_length=191, blank=True, default="")
+    decided_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    automated = models.BooleanField(default=False)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_details = models.JSONField(default=dict, blank=True)
+    # The continuation's lease while it runs on a worker (RESOLVING).
+    lease_until = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # django-q2 Schedule primary key of this pause's timer (issue: timeouts).
+    schedule_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_type", "subject_id"],
+                condition=Q(status__in=["PENDING", "RESOLVING"]),
+                name="one_open_pause_per_subject",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["paused_at"], condition=Q(status="PENDING"), name="pause_pending_inbox"),
+            models.Index(
+                fields=["owner", "paused_at"], condition=Q(status="PENDING"), name="pause_pending_owner_inbox"
+            ),
+            models.Index(fields=["due_at"], condition=Q(status="PENDING"), name="pause_pending_due"),
+            models.Index(fields=["subject_type", "subject_id", "paused_at"], name="pause_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} pause {self.id} ({self.status})"
+
+
+class AuditEntry(models.Model):
+    """One entry of the append-only ledger. Entries of one subject form an HMAC chain."""
+
+    id = models.BigAutoField(primary_key=True)
+    subject_type = models.CharField(max_length=16, choices=SubjectType.choices)
+    subject_id = models.UUIDField()
+    sequence = models.PositiveBigIntegerField()
+    conversation_id = models.UUIDField(null=True, blank=True)
+    pause_id = models.UUIDField(null=True, blank=True)
+    epoch = models.UUIDField(null=True, blank=True)
+    verb = models.CharField(max_length=64)
+    actor = models.CharField(max_length=191)
+    automated = models.BooleanField(default=False)
+    verdict = models.CharField(max_length=16, blank=True, default="")
+    note = models.TextField(blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64)
+    entry_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_type", "subject_id", "sequence"], name="audit_gap_free_sequence"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["pause_id"], name="audit_pause"),
+            models.Index(fields=["actor", "created_at"], name="audit_actor"),
+            models.Index(fields=["verb", "created_at"], name="audit_verb"),
+            models.Index(fields=["created_at"], name="audit_created"),
+        ]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.verb} by {self.actor} ({self.subject_type} {self.subject_id} #{self.sequence})"
+
+
+class AuditHead(models.Model):
+    """The newest entry of each subject's chain: the row appends lock, and what exposes a deleted tail."""
+
+    subject_type = models.CharField(max_length=16, choices=SubjectType.choices)
+    subject_id = models.UUIDField()
+    last_sequence = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["subject_type", "subject_id"], name="audit_head_per_subject"),
+        ]

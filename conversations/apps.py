@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class ConversationsConfig(AppConfig):
+    name = "conversations"
+    verbose_name = "Conversations"
+
+    def ready(self) -> None:
+        from conversations import continuation
+
+        continuation.register()

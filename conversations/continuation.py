@@ -1,0 +1,5 @@
+"""Placeholder replaced below."""
+
+
+def register() -> None:
+    return None

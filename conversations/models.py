@@ -1,0 +1,106 @@
+"""Agents (versioned documents, deployments) and 1:1 conversations with their steps."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Environment(models.TextChoices):
+    PRODUCTION = "production"
+    TEST = "test"
+
+
+class ConversationState(models.TextChoices):
+    READY = "READY"
+    IN_PROGRESS = "IN_PROGRESS"
+    AWAITING_HUMAN = "AWAITING_HUMAN"
+    ENDED = "ENDED"
+    EXECUTION_INTERRUPTED = "EXECUTION_INTERRUPTED"
+    ERROR = "ERROR"
+
+
+class Agent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentVersion(models.Model):
+    """An immutable version of an agent document."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    document = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "version"], name="agent_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} v{self.version}"
+
+
+class Deployment(models.Model):
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
+    version = models.PositiveIntegerField()
+    environment = models.CharField(max_length=16, choices=Environment.choices)
+    deployed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "version", "environment"], name="deployment_unique"),
+        ]
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
+    agent_version = models.PositiveIntegerField()
+    environment = models.CharField(max_length=16, choices=Environment.choices)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=32, choices=ConversationState.choices, default=ConversationState.READY)
+    properties = models.JSONField(default=dict, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "created_at"], name="conversation_owner"),
+            models.Index(fields=["state"], condition=Q(state="IN_PROGRESS"), name="conversation_in_progress"),
+        ]
+
+    def __str__(self) -> str:
+        return f"conversation {self.id} ({self.state})"
+
+
+class ConversationStep(models.Model):
+    """One turn of a conversation: what the user said and what the pipeline made of it."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    input = models.TextField(blank=True, default="")
+    context = models.JSONField(default=dict, blank=True)
+    actions = models.JSONField(default=list, blank=True)
+    output = models.JSONField(default=list, blank=True)
+    outputs = models.JSONField(default=dict, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    quick_replies = models.JSONField(default=list, blank=True)
+    properties = models.JSONField(default=dict, blank=True)
+    undone = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["conversation", "index"], name="step_index_unique")]
+        ordering = ["index"]

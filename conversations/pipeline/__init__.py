@@ -1,0 +1,1 @@
+"""The turn pipeline: lifecycle tasks run in order over a conversation's memory."""

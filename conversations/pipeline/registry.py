@@ -1,0 +1,45 @@
+"""Which function runs a lifecycle task of a given ``type``.
+
+A task runner is ``run(task: dict, memory: ConversationMemory, turn: TurnContext) -> None``: it reads
+the task's configuration and mutates ``memory.current`` (actions, output, outputs, data) and
+``memory.properties``. Later layers (the LLM task of toolgate) register their own types here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conversations.pipeline.memory import ConversationMemory
+
+
+@dataclass
+class TurnContext:
+    """Per-turn facts a task may need besides memory."""
+
+    agent_document: dict[str, Any]
+    conversation_id: str
+    agent_id: str = ""
+    environment: str = "production"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], None]
+
+_RUNNERS: dict[str, TaskRunner] = {}
+
+
+def register_task_type(task_type: str, runner: TaskRunner) -> None:
+    _RUNNERS[task_type] = runner
+
+
+def runner_for(task_type: str) -> TaskRunner:
+    try:
+        return _RUNNERS[task_type]
+    except KeyError:
+        raise LookupError(f"no runner for task type '{task_type}'") from None
+
+
+def known_task_types() -> set[str]:
+    return set(_RUNNERS)

@@ -1,0 +1,79 @@
+"""RFC 9457 problem details for every error, from one exception handler."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from approvals.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+_DRF_CODES = {
+    400: ("BAD_REQUEST", "Bad request"),
+    401: ("UNAUTHENTICATED", "Unauthenticated"),
+    403: ("FORBIDDEN", "Forbidden"),
+    404: ("NOT_FOUND", "Not found"),
+    405: ("BAD_REQUEST", "Method not allowed"),
+    406: ("BAD_REQUEST", "Not acceptable"),
+    409: ("CONFLICT", "Conflict"),
+    415: ("BAD_REQUEST", "Unsupported media type"),
+    429: ("CONFLICT", "Too many requests"),
+}
+
+
+def problem_response(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "code": code, **extra}
+    return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
+
+
+def _flatten_validation(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    if isinstance(detail, dict):
+        out: list[dict[str, str]] = []
+        for key, value in detail.items():
+            field = key if key != "non_field_errors" else ""
+            out.extend(_flatten_validation(value, f"{prefix}.{field}" if prefix and field else prefix or field))
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return [{"field": prefix, "message": str(item)} for item in detail]
+        out = []
+        for index, item in enumerate(detail):
+            out.extend(_flatten_validation(item, f"{prefix}[{index}]"))
+        return out
+    return [{"field": prefix, "message": str(detail)}]
+
+
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ApplicationError):
+        return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+    if isinstance(exc, Http404):
+        exc = drf_exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = drf_exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        logger.exception("unhandled error", exc_info=exc)
+        return problem_response(500, "INTERNAL", "Internal error", "An internal error occurred.")
+    status = response.status_code
+    code, title = _DRF_CODES.get(status, ("INTERNAL", "Error"))
+    extra: dict[str, Any] = {}
+    if isinstance(exc, drf_exceptions.ValidationError):
+        errors = _flatten_validation(exc.detail)
+        extra["errors"] = errors
+        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+    else:
+        detail = str(getattr(exc, "detail", exc))
+    problem = problem_response(status, code, title, detail or title, **extra)
+    for header in ("WWW-Authenticate", "Allow", "Retry-After"):
+        if header in response:
+            problem[header] = response[header]
+    return problem

@@ -1,0 +1,142 @@
+"""Settings for every environment, driven by environment variables (names in ../shared/API.md)."""
+
+from pathlib import Path
+
+import environ
+
+from hitl_project.settings.database import database_settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-secret-key-change-me-0123456789abcdef")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "approvals",
+    "toolgate",
+    "conversations",
+    "groups",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "hitl_project.urls"
+ASGI_APPLICATION = "hitl_project.asgi.application"
+WSGI_APPLICATION = "hitl_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_settings(env, BASE_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "hitl_project.problems.problem_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "HITL approval service",
+    "DESCRIPTION": "Human approval gates for AI-agent conversations.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+Q_CLUSTER = {
+    "name": "hitl",
+    "orm": "default",
+    "workers": env.int("HITL_Q_WORKERS", default=2),
+    "timeout": env.int("HITL_Q_TIMEOUT", default=300),
+    "retry": env.int("HITL_Q_RETRY", default=360),
+    "max_attempts": 3,
+    "catch_up": False,
+    "save_limit": 1000,
+    "ack_failures": True,
+    "poll": 0.2,
+    "sync": env.bool("HITL_Q_SYNC", default=False),
+}
+
+# HITL settings (names in ../shared/API.md)
+HITL_ADMIN_GROUP = env.str("HITL_ADMIN_GROUP", default="hitl-admin")
+HITL_APPROVER_GROUP = env.str("HITL_APPROVER_GROUP", default="hitl-approver")
+HITL_TOOL_ENABLED = env.bool("HITL_TOOL_ENABLED", default=True)
+HITL_TASK_APPROVALS_MODE = env.str("HITL_TASK_APPROVALS_MODE", default="strict")
+HITL_CRASH_RECOVERY_ENABLED = env.bool("HITL_CRASH_RECOVERY_ENABLED", default=True)
+HITL_RECOVER_IN_PROGRESS = env.bool("HITL_RECOVER_IN_PROGRESS", default=True)
+HITL_PENDING_MAX_AGE = env.str("HITL_PENDING_MAX_AGE", default="")
+HITL_PENDING_SWEEP_INTERVAL = env.str("HITL_PENDING_SWEEP_INTERVAL", default="PT6H")
+HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True)
+HITL_TIMEOUT_BATCH_SIZE = env.int("HITL_TIMEOUT_BATCH_SIZE", default=100)
+HITL_AUDIT_KEY = env.str("HITL_AUDIT_KEY", default=SECRET_KEY)
+HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_000)
+HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
+HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
+HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
+# How long a worker may hold a continuation before crash recovery may take it back.
+HITL_CONTINUATION_LEASE_SECONDS = env.int("HITL_CONTINUATION_LEASE_SECONDS", default=120)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

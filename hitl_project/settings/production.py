@@ -1,0 +1,21 @@
+"""Production settings: secrets must come from the environment; HTTPS everywhere."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from hitl_project.settings.base import *  # noqa: F403
+from hitl_project.settings.base import env
+
+DEBUG = False
+SECRET_KEY = env.str("SECRET_KEY")
+if SECRET_KEY.startswith("dev-insecure"):
+    raise ImproperlyConfigured("SECRET_KEY must be set in production")
+HITL_AUDIT_KEY = env.str("HITL_AUDIT_KEY")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -1,0 +1,7 @@
+"""Test settings: real PostgreSQL (see tests/conftest.py), fast hashing, no q-cluster needed in-process."""
+
+from hitl_project.settings.base import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+HITL_AUDIT_KEY = "test-audit-key"
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405
