@@ -1,5 +1,50 @@
-"""Placeholder replaced below."""
+"""The regular (1:1) surface's handler, registered with the HITL core at startup."""
+
+from __future__ import annotations
+
+from approvals.errors import NotDeployed
+from approvals.models import Pause, Surface
+from approvals.surfaces import register_surface
+from conversations.agents import is_deployed
+from conversations.models import Conversation, ConversationState
+
+S = ConversationState
+
+
+class ConversationSurface:
+    def subject_state(self, subject_id: object) -> str | None:
+        return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
+
+    def check_can_continue(self, pause: Pause) -> None:
+        conversation = Conversation.objects.get(pk=pause.subject_id)
+        if not is_deployed(
+            agent_id=conversation.agent_id, version=conversation.agent_version,
+            environment=conversation.environment,
+        ):
+            raise NotDeployed(
+                f"Agent not deployed for resume (agent {conversation.agent_id} version "
+                f"{conversation.agent_version} in {conversation.environment}) - the conversation remains "
+                "AWAITING_HUMAN; redeploy the agent and retry",
+                currentState=S.AWAITING_HUMAN,
+            )
+
+    def begin_resume(self, pause: Pause) -> bool:
+        return bool(
+            Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(state=S.IN_PROGRESS)
+        )
+
+    def on_cancelled(self, pause: Pause, *, mode: str) -> None:
+        target = S.ENDED if mode == "END_CONVERSATION" else S.EXECUTION_INTERRUPTED
+        Conversation.objects.filter(pk=pause.subject_id).exclude(state=S.ENDED).update(state=target)
+
+    def on_restored(self, pause: Pause) -> None:
+        Conversation.objects.filter(pk=pause.subject_id, state=S.IN_PROGRESS).update(state=S.AWAITING_HUMAN)
+
+    def continue_pause(self, pause: Pause) -> None:
+        from conversations.turns import continue_after_decision
+
+        continue_after_decision(pause)
 
 
 def register() -> None:
-    return None
+    register_surface(Surface.REGULAR, ConversationSurface())

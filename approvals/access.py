@@ -1,0 +1,75 @@
+"""Who may do what: admin and approver roles, ownership, and the no-existence-oracle rule.
+
+Authorization is always on and denies by default. Every surface (REST, admin, MCP, Slack) asks here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from approvals.errors import Forbidden, NotFound
+
+
+def _group_names(user: Any) -> set[str]:
+    cached = getattr(user, "_hitl_group_names", None)
+    if cached is None:
+        cached = set(user.groups.values_list("name", flat=True)) if user.is_authenticated else set()
+        user._hitl_group_names = cached
+    return cached
+
+
+def is_admin(user: Any) -> bool:
+    if not user or not user.is_authenticated or not user.is_active:
+        return False
+    return bool(user.is_superuser) or settings.HITL_ADMIN_GROUP in _group_names(user)
+
+
+def is_approver(user: Any) -> bool:
+    if not user or not user.is_authenticated or not user.is_active:
+        return False
+    return settings.HITL_APPROVER_GROUP in _group_names(user)
+
+
+def sees_every_pause(user: Any) -> bool:
+    """Admins and approvers see and decide every pause; everyone else only their own."""
+    return is_admin(user) or is_approver(user)
+
+
+def is_owner(user: Any, owner_id: int | None) -> bool:
+    return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
+
+
+def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
+    """Owner, admin or approver may decide, cancel and read approval status.
+
+    An unknown id is a 404 only for admins and approvers; anyone else gets 403, so a plain user cannot
+    probe which ids exist. An ownerless subject is open to admins and approvers only (fail closed).
+    """
+    privileged = sees_every_pause(user)
+    if not exists:
+        if privileged:
+            raise NotFound(f"{what.capitalize()} not found.")
+        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
+    if privileged:
+        return
+    if owner_id is None:
+        raise Forbidden(f"Access denied: {what} has no owner")
+    if not is_owner(user, owner_id):
+        raise Forbidden(f"Access denied: you do not own this {what}")
+
+
+def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
+    """Talking to a conversation (say, undo, redo, end) is for its owner and admins only."""
+    admin = is_admin(user)
+    if not exists:
+        if sees_every_pause(user):
+            raise NotFound(f"{what.capitalize()} not found.")
+        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
+    if admin:
+        return
+    if owner_id is None:
+        raise Forbidden(f"Access denied: {what} has no owner")
+    if not is_owner(user, owner_id):
+        raise Forbidden(f"Access denied: you do not own this {what}")

@@ -1,0 +1,70 @@
+"""Parsing a decision body. Runs before anything is touched, so bad input never consumes a pause."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from approvals.errors import BadRequest
+from approvals.models import Verdict
+
+NOTE_MAX = 4096
+VERDICT_REQUIRED = "Request body must include a 'verdict' field (APPROVED or REJECTED)"
+# Accepted for compatibility with clients of the original, and ignored: the actor is the caller.
+IGNORED_FIELDS = {"decidedBy"}
+KNOWN_FIELDS = {"verdict", "note", "toolDecisions"} | IGNORED_FIELDS
+
+
+@dataclass(frozen=True)
+class DecisionInput:
+    verdict: str
+    note: str = ""
+    tool_decisions: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_verdict(value: Any) -> str | None:
+    """Trimmed and upper-cased; anything but APPROVED or REJECTED is no verdict."""
+    if not isinstance(value, str):
+        return None
+    candidate = value.strip().upper()
+    return candidate if candidate in (Verdict.APPROVED, Verdict.REJECTED) else None
+
+
+def utf16_length(text: str) -> int:
+    """Length as the original counts it (UTF-16 code units), so limits agree with its clients."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def parse_decision_body(data: Any) -> DecisionInput:
+    if not isinstance(data, dict):
+        raise BadRequest(VERDICT_REQUIRED, errors=[{"field": "verdict", "message": "required"}])
+    errors: list[dict[str, str]] = []
+    unknown = sorted(set(data) - KNOWN_FIELDS)
+    for name in unknown:
+        errors.append({"field": name, "message": "unknown field"})
+    verdict = parse_verdict(data.get("verdict"))
+    if verdict is None:
+        errors.append({"field": "verdict", "message": "required: APPROVED or REJECTED"})
+    note = data.get("note")
+    if note is None:
+        note = ""
+    elif not isinstance(note, str):
+        errors.append({"field": "note", "message": "must be a string"})
+        note = ""
+    elif utf16_length(note) > NOTE_MAX:
+        errors.append({"field": "note", "message": f"exceeds the maximum length of {NOTE_MAX} characters"})
+    tool_decisions = data.get("toolDecisions")
+    if tool_decisions is None:
+        tool_decisions = {}
+    elif not isinstance(tool_decisions, dict):
+        errors.append({"field": "toolDecisions", "message": "must be an object keyed by call id"})
+        tool_decisions = {}
+    if errors:
+        if verdict is None:
+            detail = VERDICT_REQUIRED
+        elif any(e["field"] == "note" and "exceeds" in e["message"] for e in errors):
+            detail = f"Decision note exceeds the maximum length of {NOTE_MAX} characters"
+        else:
+            detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        raise BadRequest(detail, errors=errors)
+    return DecisionInput(verdict=verdict, note=note, tool_decisions=tool_decisions)

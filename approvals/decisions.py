@@ -1,0 +1,199 @@
+"""Deciding, cancelling, restoring and finishing pauses: every transition is one compare-and-set.
+
+A decision moves the Pause PENDING -> RESOLVING, the subject to running, writes the audit entry and
+enqueues the continuation on django-q2 (ORM broker), all in one transaction. The loser of any race
+gets WrongState (409); bad input was rejected before, so it never consumes a pause.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from approvals.actors import Actor
+from approvals.audit import append_audit_entry
+from approvals.decision_input import DecisionInput
+from approvals.errors import BadRequest, WrongState
+from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
+from approvals.surfaces import handler_for
+
+CONTINUATION_TASK = "approvals.continuations.run_continuation"
+
+
+def _conversation_id(pause: Pause) -> uuid.UUID | None:
+    return pause.subject_id if pause.subject_type == SubjectType.CONVERSATION else None
+
+
+def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
+    return (
+        Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
+        .order_by("-paused_at")
+        .first()
+    )
+
+
+def _not_awaiting(surface: str, subject_id: uuid.UUID, what: str) -> WrongState:
+    state = handler_for(surface).subject_state(subject_id)
+    return WrongState(
+        f"{what} is not in a resumable state (current state: {state}) - it may have been resumed, "
+        "cancelled, or timed out already.",
+        current_state=state,
+    )
+
+
+def decide_pause(
+    *,
+    surface: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    decision: DecisionInput,
+    actor: Actor,
+    expected_pause_id: uuid.UUID | None = None,
+    what: str = "Conversation",
+) -> Pause:
+    """Record a human or automated decision on the subject's pending pause and queue its continuation.
+
+    Fails with WrongState when nothing is pending (or another decision won), and with the surface's
+    own error (e.g. NotDeployed) when the decision could not be carried out; either way nothing changes.
+    """
+    handler = handler_for(surface)
+    with transaction.atomic():
+        pause = open_pause_of(subject_type, subject_id)
+        if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
+            raise _not_awaiting(surface, subject_id, what)
+        if decision.tool_decisions and pause.kind != PauseKind.TOOL_CALL:
+            raise BadRequest(
+                "toolDecisions is only valid for tool-call pauses",
+                errors=[{"field": "toolDecisions", "message": "only valid for tool-call pauses"}],
+            )
+        handler.check_can_continue(pause)
+        now = timezone.now()
+        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
+            status=PauseStatus.RESOLVING,
+            verdict=decision.verdict,
+            note=decision.note,
+            decided_by=actor.name,
+            decided_by_user=actor.user_id,
+            automated=actor.automated,
+            decided_at=now,
+            decision_details={"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
+            lease_until=None,
+        )
+        if not won or not handler.begin_resume(pause):
+            raise _not_awaiting(surface, subject_id, what)
+        pause.refresh_from_db()
+        append_audit_entry(
+            subject_type=subject_type,
+            subject_id=subject_id,
+            verb="hitl.approval",
+            actor=actor.name,
+            automated=actor.automated,
+            verdict=decision.verdict,
+            note=decision.note,
+            conversation_id=_conversation_id(pause),
+            pause_id=pause.id,
+            epoch=pause.epoch,
+            detail={
+                "pauseType": pause.kind,
+                "surface": surface,
+                "agentId": str(pause.agent_id) if pause.agent_id else None,
+                "agentVersion": pause.agent_version,
+                "owner": pause.owner.get_username() if pause.owner_id else None,
+            },
+        )
+        async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")
+    return pause
+
+
+def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRACEFUL") -> bool:
+    """End a pending pause without a decision (cancel, end of conversation, ABORT timeout, retention).
+
+    Runs in the caller's transaction; returns False when the pause was no longer pending.
+    """
+    with transaction.atomic():
+        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
+            status=PauseStatus.CANCELLED,
+            verdict=Verdict.CANCELLED,
+            decided_by=actor.name,
+            decided_by_user=actor.user_id,
+            automated=actor.automated,
+            decided_at=timezone.now(),
+            resolved_at=timezone.now(),
+            due_at=None,
+        )
+        if not won:
+            return False
+        pause.refresh_from_db()
+        handler_for(pause.surface).on_cancelled(pause, mode=mode)
+        append_audit_entry(
+            subject_type=pause.subject_type,
+            subject_id=pause.subject_id,
+            verb="hitl.approval",
+            actor=actor.name,
+            automated=actor.automated,
+            verdict=Verdict.CANCELLED,
+            conversation_id=_conversation_id(pause),
+            pause_id=pause.id,
+            epoch=pause.epoch,
+            detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface},
+        )
+    return True
+
+
+def restore_pause(*, pause_id: uuid.UUID, reason: str) -> bool:
+    """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged."""
+    with transaction.atomic():
+        pause = Pause.objects.select_for_update().filter(pk=pause_id, status=PauseStatus.RESOLVING).first()
+        if pause is None:
+            return False
+        previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
+        Pause.objects.filter(pk=pause.pk).update(
+            status=PauseStatus.PENDING,
+            verdict="",
+            note="",
+            decided_by="",
+            decided_by_user=None,
+            automated=False,
+            decided_at=None,
+            decision_details={},
+            lease_until=None,
+        )
+        pause.refresh_from_db()
+        handler_for(pause.surface).on_restored(pause)
+        append_audit_entry(
+            subject_type=pause.subject_type,
+            subject_id=pause.subject_id,
+            verb="hitl.restored",
+            actor="system:recovery",
+            automated=True,
+            conversation_id=_conversation_id(pause),
+            pause_id=pause.id,
+            epoch=pause.epoch,
+            detail={"reason": reason, "previousDecision": previous,
+                    "dueAt": pause.due_at.isoformat() if pause.due_at else None},
+        )
+    return True
+
+
+def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = None) -> None:
+    """RESOLVING -> RESOLVED once the continuation committed (in its transaction)."""
+    now = timezone.now()
+    Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(
+        status=PauseStatus.RESOLVED, resolved_at=now, due_at=None, lease_until=None
+    )
+    if outcome != "completed":
+        append_audit_entry(
+            subject_type=pause.subject_type,
+            subject_id=pause.subject_id,
+            verb=f"hitl.continuation.{outcome}",
+            actor="system:continuation",
+            automated=True,
+            conversation_id=_conversation_id(pause),
+            pause_id=pause.id,
+            epoch=pause.epoch,
+            detail=detail or {},
+        )

@@ -1,0 +1,111 @@
+"""Opening a pause: one row, written in the caller's transaction with the subject's state."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.audit import append_audit_entry
+from approvals.durations import positive_duration
+from approvals.models import Pause, PauseKind, SubjectType, TimeoutPolicy
+
+GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
+FINITE_POLICIES = (TimeoutPolicy.AUTO_APPROVE, TimeoutPolicy.AUTO_REJECT, TimeoutPolicy.ABORT)
+
+
+def effective_timeout(hitl_config: dict[str, Any] | None) -> tuple[str, str]:
+    """(policy, approvalTimeout) from a hitlConfig; anything unusable means wait indefinitely.
+
+    Documents are validated on save, so this only guards against stored data older than the rules.
+    """
+    config = hitl_config or {}
+    policy = config.get("timeoutPolicy") or TimeoutPolicy.WAIT_INDEFINITELY
+    timeout = config.get("approvalTimeout") or ""
+    if policy not in TimeoutPolicy.values:
+        return TimeoutPolicy.WAIT_INDEFINITELY, timeout
+    if policy in FINITE_POLICIES:
+        try:
+            positive_duration(timeout)
+        except (TypeError, ValueError):
+            return TimeoutPolicy.WAIT_INDEFINITELY, timeout
+    return policy, timeout
+
+
+def deadline_for(policy: str, timeout: str, paused_at: datetime) -> datetime | None:
+    if policy not in FINITE_POLICIES:
+        return None
+    return paused_at + positive_duration(timeout)
+
+
+def open_pause(
+    *,
+    surface: str,
+    kind: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    owner_id: int | None,
+    reason: str,
+    hitl_config: dict[str, Any] | None,
+    bookmark: dict[str, Any],
+    details: dict[str, Any] | None = None,
+    tool_names: list[str] | None = None,
+    agent_id: uuid.UUID | None = None,
+    agent_version: int | None = None,
+    group_id: uuid.UUID | None = None,
+) -> Pause:
+    """Create the PENDING pause with its deadline. Must run inside the transaction that moves the
+    subject to its awaiting state, so the two commit together or not at all."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("open_pause must run inside the subject's transaction")
+    policy, timeout = effective_timeout(hitl_config)
+    paused_at = timezone.now()
+    pause = Pause.objects.create(
+        surface=surface,
+        kind=kind,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        owner_id=owner_id,
+        agent_id=agent_id,
+        agent_version=agent_version,
+        group_id=group_id,
+        reason=(reason or GENERIC_RULE_REASON)[:500],
+        timeout_policy=policy,
+        approval_timeout=timeout,
+        paused_at=paused_at,
+        due_at=deadline_for(policy, timeout, paused_at),
+        bookmark={**bookmark, "pausedAt": paused_at.isoformat()},
+        details=details or {},
+        tool_names=tool_names or [],
+    )
+    append_audit_entry(
+        subject_type=subject_type,
+        subject_id=subject_id,
+        verb="hitl.pause",
+        actor="system:pipeline",
+        automated=True,
+        conversation_id=subject_id if subject_type == SubjectType.CONVERSATION else None,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail={
+            "kind": kind,
+            "surface": surface,
+            "reason": pause.reason,
+            "timeoutPolicy": policy,
+            "approvalTimeout": timeout,
+            "dueAt": pause.due_at.isoformat() if pause.due_at else None,
+            "toolNames": pause.tool_names,
+        },
+    )
+    return pause
+
+
+def rule_pause_reason(hitl_config: dict[str, Any] | None) -> str:
+    reason = (hitl_config or {}).get("pauseReason")
+    return reason if isinstance(reason, str) and reason.strip() else GENERIC_RULE_REASON
+
+
+__all__ = ["open_pause", "effective_timeout", "deadline_for", "rule_pause_reason", "PauseKind"]

@@ -1,0 +1,50 @@
+"""How the core reaches the surfaces it knows nothing about.
+
+conversations/ and groups/ register a handler for their surface in AppConfig.ready(); the core calls
+it to move the subject's state in the same transaction as the Pause, and to run the continuation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from approvals.models import Pause
+
+
+class ContinuationNotStarted(Exception):
+    """Raised by a handler before the continuation had any effect: the pause is restored."""
+
+
+class SurfaceHandler(Protocol):
+    def subject_state(self, subject_id: object) -> str | None:
+        """The subject's current state, or None when it does not exist."""
+
+    def check_can_continue(self, pause: Pause) -> None:
+        """Raise (e.g. NotDeployed) when a decision could not be carried out; runs before the CAS."""
+
+    def begin_resume(self, pause: Pause) -> bool:
+        """Compare-and-set the subject from awaiting to running, in the caller's transaction."""
+
+    def on_cancelled(self, pause: Pause, *, mode: str) -> None:
+        """Move the subject out of its awaiting state after its pause was cancelled (same transaction)."""
+
+    def on_restored(self, pause: Pause) -> None:
+        """Move the subject back to awaiting after a continuation could not start (same transaction)."""
+
+    def continue_pause(self, pause: Pause) -> None:
+        """Run the continuation of a decided pause (on a worker). Finishes the pause itself."""
+
+
+_HANDLERS: dict[str, SurfaceHandler] = {}
+
+
+def register_surface(surface: str, handler: SurfaceHandler) -> None:
+    _HANDLERS[surface] = handler
+
+
+def handler_for(surface: str) -> SurfaceHandler:
+    try:
+        return _HANDLERS[surface]
+    except KeyError:
+        raise LookupError(f"no handler registered for surface '{surface}'") from None

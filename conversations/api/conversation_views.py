@@ -1,0 +1,280 @@
+"""REST adapters for 1:1 conversations and their approvals. Each view: parse, authorize, call a service."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals.access import is_admin, is_owner
+from approvals.actors import actor_for_user
+from approvals.decision_input import parse_decision_body
+from approvals.decisions import decide_pause
+from approvals.errors import BadRequest, Forbidden
+from approvals.models import Pause, PauseStatus, SubjectType, Surface
+from approvals.presenters import inbox_row
+from approvals.selectors import pending_pauses_for
+from conversations import turns
+from conversations.models import Conversation, ConversationState
+from conversations.selectors import conversation_for_decision, conversation_for_talk
+from conversations.snapshots import approval_status, snapshot
+
+SNAPSHOT = inline_serializer(
+    "Snapshot",
+    {
+        "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(),
+        "agentVersion": serializers.IntegerField(), "environment": serializers.CharField(),
+        "state": serializers.ChoiceField(ConversationState.choices),
+        "output": serializers.ListField(child=serializers.CharField()),
+        "actions": serializers.ListField(child=serializers.CharField()),
+        "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+    },
+)
+SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
+DECISION = inline_serializer(
+    "Decision",
+    {"verdict": serializers.ChoiceField(["APPROVED", "REJECTED"]),
+     "note": serializers.CharField(required=False, max_length=4096),
+     "toolDecisions": serializers.DictField(required=False)},
+)
+DECIDED = inline_serializer(
+    "Decided",
+    {"conversationId": serializers.UUIDField(), "pauseId": serializers.UUIDField(),
+     "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
+)
+INPUT_MAX = 16_384
+
+
+def json_body(request: Request, *, required: bool) -> Any:
+    """The parsed JSON body; anything unreadable is a 400 naming the body."""
+    try:
+        data = request.data
+    except (ParseError, UnsupportedMediaType) as exc:
+        raise BadRequest(f"The body must be a JSON object ({exc.detail})",
+                         errors=[{"field": "body", "message": "not a JSON object"}]) from None
+    if not request.body and not required:
+        return {}
+    if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
+        data = data.dict()
+        if not data and required:
+            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "required"}])
+    return data
+
+
+def _context(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest("context must be an object", errors=[{"field": "context", "message": "must be an object"}])
+    return value
+
+
+class StartView(APIView):
+    @extend_schema(
+        summary="Start a conversation",
+        parameters=[OpenApiParameter("environment", str, enum=["production", "test"], required=False)],
+        request=inline_serializer("StartInput", {"context": serializers.DictField(required=False)}),
+        responses={201: SNAPSHOT},
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        body = json_body(request, required=False)
+        if not isinstance(body, dict):
+            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        environment = request.query_params.get("environment", "production")
+        if environment not in ("production", "test"):
+            raise BadRequest(f"unknown environment '{environment}'",
+                             errors=[{"field": "environment", "message": "must be production or test"}])
+        conversation = turns.start_conversation(
+            user=request.user, agent_id=agent_id, environment=environment, context=_context(body.get("context"))
+        )
+        response = Response(snapshot(conversation), status=status.HTTP_201_CREATED)
+        response["Location"] = f"/agents/{conversation.id}"
+        return response
+
+
+class ConversationView(APIView):
+    @extend_schema(summary="Read a conversation snapshot", responses=SNAPSHOT)
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = _readable(request.user, conversation_id)
+        return Response(snapshot(conversation))
+
+    @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
+                   request=SAY, responses=SNAPSHOT)
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_talk(request.user, conversation_id)
+        body = json_body(request, required=True)
+        if not isinstance(body, dict):
+            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        text = body.get("input")
+        if not isinstance(text, str):
+            raise BadRequest("input must be a string", errors=[{"field": "input", "message": "required string"}])
+        if len(text) > INPUT_MAX:
+            raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
+        conversation = turns.say(conversation=conversation, user=request.user, user_input=text,
+                                 context=_context(body.get("context")))
+        return Response(snapshot(conversation))
+
+
+def _readable(user: Any, conversation_id: str) -> Conversation:
+    """The snapshot is for owner and admin; an approver may read it while it awaits a decision."""
+    conversation = conversation_for_decision(user, conversation_id)
+    if is_admin(user) or is_owner(user, conversation.owner_id):
+        return conversation
+    if conversation.state != ConversationState.AWAITING_HUMAN:
+        raise Forbidden("Approvers may read a conversation only while it is awaiting approval")
+    return conversation
+
+
+class UndoView(APIView):
+    @extend_schema(summary="Undo the last step (409 while awaiting approval or running)", request=None,
+                   responses=SNAPSHOT)
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_talk(request.user, conversation_id)
+        return Response(snapshot(turns.undo(conversation=conversation)))
+
+
+class RedoView(APIView):
+    @extend_schema(summary="Redo the last undone step (409 while awaiting approval or running)", request=None,
+                   responses=SNAPSHOT)
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_talk(request.user, conversation_id)
+        return Response(snapshot(turns.redo(conversation=conversation)))
+
+
+class EndView(APIView):
+    @extend_schema(summary="End the conversation (a pending approval is cancelled and audited)", request=None,
+                   responses=SNAPSHOT)
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_talk(request.user, conversation_id)
+        ended = turns.end_conversation(conversation=conversation, actor=actor_for_user(request.user))
+        return Response(snapshot(ended))
+
+
+class CancelView(APIView):
+    @extend_schema(summary="Cancel a pending approval or a running turn", request=None, responses=SNAPSHOT)
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_decision(request.user, conversation_id)
+        cancelled = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
+        return Response(snapshot(cancelled))
+
+
+class ResumeView(APIView):
+    """The decision. Check order: body (400) -> access (403/404) -> existence -> state (409)."""
+
+    @extend_schema(
+        summary="Decide a pending approval",
+        parameters=[OpenApiParameter("wait", int, required=False,
+                                     description="Seconds (0..60) to wait for the continuation; "
+                                                 "the continued snapshot is returned instead")],
+        request=DECISION,
+        responses={200: DECIDED},
+    )
+    def post(self, request: Request, conversation_id: str) -> Response:
+        decision = parse_decision_body(json_body(request, required=True))
+        conversation = conversation_for_decision(request.user, conversation_id)
+        actor = actor_for_user(request.user)
+        pause = decide_pause(
+            surface=Surface.REGULAR, subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk,
+            decision=decision, actor=actor,
+        )
+        response = Response({
+            "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
+            "decidedBy": pause.decided_by, "state": ConversationState.IN_PROGRESS,
+        })
+        response.hitl_wait = (pause.id, conversation.pk)  # picked up by resume_with_wait
+        return response
+
+
+def clamp_wait(value: Any) -> float:
+    try:
+        return max(0.0, min(60.0, float(value)))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _continuation_settled(pause_id: Any) -> bool:
+    status_now = Pause.objects.filter(pk=pause_id).values_list("status", flat=True).first()
+    return status_now != PauseStatus.RESOLVING
+
+
+def _snapshot_of(conversation_id: Any) -> dict[str, Any]:
+    return snapshot(Conversation.objects.get(pk=conversation_id))
+
+
+_resume_view = ResumeView.as_view()
+
+
+async def resume_with_wait(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """``?wait=N`` waits for the continuation without holding a worker thread, then returns the snapshot."""
+    response = await sync_to_async(_resume_view)(request, conversation_id=conversation_id)
+    wait = clamp_wait(request.GET.get("wait"))
+    target = getattr(response, "hitl_wait", None)
+    if response.status_code != 200 or target is None or wait <= 0:
+        return response
+    pause_id, conversation_pk = target
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while loop.time() < deadline:
+        if await sync_to_async(_continuation_settled)(pause_id):
+            break
+        await asyncio.sleep(0.05)
+    body = await sync_to_async(_snapshot_of)(conversation_pk)
+    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
+
+
+resume_with_wait.csrf_exempt = True  # the DRF view inside enforces CSRF for session auth
+
+
+class ApprovalStatusView(APIView):
+    @extend_schema(
+        summary="Pause summary (detail=full adds the snapshot; approver-only callers only while paused)",
+        parameters=[OpenApiParameter("detail", str, enum=["summary", "full"], required=False)],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for_decision(request.user, conversation_id)
+        summary = approval_status(conversation)
+        if request.query_params.get("detail") == "full":
+            if not (is_admin(request.user) or is_owner(request.user, conversation.owner_id)):
+                if conversation.state != ConversationState.AWAITING_HUMAN:
+                    raise Forbidden(
+                        "Full approval status is available to approvers only while the conversation is "
+                        "awaiting approval - use the summary view"
+                    )
+            summary["conversation"] = snapshot(conversation)
+        return Response(summary)
+
+
+INBOX_ROW = inline_serializer(
+    "InboxRow",
+    {"pauseId": serializers.UUIDField(), "surface": serializers.CharField(),
+     "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(allow_null=True),
+     "groupId": serializers.UUIDField(allow_null=True), "ownerId": serializers.CharField(allow_null=True),
+     "pausedAt": serializers.DateTimeField(), "deadline": serializers.DateTimeField(allow_null=True),
+     "pauseReason": serializers.CharField(), "pauseType": serializers.CharField(),
+     "timeoutPolicy": serializers.CharField(), "approvalTimeout": serializers.CharField(allow_null=True),
+     "toolNames": serializers.ListField(child=serializers.CharField())},
+    many=True,
+)
+
+
+class PendingApprovalsView(APIView):
+    @extend_schema(
+        summary="Pending approvals you may decide (oldest first)",
+        parameters=[OpenApiParameter("limit", int, required=False, description="1..1000, default 200")],
+        responses=INBOX_ROW,
+    )
+    def get(self, request: Request) -> Response:
+        pauses = pending_pauses_for(request.user, limit=request.query_params.get("limit", 200),
+                                    surface=Surface.REGULAR)
+        return Response([inbox_row(p) for p in pauses])
+

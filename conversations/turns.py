@@ -1,0 +1,295 @@
+"""Conversation services: start, say, undo, redo, end, cancel, and continuing after a decision.
+
+A turn runs outside any transaction (its http calls may be slow): it first moves the conversation
+to IN_PROGRESS with a compare-and-set, runs the pipeline, then commits the step, the new state and,
+when it paused, the Pause, in one transaction guarded by IN_PROGRESS. If a cancel won meanwhile, the
+turn's result is discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from approvals.actors import Actor, system_actor
+from approvals.decisions import cancel_pending_pause, finish_pause, open_pause_of
+from approvals.errors import NotDeployed, WrongState
+from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
+from approvals.pauses import open_pause, rule_pause_reason
+from conversations.agents import agent_version, is_deployed
+from conversations.lifecycle import LifecycleOutcome, run_lifecycle
+from conversations.memory_store import (
+    caller_for,
+    memory_for_new_turn,
+    memory_for_paused_turn,
+    save_step,
+)
+from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory
+from conversations.pipeline.registry import TurnContext
+from conversations.pipeline.tasks import register_builtin_tasks
+
+logger = logging.getLogger(__name__)
+
+S = ConversationState
+TALKABLE = (S.READY, S.ERROR, S.EXECUTION_INTERRUPTED)
+AWAITING_MESSAGE = (
+    "Conversation is awaiting human approval - a reviewer must resolve it via "
+    "POST /agents/{id}/resume (or cancel) before new input is accepted"
+)
+REJECTED_TEXT = "This action was rejected by a human reviewer."
+
+
+def _busy(conversation_id: Any, state: str | None) -> WrongState:
+    if state == S.AWAITING_HUMAN:
+        return WrongState(AWAITING_MESSAGE.replace("{id}", str(conversation_id)), current_state=state)
+    if state == S.IN_PROGRESS:
+        return WrongState(
+            "Conversation is processing another turn - your message was not processed; retry shortly "
+            "(current state: IN_PROGRESS)",
+            current_state=state,
+        )
+    return WrongState(f"Conversation has ended (current state: {state})", current_state=state)
+
+
+def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnContext:
+    return TurnContext(
+        agent_document=document,
+        conversation_id=str(conversation.id),
+        agent_id=str(conversation.agent_id),
+        environment=conversation.environment,
+    )
+
+
+def _require_deployed(conversation: Conversation) -> None:
+    if not is_deployed(
+        agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
+    ):
+        raise NotDeployed(
+            f"Agent {conversation.agent_id} version {conversation.agent_version} is not deployed in "
+            f"{conversation.environment}"
+        )
+
+
+def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext,
+         resume_at: tuple[str, int] | None = None) -> LifecycleOutcome | Exception:
+    register_builtin_tasks()
+    try:
+        return run_lifecycle(document, memory, turn, resume_at=resume_at)
+    except Exception as exc:  # the turn fails, the conversation records ERROR
+        logger.exception("turn of conversation %s failed", turn.conversation_id)
+        memory.current.data["error"] = f"{type(exc).__name__}: {exc}"
+        return exc
+
+
+def _commit(
+    conversation: Conversation,
+    document: dict[str, Any],
+    memory: ConversationMemory,
+    outcome: LifecycleOutcome | Exception,
+    *,
+    row: ConversationStep | None = None,
+    resolving: Pause | None = None,
+) -> str:
+    """Write the turn's result if the conversation is still ours (IN_PROGRESS); returns the new state."""
+    if isinstance(outcome, Exception):
+        state = S.ERROR
+    else:
+        state = {"completed": S.READY, "stopped": S.ENDED, "paused": S.AWAITING_HUMAN}[outcome.kind]
+    with transaction.atomic():
+        won = Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
+            state=state, properties=memory.properties
+        )
+        if not won:
+            current = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
+            if resolving is not None:
+                finish_pause(pause=resolving, outcome="discarded", detail={"state": current})
+            return current or S.ENDED
+        if resolving is not None:
+            finish_pause(
+                pause=resolving,
+                outcome="failed" if state == S.ERROR else "completed",
+                detail={"error": memory.current.data.get("error")} if state == S.ERROR else None,
+            )
+        if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
+            if outcome.pause_kind == PauseKind.RULE:
+                memory.current.data["hitl:status"] = "awaiting_approval"
+                memory.current.outputs["hitl:status"] = "awaiting_approval"
+        save_step(conversation, memory.current, memory.properties, row=row)
+        if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
+            hitl_config = document.get("hitlConfig")
+            open_pause(
+                surface=Surface.REGULAR,
+                kind=outcome.pause_kind,
+                subject_type=SubjectType.CONVERSATION,
+                subject_id=conversation.pk,
+                owner_id=conversation.owner_id,
+                reason=outcome.reason if outcome.pause_kind != PauseKind.RULE else rule_pause_reason(hitl_config),
+                hitl_config=hitl_config,
+                bookmark={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index},
+                details={**outcome.details, "actions": list(memory.current.actions)},
+                tool_names=outcome.tool_names,
+                agent_id=conversation.agent_id,
+                agent_version=conversation.agent_version,
+            )
+    return state
+
+
+def start_conversation(
+    *, user: Any, agent_id: Any, environment: str, context: dict[str, Any] | None = None
+) -> Conversation:
+    """Start on the newest version deployed in ``environment``; the conversation stays on it."""
+    from conversations.agents import deployed_versions, live_agent
+
+    agent = live_agent(agent_id)
+    versions = deployed_versions(agent_id=agent.pk, environment=environment)
+    if not versions:
+        raise NotDeployed(f"Agent {agent.pk} is not deployed in {environment}.")
+    version = agent_version(agent.pk, versions[-1])
+    conversation = Conversation.objects.create(
+        agent=agent, agent_version=version.version, environment=environment, owner=user,
+        state=S.IN_PROGRESS, context=context or {},
+    )
+    memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
+    memory.current.actions.append(CONVERSATION_START)
+    outcome = _run(version.document, memory, _turn_context(conversation, version.document))
+    _commit(conversation, version.document, memory, outcome)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> Conversation:
+    """Run one turn. While paused the input is refused (409) and not consumed."""
+    won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(state=S.IN_PROGRESS)
+    if not won:
+        state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
+        raise _busy(conversation.pk, state)
+    previous_state = conversation.state
+    try:
+        _require_deployed(conversation)
+        version = AgentVersion.objects.get(agent_id=conversation.agent_id, version=conversation.agent_version)
+    except Exception:
+        Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(state=previous_state)
+        raise
+    memory = memory_for_new_turn(
+        conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
+    )
+    outcome = _run(version.document, memory, _turn_context(conversation, version.document))
+    _commit(conversation, version.document, memory, outcome)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
+    """Make the decision visible to the agent: step data, template outputs and a property."""
+    step = memory.current
+    step.data["hitl:decision_verdict"] = pause.verdict
+    step.data["hitl:decision_note"] = pause.note
+    step.data["hitl:decision_by"] = pause.decided_by
+    step.data.pop("hitl:status", None)
+    step.outputs.pop("hitl:status", None)
+    step.outputs["hitlDecision"] = pause.verdict
+    step.outputs["hitlDecisionNote"] = pause.note
+    memory.properties["hitlVerdict"] = pause.verdict
+    step.actions[:] = [a for a in step.actions if a != PAUSE_CONVERSATION]
+
+
+def continue_after_decision(pause: Pause) -> None:
+    """The continuation of a decided pause of a conversation, run on a django-q2 worker."""
+    from approvals.surfaces import ContinuationNotStarted
+
+    conversation = Conversation.objects.select_related("agent").get(pk=pause.subject_id)
+    if conversation.state != S.IN_PROGRESS:
+        with transaction.atomic():
+            finish_pause(pause=pause, outcome="discarded", detail={"state": conversation.state})
+        return
+    if not is_deployed(
+        agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
+    ):
+        raise ContinuationNotStarted("agent version no longer deployed")
+    version = AgentVersion.objects.get(agent_id=conversation.agent_id, version=conversation.agent_version)
+    try:
+        memory, row = memory_for_paused_turn(conversation, caller=caller_for(pause.decided_by_user))
+    except LookupError as exc:
+        raise ContinuationNotStarted(str(exc)) from None
+    _apply_decision(memory, pause)
+    turn = _turn_context(conversation, version.document)
+    if pause.kind == PauseKind.RULE and pause.verdict == Verdict.REJECTED:
+        text = REJECTED_TEXT + (f" Reason: {pause.note}" if pause.note else "")
+        memory.current.output.append(text)
+        outcome: LifecycleOutcome | Exception = LifecycleOutcome(kind="completed")
+    else:
+        bookmark = pause.bookmark
+        offset = 1 if pause.kind == PauseKind.RULE else 0
+        outcome = _run(version.document, memory, turn,
+                       resume_at=(bookmark["workflowId"], int(bookmark["taskIndex"]) + offset))
+    _commit(conversation, version.document, memory, outcome, row=row, resolving=pause)
+
+
+def undo(*, conversation: Conversation) -> Conversation:
+    return _move_history(conversation, undo=True)
+
+
+def redo(*, conversation: Conversation) -> Conversation:
+    return _move_history(conversation, undo=False)
+
+
+def _move_history(conversation: Conversation, *, undo: bool) -> Conversation:
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        if locked.state not in TALKABLE:
+            raise WrongState(
+                f"Cannot {'undo' if undo else 'redo'} while the conversation is {locked.state}",
+                current_state=locked.state,
+            )
+        steps = ConversationStep.objects.filter(conversation=locked)
+        if undo:
+            target = steps.filter(undone=False).order_by("-index").first()
+        else:
+            target = steps.filter(undone=True).order_by("index").first()
+        if target is None:
+            raise WrongState(f"Nothing to {'undo' if undo else 'redo'}", current_state=locked.state)
+        target.undone = undo
+        target.save(update_fields=["undone"])
+        latest = steps.filter(undone=False).order_by("-index").first()
+        locked.properties = latest.properties if latest else {}
+        locked.save(update_fields=["properties", "updated_at"])
+    conversation.refresh_from_db()
+    return conversation
+
+
+def end_conversation(*, conversation: Conversation, actor: Actor) -> Conversation:
+    """End the conversation; a pending approval ends through the audited cancel path."""
+    with transaction.atomic():
+        pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
+        if pause is None or not cancel_pending_pause(pause=pause, actor=actor, mode="END_CONVERSATION"):
+            Conversation.objects.filter(pk=conversation.pk).exclude(state=S.ENDED).update(state=S.ENDED)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def cancel_conversation(*, conversation: Conversation, actor: Actor) -> Conversation:
+    """Cancel a pending approval, or interrupt a running turn (its result is then discarded)."""
+    with transaction.atomic():
+        pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
+        if pause is not None and cancel_pending_pause(pause=pause, actor=actor):
+            pass
+        elif not Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
+            state=S.EXECUTION_INTERRUPTED
+        ):
+            state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
+            raise WrongState(
+                "Nothing to cancel: conversation is neither awaiting approval nor executing "
+                f"(current state: {state}). Use endConversation to close it.",
+                current_state=state,
+            )
+    conversation.refresh_from_db()
+    return conversation
+
+
+__all__ = [
+    "start_conversation", "say", "undo", "redo", "end_conversation", "cancel_conversation",
+    "continue_after_decision", "system_actor",
+]
