@@ -1,0 +1,299 @@
+"""Declared HTTP calls: building the request (one place for rules, LLM tools and pinning) and sending it.
+
+Building rules:
+
+- ``method``, ``path``, header values, query parameter values and body strings are templates
+  (``{args.X}``, ``{properties.X}``, ``{memory.current.X}``, ``{context.X}``).
+- Values substituted into the path are percent-encoded so they cannot add segments or a query.
+- A dict/list body is rendered value by value (strings inside rendered, keys kept) and sent as JSON;
+  a string body is sent as text (as JSON when it parses as a JSON object or array).
+- Secret references ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` are resolved in the
+  document's own text, never in substituted values: a value such as ``{args.x}`` cannot smuggle in
+  ``${env:…}``. ``${caller:token}`` is allowed in headers only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from conversations.pipeline.templating import render
+
+
+class HttpCallError(Exception):
+    """A declared call could not be built or sent; the message is safe to store and show."""
+
+
+class SecretReferenceError(HttpCallError):
+    """A ``${…}`` secret reference cannot be resolved. Names the reference, never a value."""
+
+
+class PrivateAddressError(HttpCallError):
+    """The target resolves to a loopback, link-local or private address while those are denied."""
+
+
+@dataclass
+class BuiltRequest:
+    method: str
+    url: str
+    query: list[tuple[str, str]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    content_type: str | None = None
+
+    def headers_to_send(self) -> dict[str, str]:
+        """The headers plus ``Content-Type`` from ``content_type`` unless a header already sets it."""
+        headers = dict(self.headers)
+        if self.content_type and not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = self.content_type
+        return headers
+
+
+@dataclass
+class HttpResult:
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+SECRET_REFERENCE = re.compile(r"\$\{(?P<scheme>env|vault|caller):(?P<name>[^{}]*)\}")
+SENSITIVE_NAME_PARTS = (
+    "authorization",
+    "api-key",
+    "api_key",
+    "apikey",
+    "x-api-key",
+    "token",
+    "secret",
+    "credential",
+    "password",
+    "cookie",
+)
+REDACTED = "<REDACTED>"
+_PATH_SAFE = "-._~!$&'()*+,;=:@"
+
+
+def resolve_secret_references(text: str, *, caller_token: str | None, allow_caller: bool) -> str:
+    """Replace every ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` in ``text``.
+
+    ``env`` reads os.environ (unset → SecretReferenceError); ``vault`` is not configured yet and always
+    raises; ``caller:token`` is the caller's token ("" when none) and only where ``allow_caller``.
+    """
+
+    def resolve(match: re.Match[str]) -> str:
+        scheme, name, reference = match.group("scheme"), match.group("name"), match.group(0)
+        if scheme == "env":
+            if name not in os.environ:
+                raise SecretReferenceError(f"unknown environment variable: {reference}")
+            return os.environ[name]
+        if scheme == "vault":
+            raise SecretReferenceError(f"secret store not configured: {reference}")
+        if name != "token":
+            raise SecretReferenceError(f"unknown caller reference: {reference}")
+        if not allow_caller:
+            raise SecretReferenceError(f"{reference} is only allowed in headers")
+        return caller_token or ""
+
+    return SECRET_REFERENCE.sub(resolve, text)
+
+
+def build_request(
+    task: dict[str, Any], call: dict[str, Any], template_data: dict[str, Any], *, caller_token: str | None
+) -> BuiltRequest:
+    """The request ``call`` of the ``httpcalls`` ``task`` sends with ``template_data`` (see module rules)."""
+    request = call.get("request") or {}
+
+    def fill(text: Any, *, allow_caller: bool = False, escape: Any = None) -> str:
+        return _render_template(
+            str(text), template_data, caller_token=caller_token, allow_caller=allow_caller, escape=escape
+        )
+
+    method = fill(request.get("method") or "GET").strip().upper()
+    path = fill(request.get("path") or "", escape=lambda value: quote(value, safe=_PATH_SAFE))
+    url = _join_url(fill(task.get("targetServerUrl") or ""), path)
+    headers = {
+        str(name): fill(value, allow_caller=True) for name, value in (request.get("headers") or {}).items()
+    }
+    query = [(name, fill(value)) for name, value in _query_pairs(request.get("queryParams"))]
+    body, content_type = _build_body(request.get("body"), fill)
+    explicit_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
+    return BuiltRequest(method, url, query, headers, body, explicit_type or content_type)
+
+
+def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
+    """Send ``built`` and return status and body (parsed JSON, else text); HttpCallError on failure.
+
+    When ``settings.HITL_HTTP_DENY_PRIVATE`` is true the host is resolved first and the call refused
+    if any of its addresses is loopback, link-local, private or unspecified. Redirects are not followed.
+    """
+    with _client(built, timeout) as client:
+        try:
+            response = client.request(
+                built.method,
+                built.url,
+                params=built.query,
+                headers=built.headers_to_send(),
+                content=built.body,
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise HttpCallError(f"{type(error).__name__}: {error or 'request failed'}") from error
+    return HttpResult(status=response.status_code, body=_parse_body(response), headers=dict(response.headers))
+
+
+def send_without_waiting(built: BuiltRequest, *, timeout: float) -> int | None:
+    """Send ``built`` and return the status if it arrives within ``timeout``; the body is never read.
+
+    A read timeout after the request went out is not an error (None is returned); failing to connect is.
+    """
+    with _client(built, timeout) as client:
+        try:
+            request = client.build_request(
+                built.method,
+                built.url,
+                params=built.query,
+                headers=built.headers_to_send(),
+                content=built.body,
+            )
+            response = client.send(request, stream=True)
+        except httpx.ReadTimeout:
+            return None
+        except (httpx.HTTPError, httpx.InvalidURL) as error:
+            raise HttpCallError(f"{type(error).__name__}: {error or 'request failed'}") from error
+        response.close()
+        return response.status_code
+
+
+def refuse_private_address(url: str) -> None:
+    """Raise PrivateAddressError when ``url``'s host resolves to a non-public address."""
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL as error:
+        raise HttpCallError(f"invalid url: {url}") from error
+    if not host:
+        raise HttpCallError(f"no host in url: {url}")
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as error:
+        raise HttpCallError(f"cannot resolve host {host}: {error}") from error
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        if address.is_loopback or address.is_link_local or address.is_private or address.is_unspecified:
+            raise PrivateAddressError(
+                f"refusing to call {host}: it resolves to non-public address {address} "
+                "(HITL_HTTP_DENY_PRIVATE is on)"
+            )
+
+
+def is_sensitive_name(name: str) -> bool:
+    """Whether a header or parameter name suggests a credential (its value must not be recorded)."""
+    lowered = name.lower()
+    return any(part in lowered for part in SENSITIVE_NAME_PARTS)
+
+
+def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
+    """A copy of headers (dict) or query pairs (list) with sensitive values replaced by ``<REDACTED>``."""
+    if isinstance(pairs, dict):
+        return {name: REDACTED if is_sensitive_name(name) else value for name, value in pairs.items()}
+    return [[name, REDACTED if is_sensitive_name(name) else value] for name, value in pairs]
+
+
+def _render_template(
+    text: str, data: dict[str, Any], *, caller_token: str | None, allow_caller: bool, escape: Any
+) -> str:
+    """Render placeholders in the literal parts and resolve secret references between them."""
+    pieces: list[str] = []
+    position = 0
+    for match in SECRET_REFERENCE.finditer(text):
+        pieces.append(render(text[position : match.start()], data, escape=escape))
+        pieces.append(
+            resolve_secret_references(match.group(0), caller_token=caller_token, allow_caller=allow_caller)
+        )
+        position = match.end()
+    pieces.append(render(text[position:], data, escape=escape))
+    return "".join(pieces)
+
+
+def _render_value(value: Any, fill: Any) -> Any:
+    if isinstance(value, str):
+        return fill(value)
+    if isinstance(value, dict):
+        return {key: _render_value(item, fill) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_render_value(item, fill) for item in value]
+    return value
+
+
+def _build_body(body: Any, fill: Any) -> tuple[bytes | None, str | None]:
+    if body is None:
+        return None, None
+    if isinstance(body, dict | list):
+        rendered = _render_value(body, fill)
+        return json.dumps(rendered, separators=(",", ":"), ensure_ascii=False).encode(), "application/json"
+    text = fill(body)
+    return text.encode(), "application/json" if _is_json_document(text) else "text/plain; charset=utf-8"
+
+
+def _is_json_document(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except ValueError:
+        return False
+
+
+def _query_pairs(params: Any) -> list[tuple[str, Any]]:
+    """Query parameters given as a dict (a list value repeats the name) or a list of {name, value}."""
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(params, dict):
+        for name, value in params.items():
+            for item in value if isinstance(value, list) else [value]:
+                pairs.append((str(name), _scalar_text(item)))
+    elif isinstance(params, list):
+        for item in params:
+            if isinstance(item, dict) and "name" in item:
+                pairs.append((str(item["name"]), _scalar_text(item.get("value"))))
+            elif isinstance(item, list | tuple) and len(item) == 2:
+                pairs.append((str(item[0]), _scalar_text(item[1])))
+    return pairs
+
+
+def _scalar_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _join_url(base: str, path: str) -> str:
+    if not path:
+        return base
+    if not base:
+        return path
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _client(built: BuiltRequest, timeout: float) -> httpx.Client:
+    from django.conf import settings
+
+    if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):
+        refuse_private_address(built.url)
+    return httpx.Client(timeout=timeout, follow_redirects=False)
+
+
+def _parse_body(response: httpx.Response) -> Any:
+    if not response.content:
+        return ""
+    try:
+        return response.json()
+    except ValueError:
+        return response.text

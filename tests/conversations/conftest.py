@@ -1,0 +1,115 @@
+"""Fixtures for pipeline tests: a real HTTP server on loopback that records what it received."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+
+@dataclass
+class ReceivedRequest:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class CannedResponse:
+    status: int = 200
+    body: bytes = b'{"ok": true}'
+    content_type: str = "application/json"
+    delay_seconds: float = 0.0
+
+
+@dataclass
+class LoopbackServer:
+    """Answers every method on every path; ``respond`` sets the answer for one path."""
+
+    host: str
+    port: int
+    received: list[ReceivedRequest] = field(default_factory=list)
+    responses: dict[str, CannedResponse] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def respond(
+        self,
+        path: str,
+        *,
+        status: int = 200,
+        json_body: Any = None,
+        text: str | None = None,
+        delay_seconds: float = 0.0,
+    ) -> None:
+        if text is not None:
+            canned = CannedResponse(status, text.encode(), "text/plain; charset=utf-8", delay_seconds)
+        else:
+            canned = CannedResponse(status, json.dumps(json_body).encode(), "application/json", delay_seconds)
+        self.responses[path] = canned
+
+
+def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            server.received.append(
+                ReceivedRequest(
+                    method=self.command,
+                    path=parts.path,
+                    query=parse_qsl(parts.query, keep_blank_values=True),
+                    headers={name.lower(): value for name, value in self.headers.items()},
+                    body=body,
+                )
+            )
+            canned = server.responses.get(parts.path, CannedResponse())
+            if canned.delay_seconds:
+                time.sleep(canned.delay_seconds)
+            try:
+                self.send_response(canned.status)
+                self.send_header("Content-Type", canned.content_type)
+                self.send_header("Content-Length", str(len(canned.body)))
+                self.end_headers()
+                self.wfile.write(canned.body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (fire-and-forget)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[LoopbackServer]:
+    """A ThreadingHTTPServer on 127.0.0.1 and a free port, stopped after the test."""
+    recorder = LoopbackServer(host="127.0.0.1", port=0)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(recorder))
+    httpd.daemon_threads = True
+    recorder.port = httpd.server_address[1]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield recorder
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
