@@ -1,0 +1,63 @@
+"""Agent documents and shortcuts for building conversations in tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from conversations.agents import create_agent, deploy_agent
+
+ACCOUNT_BOT: dict[str, Any] = {
+    "name": "account-bot",
+    "workflows": [
+        {"id": "main", "tasks": [
+            {"id": "parse", "type": "parser", "dictionaries": [
+                {"phrase": "delete my account", "expressions": "delete_account(me)"},
+                {"word": "hello", "expressions": "greeting(hello)"},
+            ]},
+            {"id": "rules", "type": "behavior_rules", "rules": [
+                {"name": "Pause for deletion approval", "actions": ["PAUSE_CONVERSATION", "confirm_deletion"],
+                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "delete_account(*)"}}]},
+                {"name": "Greet", "actions": ["say_hello"],
+                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}]},
+            ]},
+            {"id": "output", "type": "output", "outputs": [
+                {"action": "confirm_deletion", "texts": ["Deletion {memory.current.hitlDecision}."]},
+                {"action": "say_hello", "texts": ["Hello!"]},
+            ]},
+            {"id": "templating", "type": "templating"},
+        ]},
+    ],
+    "hitlConfig": {"approvalTimeout": "PT15M", "timeoutPolicy": "AUTO_REJECT",
+                   "pauseReason": "Account deletion requires manager sign-off"},
+}
+
+
+def account_bot(**changes: Any) -> dict[str, Any]:
+    document = copy.deepcopy(ACCOUNT_BOT)
+    document.update(changes)
+    return document
+
+
+def deployed_agent(document: dict[str, Any] | None = None, *, environment: str = "production") -> str:
+    row = create_agent(document=document or account_bot(), created_by=None)
+    deploy_agent(agent_id=row.agent_id, version=row.version, environment=environment)
+    return str(row.agent_id)
+
+
+def start(client: Any, agent_id: str, environment: str = "production") -> str:
+    response = client.post(f"/agents/{agent_id}/start?environment={environment}", format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["conversationId"]
+
+
+def say(client: Any, conversation_id: str, text: str) -> Any:
+    return client.post(f"/agents/{conversation_id}", {"input": text}, format="json")
+
+
+def paused_conversation(client: Any, agent_id: str | None = None) -> str:
+    conversation_id = start(client, agent_id or deployed_agent())
+    response = say(client, conversation_id, "please delete my account")
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "AWAITING_HUMAN"
+    return conversation_id
