@@ -1,0 +1,133 @@
+"""Save-time validation of an agent's ``hitlConfig`` (behaviour-details §6.2).
+
+A bad config is refused when the agent is saved or imported, never degraded at run time: a finite
+timeout policy without a duration, or a misspelt key, would otherwise leave a pause waiting forever.
+"""
+
+from __future__ import annotations
+
+import json
+
+from approvals.durations import InvalidDuration, NonPositiveDuration, positive_duration
+from approvals.field_errors import FieldError
+
+TIMEOUT_POLICIES = ("WAIT_INDEFINITELY", "AUTO_APPROVE", "AUTO_REJECT", "ABORT")
+FINITE_POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT")
+DEFAULT_TIMEOUT_POLICY = "WAIT_INDEFINITELY"
+PAUSE_REASON_MAX = 500
+HITL_CONFIG_KEYS = ("approvalTimeout", "timeoutPolicy", "pauseReason", "toolApprovals")
+
+
+def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list[FieldError]:
+    """Every problem of ``config``, each naming its full field path under ``field_path``.
+
+    ``None`` (JSON ``null``) means no hitlConfig and is valid. ``toolApprovals`` is only checked to be
+    an object here; its content has rules of its own.
+    """
+    if config is None:
+        return []
+    if not isinstance(config, dict):
+        return [FieldError(field_path, f"{field_path} must be an object")]
+    errors = [_unknown_key_error(key, field_path) for key in config if key not in HITL_CONFIG_KEYS]
+    policy = config.get("timeoutPolicy")
+    policy_errors = timeout_policy_errors(policy, field_path)
+    errors += policy_errors
+    errors += approval_timeout_errors(
+        config.get("approvalTimeout"),
+        finite_policy=not policy_errors and is_finite_policy(policy),
+        field_path=field_path,
+    )
+    errors += pause_reason_errors(config.get("pauseReason"), field_path)
+    tool_approvals = config.get("toolApprovals")
+    if tool_approvals is not None and not isinstance(tool_approvals, dict):
+        errors.append(
+            FieldError(f"{field_path}.toolApprovals", f"{field_path}.toolApprovals must be an object")
+        )
+    return errors
+
+
+def is_finite_policy(policy: object) -> bool:
+    """A policy that fires when the timeout expires; null means WAIT_INDEFINITELY, which never fires."""
+    return policy in FINITE_POLICIES
+
+
+def timeout_policy_errors(policy: object, field_path: str) -> list[FieldError]:
+    if policy is None or policy in TIMEOUT_POLICIES:
+        return []
+    return [
+        FieldError(
+            f"{field_path}.timeoutPolicy",
+            f"{field_path}.timeoutPolicy {_shown(policy)} must be one of {', '.join(TIMEOUT_POLICIES)}",
+        )
+    ]
+
+
+def approval_timeout_errors(timeout: object, *, finite_policy: bool, field_path: str) -> list[FieldError]:
+    """The duration check: a finite policy needs a duration; any duration given must be positive ISO-8601.
+
+    A duration next to WAIT_INDEFINITELY (or no policy) is still format-checked, so a typo is caught
+    before someone switches the policy on.
+    """
+    field = f"{field_path}.approvalTimeout"
+    if timeout is None or (isinstance(timeout, str) and not timeout.strip()):
+        if not finite_policy:
+            return []
+        return [
+            FieldError(
+                field,
+                f"{field_path}: a finite timeoutPolicy (AUTO_APPROVE/AUTO_REJECT/ABORT) requires an "
+                'approvalTimeout (ISO-8601 duration, e.g. "PT30M") — without it the policy never fires',
+            )
+        ]
+    invalid = FieldError(
+        field,
+        f"{field} '{_text(timeout)}' is not a valid ISO-8601 duration "
+        '(expected e.g. "PT30S", "PT15M", "PT2H")',
+    )
+    if not isinstance(timeout, str):
+        return [invalid]
+    try:
+        positive_duration(timeout)
+    except InvalidDuration:
+        return [invalid]
+    except NonPositiveDuration:
+        return [FieldError(field, f"{field} must be a positive duration, got '{timeout}'")]
+    return []
+
+
+def pause_reason_errors(reason: object, field_path: str) -> list[FieldError]:
+    field = f"{field_path}.pauseReason"
+    if reason is None:
+        return []
+    if not isinstance(reason, str):
+        return [FieldError(field, f"{field} must be a string")]
+    if java_length(reason) > PAUSE_REASON_MAX:
+        return [
+            FieldError(
+                field,
+                f"{field} exceeds the maximum length of {PAUSE_REASON_MAX} characters — "
+                "it is approver-facing summary text, not documentation",
+            )
+        ]
+    return []
+
+
+def java_length(text: str) -> int:
+    """Length in UTF-16 code units, as Java's ``String.length()`` counts (an emoji counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _unknown_key_error(key: str, field_path: str) -> FieldError:
+    return FieldError(
+        f"{field_path}.{key}",
+        f"{field_path}.{key} is not a hitlConfig field (allowed: {', '.join(HITL_CONFIG_KEYS)}) — "
+        "a misspelt key would be ignored and the pause would wait forever",
+    )
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _shown(value: object) -> str:
+    return f"'{value}'" if isinstance(value, str) else json.dumps(value)
