@@ -58,9 +58,11 @@ _any_python() {
 }
 
 _port_free() { # port: true if nothing listens on 127.0.0.1:port and we could bind it
+    # SO_REUSEADDR as PostgreSQL sets it: connections in TIME_WAIT do not make the port busy.
     "$(_any_python)" - "$1" <<'EOF'
 import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
