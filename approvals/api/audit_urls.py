@@ -1,0 +1,7 @@
+from django.urls import path
+
+from approvals.api.audit_views import AuditEntryListView
+
+urlpatterns = [
+    path("audit/entries", AuditEntryListView.as_view(), name="audit-entries"),
+]
