@@ -142,6 +142,7 @@ class AuditEntry(models.Model):
         ]
         indexes = [
             models.Index(fields=["pause_id"], name="audit_pause"),
+            models.Index(fields=["conversation_id"], name="audit_conversation"),
             models.Index(fields=["actor", "created_at"], name="audit_actor"),
             models.Index(fields=["verb", "created_at"], name="audit_verb"),
             models.Index(fields=["created_at"], name="audit_created"),

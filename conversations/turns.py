@@ -14,10 +14,12 @@ from typing import Any
 from django.db import transaction
 
 from approvals.actors import Actor, system_actor
+from approvals.audit import append_audit_entry
 from approvals.decisions import cancel_pending_pause, finish_pause, open_pause_of
 from approvals.errors import NotDeployed, WrongState
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
+from approvals.selectors import current_pause_of
 from conversations.agents import agent_version, is_deployed
 from conversations.lifecycle import LifecycleOutcome, run_lifecycle
 from conversations.memory_store import (
@@ -270,15 +272,33 @@ def end_conversation(*, conversation: Conversation, actor: Actor) -> Conversatio
     return conversation
 
 
+def _audit_interrupted_turn(conversation: Conversation, actor: Actor) -> None:
+    """A running turn was interrupted; if it was a continuation, name the decided pause it belonged to."""
+    resolving = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
+    append_audit_entry(
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=conversation.pk,
+        verb="hitl.turn.interrupted",
+        actor=actor.name,
+        automated=actor.automated,
+        conversation_id=conversation.pk,
+        pause_id=resolving.id if resolving else None,
+        epoch=resolving.epoch if resolving else None,
+        detail={"mode": "CANCEL_GRACEFUL"},
+    )
+
+
 def cancel_conversation(*, conversation: Conversation, actor: Actor) -> Conversation:
     """Cancel a pending approval, or interrupt a running turn (its result is then discarded)."""
     with transaction.atomic():
         pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
         if pause is not None and cancel_pending_pause(pause=pause, actor=actor):
             pass
-        elif not Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
+        elif Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
             state=S.EXECUTION_INTERRUPTED
         ):
+            _audit_interrupted_turn(conversation, actor)
+        else:
             state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
             raise WrongState(
                 "Nothing to cancel: conversation is neither awaiting approval nor executing "

@@ -183,3 +183,18 @@ def test_end_conversation_cancels_a_pending_pause_and_audits_it(alice_client, ap
     entry = AuditEntry.objects.get(pause_id=pause.id, verb="hitl.approval")
     assert (entry.verdict, entry.actor, entry.detail["mode"]) == ("CANCELLED", "alice", "END_CONVERSATION")
     assert resume(approver_client, conversation_id, {"verdict": "APPROVED"}).status_code == 409
+
+
+def test_cancel_during_a_continuation_interrupts_the_turn_and_discards_its_result(alice_client, approver_client):
+    conversation_id = paused_conversation(alice_client)
+    resume(approver_client, conversation_id, {"verdict": "APPROVED"})
+    response = alice_client.post(f"/agents/{conversation_id}/cancel")
+    assert response.status_code == 200 and response.json()["state"] == "EXECUTION_INTERRUPTED"
+    run_queued_tasks()  # the worker finds the conversation no longer running: nothing is written
+    pause = Pause.objects.get(subject_id=conversation_id)
+    assert pause.status == PauseStatus.RESOLVED
+    snapshot = alice_client.get(f"/agents/{conversation_id}").json()
+    assert snapshot["state"] == "EXECUTION_INTERRUPTED" and snapshot["output"] == []
+    verbs = list(AuditEntry.objects.filter(subject_id=conversation_id).order_by("sequence")
+                 .values_list("verb", flat=True))
+    assert verbs == ["hitl.pause", "hitl.approval", "hitl.turn.interrupted", "hitl.continuation.discarded"]
