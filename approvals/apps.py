@@ -1,6 +1,31 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_schedules(sender, using="default", **kwargs) -> None:  # noqa: ANN001
+    from approvals.recovery import ensure_maintenance_schedules
+    from approvals.timers import ensure_timer_schedules
+
+    ensure_timer_schedules()
+    ensure_maintenance_schedules()
+
+
+def _on_worker_start(sender, proc_name="", **kwargs) -> None:  # noqa: ANN001
+    """A q-cluster worker (re)started: run crash recovery and make sure a timer drainer is running."""
+    from django_q.tasks import async_task
+
+    from approvals.timers import DRAIN_FUNC
+
+    async_task("approvals.recovery.run_recovery", task_name="hitl-recovery-at-start", group="hitl")
+    async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl")
 
 
 class ApprovalsConfig(AppConfig):
     name = "approvals"
     verbose_name = "Approvals"
+
+    def ready(self) -> None:
+        from django_q.signals import post_spawn
+
+        post_migrate.connect(_ensure_schedules, sender=self)
+        post_spawn.connect(_on_worker_start, dispatch_uid="hitl-worker-start")

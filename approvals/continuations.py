@@ -1,7 +1,9 @@
 """The continuation task run by django-q2 workers after a decision.
 
-Delivery is at-least-once, so the body is an idempotent claim: a pause is continued only while it is
-RESOLVING and nobody holds a live lease on it.
+Delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is
+RESOLVING and has never been claimed. A claim whose lease ran out means an earlier attempt died part
+way (its worker was killed): running it again could repeat what it already did, so instead the pause
+goes back to PENDING, audited, for a human to decide again. A continuation is never applied twice.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from approvals.decisions import restore_pause
@@ -19,14 +20,14 @@ from approvals.surfaces import ContinuationNotStarted, handler_for
 
 logger = logging.getLogger(__name__)
 
+INTERRUPTED = "an earlier continuation attempt was interrupted before it finished"
+
 
 def claim_continuation(pause_id: str) -> Pause | None:
     now = timezone.now()
     lease = now + timedelta(seconds=settings.HITL_CONTINUATION_LEASE_SECONDS)
-    claimed = (
-        Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING)
-        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .update(lease_until=lease)
+    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
+        lease_until=lease
     )
     if not claimed:
         return None
@@ -36,11 +37,16 @@ def claim_continuation(pause_id: str) -> Pause | None:
 def run_continuation(pause_id: str) -> str:
     pause = claim_continuation(pause_id)
     if pause is None:
+        expired = Pause.objects.filter(
+            pk=pause_id, status=PauseStatus.RESOLVING, lease_until__lt=timezone.now()
+        ).exists()
+        if expired and restore_pause(pause_id=pause_id, reason=INTERRUPTED):
+            return "restored"
         return "skipped"
     try:
         handler_for(pause.surface).continue_pause(pause)
     except ContinuationNotStarted as exc:
         logger.warning("continuation of pause %s could not start: %s", pause_id, exc)
-        restore_pause(pause_id=pause.id, reason=str(exc))
+        restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
         return "restored"
     return "continued"

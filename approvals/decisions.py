@@ -14,12 +14,14 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from approvals import metrics
 from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.errors import BadRequest, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
 from approvals.surfaces import handler_for
+from approvals.timers import arm_timer, disarm_timer
 
 CONTINUATION_TASK = "approvals.continuations.run_continuation"
 
@@ -86,6 +88,7 @@ def decide_pause(
         if not won or not handler.begin_resume(pause):
             raise _not_awaiting(surface, subject_id, what)
         pause.refresh_from_db()
+        disarm_timer(pause)
         append_audit_entry(
             subject_type=subject_type,
             subject_id=subject_id,
@@ -106,6 +109,7 @@ def decide_pause(
             },
         )
         async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")
+        transaction.on_commit(lambda: metrics.count_resume(surface))
     return pause
 
 
@@ -128,6 +132,7 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
         if not won:
             return False
         pause.refresh_from_db()
+        disarm_timer(pause)
         handler_for(pause.surface).on_cancelled(pause, mode=mode)
         append_audit_entry(
             subject_type=pause.subject_type,
@@ -144,13 +149,16 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
     return True
 
 
-def restore_pause(*, pause_id: uuid.UUID, reason: str) -> bool:
+def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: bool = False) -> bool:
     """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged."""
     with transaction.atomic():
         pause = Pause.objects.select_for_update().filter(pk=pause_id, status=PauseStatus.RESOLVING).first()
         if pause is None:
             return False
+        if not allow_live_lease and pause.lease_until is not None and pause.lease_until >= timezone.now():
+            return False  # a worker is still continuing it
         previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
+        disarm_timer(pause)
         Pause.objects.filter(pk=pause.pk).update(
             status=PauseStatus.PENDING,
             verdict="",
@@ -161,8 +169,11 @@ def restore_pause(*, pause_id: uuid.UUID, reason: str) -> bool:
             decided_at=None,
             decision_details={},
             lease_until=None,
+            fire_claimed_until=None,
+            schedule_id=None,
         )
         pause.refresh_from_db()
+        arm_timer(pause)
         handler_for(pause.surface).on_restored(pause)
         append_audit_entry(
             subject_type=pause.subject_type,

@@ -90,8 +90,10 @@ class Pause(models.Model):
     # The continuation's lease while it runs on a worker (RESOLVING).
     lease_until = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
-    # django-q2 Schedule primary key of this pause's timer (issue: timeouts).
+    # django-q2 Schedule primary key of this pause's one-shot timer (deleted by key, never by name).
     schedule_id = models.BigIntegerField(null=True, blank=True)
+    # A timer drainer's claim on an overdue pause while it fires it (or until a failed fire may retry).
+    fire_claimed_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -165,3 +167,6 @@ class AuditHead(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["subject_type", "subject_id"], name="audit_head_per_subject"),
         ]
+
+    def __str__(self) -> str:
+        return f"audit head of {self.subject_type} {self.subject_id} at #{self.last_sequence}"

@@ -9,9 +9,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from approvals import metrics
 from approvals.audit import append_audit_entry
 from approvals.durations import positive_duration
 from approvals.models import Pause, PauseKind, SubjectType, TimeoutPolicy
+from approvals.timers import arm_timer
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
 FINITE_POLICIES = (TimeoutPolicy.AUTO_APPROVE, TimeoutPolicy.AUTO_REJECT, TimeoutPolicy.ABORT)
@@ -81,6 +83,8 @@ def open_pause(
         details=details or {},
         tool_names=tool_names or [],
     )
+    arm_timer(pause)
+    transaction.on_commit(lambda: metrics.count_pause(surface))
     append_audit_entry(
         subject_type=subject_type,
         subject_id=subject_id,

@@ -6,6 +6,7 @@ it to move the subject's state in the same transaction as the Pause, and to run 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ class SurfaceHandler(Protocol):
     def continue_pause(self, pause: Pause) -> None:
         """Run the continuation of a decided pause (on a worker). Finishes the pause itself."""
 
+    def interrupt_stale_turns(self, *, older_than: datetime) -> int:
+        """Crash recovery: subjects running since before ``older_than`` with no open pause are interrupted."""
+
 
 _HANDLERS: dict[str, SurfaceHandler] = {}
 
@@ -48,3 +52,7 @@ def handler_for(surface: str) -> SurfaceHandler:
         return _HANDLERS[surface]
     except KeyError:
         raise LookupError(f"no handler registered for surface '{surface}'") from None
+
+
+def registered_handlers() -> list[SurfaceHandler]:
+    return list(_HANDLERS.values())

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from approvals.audit import append_audit_entry
 from approvals.errors import NotDeployed
-from approvals.models import Pause, Surface
+from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from conversations.agents import is_deployed
 from conversations.models import Conversation, ConversationState
@@ -30,7 +37,9 @@ class ConversationSurface:
 
     def begin_resume(self, pause: Pause) -> bool:
         return bool(
-            Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(state=S.IN_PROGRESS)
+            Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(
+                state=S.IN_PROGRESS, turn_started_at=timezone.now()
+            )
         )
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
@@ -44,6 +53,28 @@ class ConversationSurface:
         from conversations.turns import continue_after_decision
 
         continue_after_decision(pause)
+
+    def interrupt_stale_turns(self, *, older_than: datetime) -> int:
+        """Turns left IN_PROGRESS by a dead process, with no open pause, become EXECUTION_INTERRUPTED."""
+        open_pause = Pause.objects.filter(
+            subject_type=SubjectType.CONVERSATION, subject_id=OuterRef("pk"), status__in=OPEN_STATUSES
+        )
+        stale = Conversation.objects.filter(state=S.IN_PROGRESS).filter(
+            Q(turn_started_at__lt=older_than) | Q(turn_started_at__isnull=True, updated_at__lt=older_than)
+        ).exclude(Exists(open_pause))
+        interrupted = 0
+        for conversation_id in stale.values_list("id", flat=True):
+            with transaction.atomic():
+                if Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).exclude(
+                    Exists(open_pause)
+                ).update(state=S.EXECUTION_INTERRUPTED):
+                    interrupted += 1
+                    append_audit_entry(
+                        subject_type=SubjectType.CONVERSATION, subject_id=conversation_id,
+                        verb="hitl.turn.interrupted", actor="system:recovery", automated=True,
+                        conversation_id=conversation_id, detail={"reason": "turn abandoned by a dead process"},
+                    )
+        return interrupted
 
 
 def register() -> None:

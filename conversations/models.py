@@ -60,6 +60,9 @@ class Deployment(models.Model):
             models.UniqueConstraint(fields=["agent", "version", "environment"], name="deployment_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.agent_id} v{self.version} in {self.environment}"
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -72,6 +75,8 @@ class Conversation(models.Model):
     state = models.CharField(max_length=32, choices=ConversationState.choices, default=ConversationState.READY)
     properties = models.JSONField(default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
+    # When the running turn (state IN_PROGRESS) started: crash recovery leaves younger turns alone.
+    turn_started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -104,3 +109,6 @@ class ConversationStep(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["conversation", "index"], name="step_index_unique")]
         ordering = ["index"]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of {self.conversation_id}"

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from approvals.actors import Actor, system_actor
 from approvals.audit import append_audit_entry
@@ -152,7 +153,7 @@ def start_conversation(
     version = agent_version(agent.pk, versions[-1])
     conversation = Conversation.objects.create(
         agent=agent, agent_version=version.version, environment=environment, owner=user,
-        state=S.IN_PROGRESS, context=context or {},
+        state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
     )
     memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
     memory.current.actions.append(CONVERSATION_START)
@@ -164,7 +165,9 @@ def start_conversation(
 
 def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> Conversation:
     """Run one turn. While paused the input is refused (409) and not consumed."""
-    won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(state=S.IN_PROGRESS)
+    won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(
+        state=S.IN_PROGRESS, turn_started_at=timezone.now()
+    )
     if not won:
         state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
         raise _busy(conversation.pk, state)

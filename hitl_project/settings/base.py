@@ -143,3 +143,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+# The timer drainer: how long one drainer task runs before handing over, and whether it re-enqueues
+# itself (the periodic "hitl-timer-drain" schedule restarts it within a minute either way).
+HITL_TIMER_DRAIN_SECONDS = env.float("HITL_TIMER_DRAIN_SECONDS", default=25.0)
+HITL_TIMER_DRAIN_CHAIN = env.bool("HITL_TIMER_DRAIN_CHAIN", default=True)
+# Crash recovery: how often it runs, and when a decided pause whose continuation no worker picked up,
+# or a turn left IN_PROGRESS without a pause, counts as abandoned.
+HITL_RECOVERY_INTERVAL_SECONDS = env.int("HITL_RECOVERY_INTERVAL_SECONDS", default=300)
+HITL_CONTINUATION_START_TIMEOUT_SECONDS = env.int("HITL_CONTINUATION_START_TIMEOUT_SECONDS", default=1800)
+HITL_STALE_TURN_SECONDS = env.int("HITL_STALE_TURN_SECONDS", default=600)
