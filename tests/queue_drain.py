@@ -1,34 +1,42 @@
-"""Run what the decision services enqueued on django-q2's ORM broker, as a worker would.
+"""Run what the services enqueued on django-q2's ORM broker, as a worker would.
 
-The task is read back from the real broker table and executed by its dotted path, so tests exercise
-the real enqueue (in the decision's transaction) without running a q-cluster in-process.
+Tasks are read back from the real broker table (``django_q_ormq``) and executed by their dotted path,
+so tests exercise the real enqueue (inside the decision's transaction) without a q-cluster in-process.
+The broker's visibility lock is ignored: under time travel a task is "enqueued in the future".
 """
 
 from __future__ import annotations
 
 from pydoc import locate
 
-from django_q.brokers import get_broker
 from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 
-def run_queued_tasks(max_rounds: int = 20) -> int:
-    broker = get_broker()
+def run_queued_tasks(max_tasks: int = 1000, only: str | None = None) -> int:
+    """Run queued tasks in order until the queue is empty (tasks may enqueue more); returns how many."""
     ran = 0
-    for _ in range(max_rounds):
-        items = broker.dequeue()
-        if not items:
+    while ran < max_tasks:
+        queued = OrmQ.objects.order_by("id")
+        row = None
+        for candidate in queued:
+            task = SignedPackage.loads(candidate.payload)
+            if only is None or task["func"] == only:
+                row = candidate
+                break
+        if row is None:
             break
-        for task_id, payload in items:
-            task = SignedPackage.loads(payload)
-            func = task["func"]
-            if isinstance(func, str):
-                func = locate(func)
-            func(*task.get("args", ()), **task.get("kwargs", {}))
-            broker.acknowledge(task_id)
-            ran += 1
+        row.delete()
+        func = task["func"]
+        if isinstance(func, str):
+            func = locate(func)
+        func(*task.get("args", ()), **task.get("kwargs", {}))
+        ran += 1
     return ran
+
+
+def queued_functions() -> list[str]:
+    return [SignedPackage.loads(row.payload)["func"] for row in OrmQ.objects.order_by("id")]
 
 
 def queued_count() -> int:
