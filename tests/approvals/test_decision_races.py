@@ -57,9 +57,9 @@ def test_resume_racing_cancel_exactly_one_wins():
         conversation_id = paused_conversation(client_for(alice))
         resume_client, cancel_client = client_for(approver), client_for(alice)
         statuses = _race([
-            lambda: resume_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                       format="json").status_code,
-            lambda: cancel_client.post(f"/agents/{conversation_id}/cancel").status_code,
+            lambda c=resume_client, cid=conversation_id: c.post(
+                f"/agents/{cid}/resume", {"verdict": "APPROVED"}, format="json").status_code,
+            lambda c=cancel_client, cid=conversation_id: c.post(f"/agents/{cid}/cancel").status_code,
         ])
         pause = Pause.objects.get(subject_id=conversation_id)
         decisions = AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval")
