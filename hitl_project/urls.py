@@ -11,5 +11,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("approvals.api.audit_urls")),
+    path("", include("approvals.api.schedule_urls")),
     path("", include("conversations.api.urls")),
 ]

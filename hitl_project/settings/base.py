@@ -152,3 +152,7 @@ HITL_TIMER_DRAIN_CHAIN = env.bool("HITL_TIMER_DRAIN_CHAIN", default=True)
 HITL_RECOVERY_INTERVAL_SECONDS = env.int("HITL_RECOVERY_INTERVAL_SECONDS", default=300)
 HITL_CONTINUATION_START_TIMEOUT_SECONDS = env.int("HITL_CONTINUATION_START_TIMEOUT_SECONDS", default=1800)
 HITL_STALE_TURN_SECONDS = env.int("HITL_STALE_TURN_SECONDS", default=600)
+# Functions a schedule created through /schedulestore/schedules or the admin may run: an allow-list,
+# because a dotted path to any function would be remote code execution.
+HITL_SCHEDULABLE_FUNCTIONS = env.list("HITL_SCHEDULABLE_FUNCTIONS", default=[
+    "approvals.maintenance_tasks.noop", "approvals.maintenance_tasks.clear_expired_sessions"])
