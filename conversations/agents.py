@@ -27,7 +27,8 @@ def report_or_raise(document: Any, *, file: str | None = None) -> DocumentReport
 
 def live_agent(agent_id: uuid.UUID | str) -> Agent:
     try:
-        return Agent.objects.get(pk=agent_id, deleted_at__isnull=True)
+        key = agent_id if isinstance(agent_id, uuid.UUID) else uuid.UUID(str(agent_id))
+        return Agent.objects.get(pk=key, deleted_at__isnull=True)
     except (Agent.DoesNotExist, ValueError, TypeError):
         raise NotFound("Agent not found.") from None
 

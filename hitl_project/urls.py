@@ -12,5 +12,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("approvals.api.audit_urls")),
     path("", include("approvals.api.schedule_urls")),
+    path("", include("hitl_project.metrics_urls")),
     path("", include("conversations.api.urls")),
 ]

@@ -4,12 +4,18 @@ from pathlib import Path
 
 import environ
 
+from hitl_project.metrics_setup import configure_multiprocess_dir
 from hitl_project.settings.database import database_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# prometheus_client's multiprocess mode needs its directory in the environment before anything
+# imports it (django-q2 does, during django.setup()): web workers and q-cluster processes share it.
+PROMETHEUS_MULTIPROC_DIR = configure_multiprocess_dir(BASE_DIR)
+HITL_METRICS_PUBLIC = env.bool("HITL_METRICS_PUBLIC", default=True)
 
 SECRET_KEY = env.str("SECRET_KEY", default="dev-insecure-secret-key-change-me-0123456789abcdef")
 DEBUG = env.bool("DEBUG", default=False)
@@ -36,6 +42,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "hitl_project.request_metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
