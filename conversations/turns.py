@@ -39,8 +39,8 @@ logger = logging.getLogger(__name__)
 S = ConversationState
 TALKABLE = (S.READY, S.ERROR, S.EXECUTION_INTERRUPTED)
 AWAITING_MESSAGE = (
-    "Conversation is awaiting human approval - a reviewer must resolve it via "
-    "POST /agents/{id}/resume (or cancel) before new input is accepted"
+    "Conversation is awaiting human approval (current state: AWAITING_HUMAN) - a reviewer must resolve "
+    "it via POST /agents/{id}/resume (or cancel) before new input is accepted"
 )
 REJECTED_TEXT = "This action was rejected by a human reviewer."
 

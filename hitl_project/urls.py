@@ -2,11 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from hitl_project.auth_views import TokenView, healthz
+from hitl_project.auth_views import HealthView, TokenView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("healthz", healthz, name="healthz"),
+    path("healthz", HealthView.as_view(), name="healthz"),
     path("auth/token", TokenView.as_view(), name="auth-token"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -232,6 +232,9 @@ async def resume_with_wait(request: HttpRequest, conversation_id: str) -> HttpRe
 
 
 resume_with_wait.csrf_exempt = True  # the DRF view inside enforces CSRF for session auth
+# drf-spectacular documents a route through its view class: point it at ResumeView.
+resume_with_wait.cls = ResumeView
+resume_with_wait.initkwargs = {}
 
 
 class ApprovalStatusView(APIView):
