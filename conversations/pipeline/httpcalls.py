@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conversations.pipeline.http_requests import (
+from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.registry import TurnContext
+from toolgate.http_requests import (
     BuiltRequest,
     HttpCallError,
     build_request,
@@ -25,8 +27,6 @@ from conversations.pipeline.http_requests import (
     send_request,
     send_without_waiting,
 )
-from conversations.pipeline.memory import ConversationMemory
-from conversations.pipeline.registry import TurnContext
 
 FIRE_AND_FORGET_TIMEOUT_SECONDS = 2.0
 

@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from conversations.pipeline import httpcalls
-from conversations.pipeline.http_requests import (
+from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline.registry import TurnContext
+from toolgate.http_requests import (
     PrivateAddressError,
     SecretReferenceError,
     build_request,
     resolve_secret_references,
     send_request,
 )
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
-from conversations.pipeline.registry import TurnContext
 
 TURN = TurnContext({}, "c1")
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
-from conversations.pipeline.templating import render
+from toolgate.templates import render
 
 
 class HttpCallError(Exception):
