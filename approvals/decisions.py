@@ -20,6 +20,7 @@ from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.errors import BadRequest, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
+from approvals.pause_kinds import decision_validator_for
 from approvals.surfaces import handler_for
 from approvals.timers import arm_timer, disarm_timer
 
@@ -72,6 +73,8 @@ def decide_pause(
                 "toolDecisions is only valid for tool-call pauses",
                 errors=[{"field": "toolDecisions", "message": "only valid for tool-call pauses"}],
             )
+        validator = decision_validator_for(pause.kind)
+        kind_detail = validator(pause, decision) if validator else {}
         handler.check_can_continue(pause)
         now = timezone.now()
         won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
@@ -106,6 +109,7 @@ def decide_pause(
                 "agentId": str(pause.agent_id) if pause.agent_id else None,
                 "agentVersion": pause.agent_version,
                 "owner": pause.owner.get_username() if pause.owner_id else None,
+                **kind_detail,
             },
         )
         async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")

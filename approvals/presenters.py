@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from approvals.models import Pause, PauseKind
+from approvals.pause_kinds import details_provider_for
 
 
 def iso(value: datetime | None) -> str | None:
@@ -39,6 +40,9 @@ def inbox_row(pause: Pause) -> dict[str, Any]:
 
 def pause_details(pause: Pause, *, step_actions: list[str] | None = None) -> dict[str, Any]:
     """The reference's pauseDetails: RULE {type, reason, actions}; TOOL_CALL per-call summaries."""
+    provider = details_provider_for(pause.kind)
+    if provider is not None:
+        return provider(pause)
     if pause.kind == PauseKind.TOOL_CALL:
         details = pause.details or {}
         return {

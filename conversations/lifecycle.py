@@ -8,6 +8,7 @@ absolute index of the task in that workflow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,15 +22,25 @@ from conversations.pipeline.registry import TurnContext, runner_for
 
 
 class PauseRequested(Exception):  # noqa: N818 - a signal, not an error
-    """Raised by a task that must wait for a human before it can finish (e.g. a gated tool call)."""
+    """Raised by a task that must wait for a human before it can finish (e.g. a gated tool call).
+
+    ``timeout_config`` ({"timeoutPolicy", "approvalTimeout"}) replaces the agent's hitlConfig for this
+    pause's deadline; ``on_committed(pause)`` runs inside the transaction that opens the pause (to store
+    what belongs to it); ``after_commit(pause)`` runs once that transaction committed.
+    """
 
     def __init__(self, kind: str, reason: str, details: dict[str, Any] | None = None,
-                 tool_names: list[str] | None = None) -> None:
+                 tool_names: list[str] | None = None, *, timeout_config: dict[str, Any] | None = None,
+                 on_committed: Callable[[Any], None] | None = None,
+                 after_commit: Callable[[Any], None] | None = None) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
         self.details = details or {}
         self.tool_names = tool_names or []
+        self.timeout_config = timeout_config
+        self.on_committed = on_committed
+        self.after_commit = after_commit
 
 
 class ConfigDrift(Exception):  # noqa: N818
@@ -45,6 +56,9 @@ class LifecycleOutcome:
     reason: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     tool_names: list[str] = field(default_factory=list)
+    timeout_config: dict[str, Any] | None = None
+    on_committed: Callable[[Any], None] | None = None
+    after_commit: Callable[[Any], None] | None = None
 
 
 def _start_position(workflows: list[dict[str, Any]], resume_at: tuple[str, int] | None) -> tuple[int, int]:
@@ -83,6 +97,8 @@ def run_lifecycle(
                 return LifecycleOutcome(
                     kind="paused", workflow_id=workflow["id"], task_index=index, pause_kind=pause.kind,
                     reason=pause.reason, details=pause.details, tool_names=pause.tool_names,
+                    timeout_config=pause.timeout_config, on_committed=pause.on_committed,
+                    after_commit=pause.after_commit,
                 )
             actions = memory.current.actions
             if STOP_CONVERSATION in actions or CONVERSATION_END in actions:

@@ -123,13 +123,16 @@ def _commit(
         save_step(conversation, memory.current, memory.properties, row=row)
         if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
             hitl_config = document.get("hitlConfig")
-            open_pause(
+            if outcome.timeout_config is not None:
+                hitl_config = outcome.timeout_config
+            pause = open_pause(
                 surface=Surface.REGULAR,
                 kind=outcome.pause_kind,
                 subject_type=SubjectType.CONVERSATION,
                 subject_id=conversation.pk,
                 owner_id=conversation.owner_id,
-                reason=outcome.reason if outcome.pause_kind != PauseKind.RULE else rule_pause_reason(hitl_config),
+                reason=outcome.reason if outcome.pause_kind != PauseKind.RULE else rule_pause_reason(
+                    document.get("hitlConfig")),
                 hitl_config=hitl_config,
                 bookmark={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index},
                 details={**outcome.details, "actions": list(memory.current.actions)},
@@ -137,6 +140,11 @@ def _commit(
                 agent_id=conversation.agent_id,
                 agent_version=conversation.agent_version,
             )
+            if outcome.on_committed is not None:
+                outcome.on_committed(pause)
+            if outcome.after_commit is not None:
+                after = outcome.after_commit
+                transaction.on_commit(lambda: after(pause))
     return state
 
 
@@ -199,6 +207,9 @@ def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
     step.outputs["hitlDecisionNote"] = pause.note
     memory.properties["hitlVerdict"] = pause.verdict
     step.actions[:] = [a for a in step.actions if a != PAUSE_CONVERSATION]
+    if pause.kind == PauseKind.TOOL_CALL:
+        # the LLM task at the bookmark re-enters its tool loop with this pause's frozen batch
+        step.data["hitl:tool_resume_pause"] = str(pause.id)
 
 
 def continue_after_decision(pause: Pause) -> None:
