@@ -170,3 +170,12 @@ class AuditHead(models.Model):
 
     def __str__(self) -> str:
         return f"audit head of {self.subject_type} {self.subject_id} at #{self.last_sequence}"
+
+
+class PendingApproval(Pause):
+    """The admin inbox's view of a Pause (a proxy: no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "pending approval"
+        verbose_name_plural = "pending approvals"

@@ -39,6 +39,10 @@ class SurfaceHandler(Protocol):
     def interrupt_stale_turns(self, *, older_than: datetime) -> int:
         """Crash recovery: subjects running since before ``older_than`` with no open pause are interrupted."""
 
+    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+        """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,
+        for a reviewer deciding ``pause`` (the caller checks the reviewer may read them)."""
+
 
 _HANDLERS: dict[str, SurfaceHandler] = {}
 

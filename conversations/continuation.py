@@ -13,7 +13,7 @@ from approvals.errors import NotDeployed
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from conversations.agents import is_deployed
-from conversations.models import Conversation, ConversationState
+from conversations.models import Conversation, ConversationState, ConversationStep
 
 S = ConversationState
 
@@ -75,6 +75,16 @@ class ConversationSurface:
                         conversation_id=conversation_id, detail={"reason": "turn abandoned by a dead process"},
                     )
         return interrupted
+
+    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+        """The latest live steps of the paused conversation, oldest first (one query)."""
+        rows = ConversationStep.objects.filter(conversation_id=pause.subject_id, undone=False).order_by(
+            "-index"
+        ).values("input", "actions", "output")[: max(0, limit)]
+        return [
+            {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
+            for row in list(rows)[::-1]
+        ]
 
 
 def register() -> None:

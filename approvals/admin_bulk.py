@@ -1,0 +1,176 @@
+"""Approve or reject several RULE pauses at once, through a confirmation page, one decision each.
+
+Each pause is decided by its own ``decide_pause`` call (its own transaction and audit entry), so one
+that was decided meanwhile or cannot be continued does not stop the others. Tool-call (and phase and
+task) pauses are never decided in bulk: the reviewer opens each one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import ModelAdmin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from approvals.access import require_decider
+from approvals.actors import actor_for_user
+from approvals.admin_decision import SUBJECT_WORD, decided_message
+from approvals.admin_scope import scoped_pauses
+from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
+from approvals.decisions import decide_pause
+from approvals.errors import ApplicationError, BadRequest, WrongState
+from approvals.models import Pause, PauseKind, PauseStatus, Verdict
+
+BULK_MAX = 100
+TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"
+DECIDED, ALREADY_DECIDED, REFUSED = "decided", "already decided", "refused"
+
+
+@dataclass(frozen=True)
+class BulkOutcome:
+    pause_id: uuid.UUID
+    label: str
+    result: str
+    detail: str = ""
+
+
+def _label(pause: Pause) -> str:
+    return f"{SUBJECT_WORD.get(pause.subject_type, 'Subject').lower()} {pause.subject_id}"
+
+
+def _changelist(model_admin: ModelAdmin) -> str:
+    return reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_changelist")
+
+
+def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInput) -> list[BulkOutcome]:
+    """One ``decide_pause`` per RULE pause, in the order given; every pause gets an outcome."""
+    found = {p.id: p for p in scoped_pauses(user, Pause.objects.select_related("owner")).filter(pk__in=pause_ids)}
+    actor = actor_for_user(user)
+    outcomes = []
+    for pause_id in pause_ids:
+        pause = found.get(pause_id)
+        if pause is None:
+            outcomes.append(BulkOutcome(pause_id, f"pause {pause_id}", REFUSED, "not found"))
+            continue
+        label = _label(pause)
+        if pause.kind != PauseKind.RULE:
+            outcomes.append(BulkOutcome(pause_id, label, REFUSED, "only rule pauses are decided in bulk; open it"))
+            continue
+        if pause.status != PauseStatus.PENDING:
+            outcomes.append(BulkOutcome(pause_id, label, ALREADY_DECIDED, decided_message(pause)))
+            continue
+        try:
+            require_decider(user, exists=True, owner_id=pause.owner_id, what="pause")
+            decide_pause(
+                surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
+                decision=decision, actor=actor, expected_pause_id=pause.id,
+                what=SUBJECT_WORD.get(pause.subject_type, "Subject"),
+            )
+        except WrongState as exc:
+            pause.refresh_from_db()
+            if pause.status != PauseStatus.PENDING:
+                outcomes.append(BulkOutcome(pause_id, label, ALREADY_DECIDED, decided_message(pause)))
+            else:
+                outcomes.append(BulkOutcome(pause_id, label, REFUSED, exc.detail))
+        except ApplicationError as exc:
+            outcomes.append(BulkOutcome(pause_id, label, REFUSED, exc.detail))
+        else:
+            outcomes.append(BulkOutcome(pause_id, label, DECIDED))
+    return outcomes
+
+
+def report(request: HttpRequest, verdict: str, outcomes: list[BulkOutcome]) -> None:
+    decided = [o for o in outcomes if o.result == DECIDED]
+    if decided:
+        verb = "Approved" if verdict == Verdict.APPROVED else "Rejected"
+        messages.success(request, f"{verb} {len(decided)} pause(s), each audited on its own: "
+                                  + ", ".join(o.label for o in decided) + ".")
+    for outcome in outcomes:
+        if outcome.result == ALREADY_DECIDED:
+            messages.warning(request, f"{outcome.label}: {outcome.detail}")
+        elif outcome.result == REFUSED:
+            messages.error(request, f"{outcome.label}: not decided ({outcome.detail}).")
+
+
+def render_confirmation(
+    model_admin: ModelAdmin, request: HttpRequest, *, verdict: str, pauses: list[Pause], note: str = "",
+    errors: list[str] = (),
+) -> HttpResponse:
+    rule = [p for p in pauses if p.kind == PauseKind.RULE]
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "title": f"{'Approve' if verdict == Verdict.APPROVED else 'Reject'} {len(rule)} rule pause(s)?",
+        "verdict": verdict,
+        "verb": "approve" if verdict == Verdict.APPROVED else "reject",
+        "to_decide": rule,
+        "excluded": [p for p in pauses if p.kind != PauseKind.RULE],
+        "note": note,
+        "note_max": NOTE_MAX,
+        "errors": list(errors),
+        "changelist_url": _changelist(model_admin),
+        "bulk_url": reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk"),
+    }
+    return TemplateResponse(request, TEMPLATE, context, status=400 if errors else 200)
+
+
+def _confirm(model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet, verdict: str) -> HttpResponse | None:
+    pauses = list(queryset.order_by("paused_at", "id")[: BULK_MAX + 1])
+    if not pauses:  # decided meanwhile, or not this reviewer's: the queryset is scoped and PENDING only
+        model_admin.message_user(request, "None of the selected pauses is pending for you: nothing to decide.",
+                                 messages.WARNING)
+        return None
+    if len(pauses) > BULK_MAX:
+        model_admin.message_user(request, f"Select at most {BULK_MAX} pauses for one bulk decision.", messages.ERROR)
+        return None
+    return render_confirmation(model_admin, request, verdict=verdict, pauses=pauses)
+
+
+@admin.action(description="Approve selected rule pauses…", permissions=["change"])
+def approve_selected(model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    return _confirm(model_admin, request, queryset, Verdict.APPROVED)
+
+
+@admin.action(description="Reject selected rule pauses…", permissions=["change"])
+def reject_selected(model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    return _confirm(model_admin, request, queryset, Verdict.REJECTED)
+
+
+def _posted_ids(request: HttpRequest) -> list[uuid.UUID]:
+    ids: list[uuid.UUID] = []
+    for value in request.POST.getlist("pause_ids")[:BULK_MAX]:
+        try:
+            key = uuid.UUID(value)
+        except ValueError:
+            continue
+        if key not in ids:
+            ids.append(key)
+    return ids
+
+
+def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """The confirmation page's POST: validate the note once, then decide each confirmed pause."""
+    if request.method != "POST" or not model_admin.has_change_permission(request):
+        return HttpResponseRedirect(_changelist(model_admin))
+    verdict = parse_verdict(request.POST.get("verdict"))
+    pause_ids = _posted_ids(request)
+    if verdict is None or not pause_ids:
+        model_admin.message_user(request, "Nothing was decided: no verdict or no pauses.", messages.ERROR)
+        return HttpResponseRedirect(_changelist(model_admin))
+    note = request.POST.get("note", "")
+    try:
+        decision = parse_decision_body({"verdict": verdict, "note": note})
+    except BadRequest as exc:
+        shown = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(
+            pk__in=pause_ids, status=PauseStatus.PENDING).order_by("paused_at", "id")
+        errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [exc.detail]
+        return render_confirmation(model_admin, request, verdict=verdict, pauses=list(shown), note=note,
+                                   errors=errors)
+    report(request, verdict, decide_each(user=request.user, pause_ids=pause_ids, decision=decision))
+    return HttpResponseRedirect(_changelist(model_admin))

@@ -1,0 +1,223 @@
+"""The decision page of one pause: what the reviewer is asked to approve, and Approve / Reject.
+
+A thin adapter over the one decision service: the form becomes the same body the REST API accepts,
+``parse_decision_body`` validates it and ``decide_pause`` decides exactly the pause the page showed
+(``expected_pause_id``). A page left open while someone else decided says so and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.admin import ModelAdmin
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from approvals.access import require_decider
+from approvals.actors import actor_for_user
+from approvals.admin_review import PauseReview, ReviewCall, describe_deadline, pause_review
+from approvals.admin_scope import may_read_turns, scoped_pauses
+from approvals.decision_input import NOTE_MAX, parse_decision_body
+from approvals.decisions import decide_pause
+from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
+from approvals.models import Pause, PauseStatus, SubjectType, Verdict
+from approvals.surfaces import handler_for
+
+REVIEW_TURNS = 5
+CALL_NOTE_MAX = 1024
+TEMPLATE = "admin/approvals/pendingapproval/decision.html"
+SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
+SAME_AS_DECISION = ""
+
+
+class DecisionForm(forms.Form):
+    """Approve or reject with a note; for tool-call pauses a verdict, note and amendment per call."""
+
+    expected_pause_id = forms.UUIDField(widget=forms.HiddenInput)
+    verdict = forms.ChoiceField(
+        choices=[(Verdict.APPROVED, "Approve"), (Verdict.REJECTED, "Reject")],
+        error_messages={"required": "Choose Approve or Reject."},
+    )  # not rendered: the Approve and Reject buttons submit it
+    # Checked by parse_decision_body (UTF-16 length, as the REST API counts it); maxlength helps browsers.
+    note = forms.CharField(required=False, strip=False,
+                           widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": NOTE_MAX}))
+
+    def __init__(self, *args: Any, calls: list[ReviewCall] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = [call for call in calls if call.decidable]
+        for call in self.calls:
+            self.fields[f"call_{call.index}_verdict"] = forms.ChoiceField(
+                required=False, label="Verdict for this call",
+                choices=[(SAME_AS_DECISION, "Same as the decision"), (Verdict.APPROVED, "Approve"),
+                         (Verdict.REJECTED, "Reject")],
+            )
+            self.fields[f"call_{call.index}_note"] = forms.CharField(
+                required=False, max_length=CALL_NOTE_MAX, label="Note for this call",
+                widget=forms.TextInput(attrs={"size": 60}),
+            )
+            self.fields[f"call_{call.index}_amended"] = forms.CharField(
+                required=False, label="Amended arguments (JSON object; empty: as requested)",
+                widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+            )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        for call in self.calls:
+            amended = (cleaned.get(f"call_{call.index}_amended") or "").strip()
+            if not amended:
+                continue
+            try:
+                value = json.loads(amended)
+            except ValueError as exc:
+                self.add_error(f"call_{call.index}_amended", f"Not valid JSON: {exc}")
+                continue
+            if not isinstance(value, dict):
+                self.add_error(f"call_{call.index}_amended", "Must be a JSON object.")
+            elif self.call_verdict(call) == Verdict.REJECTED:
+                self.add_error(f"call_{call.index}_amended", "Only an approved call can be amended.")
+        return cleaned
+
+    def call_verdict(self, call: ReviewCall) -> str:
+        return self.cleaned_data.get(f"call_{call.index}_verdict") or self.cleaned_data.get("verdict") or ""
+
+    def decision_body(self) -> dict[str, Any]:
+        """The body the REST API's resume endpoint takes, built from the cleaned form."""
+        body: dict[str, Any] = {"verdict": self.cleaned_data["verdict"], "note": self.cleaned_data["note"]}
+        if self.calls:
+            decisions: dict[str, Any] = {}
+            for call in self.calls:
+                entry: dict[str, Any] = {"verdict": self.call_verdict(call)}
+                if note := self.cleaned_data.get(f"call_{call.index}_note"):
+                    entry["note"] = note
+                if amended := (self.cleaned_data.get(f"call_{call.index}_amended") or "").strip():
+                    entry["amendedArguments"] = amended
+                decisions[call.call_id] = entry
+            body["toolDecisions"] = decisions
+        return body
+
+    def add_service_errors(self, exc: BadRequest) -> None:
+        """Put the service's field errors next to the fields they name; the rest above the form."""
+        for error in exc.extra.get("errors") or [{"field": "", "message": exc.detail}]:
+            field, message = str(error.get("field") or ""), str(error.get("message") or exc.detail)
+            target = self._form_field_for(field)
+            self.add_error(target, message if target or not field else f"{field}: {message}")
+
+    def _form_field_for(self, service_field: str) -> str | None:
+        if service_field == "note":
+            return "note"
+        if service_field.startswith("toolDecisions."):
+            call_id, _, key = service_field.removeprefix("toolDecisions.").rpartition(".")
+            suffix = {"amendedArguments": "amended", "note": "note", "verdict": "verdict"}.get(key)
+            for call in self.calls:
+                if call.call_id == call_id and suffix:
+                    return f"call_{call.index}_{suffix}"
+        return None
+
+
+def decided_message(pause: Pause) -> str:
+    when = timezone.localtime(pause.decided_at).strftime("%Y-%m-%d %H:%M:%S %Z") if pause.decided_at else "?"
+    who = pause.decided_by or "someone"
+    if pause.status == PauseStatus.CANCELLED:
+        return f"This pause was already cancelled by {who} at {when}. Nothing was changed."
+    verdict = pause.verdict or "decided"
+    return f"This pause was already decided ({verdict}) by {who} at {when}. Nothing was changed."
+
+
+def find_pause(request: HttpRequest, object_id: str) -> Pause:
+    """The pause, if this reviewer may see it (any status, so a stale page can say who decided); else 404."""
+    try:
+        key = uuid.UUID(str(object_id))
+    except ValueError:
+        raise Http404("No such pending approval.") from None
+    pause = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(pk=key).first()
+    if pause is None:
+        raise Http404("No such pending approval.")  # another reviewer's pause looks like a missing one
+    try:
+        require_decider(request.user, exists=True, owner_id=pause.owner_id, what="pause")
+    except (Forbidden, NotFound):
+        raise PermissionDenied from None
+    return pause
+
+
+def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> Pause:
+    decision = parse_decision_body(form.decision_body())
+    return decide_pause(
+        surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
+        decision=decision, actor=actor_for_user(request.user),
+        expected_pause_id=form.cleaned_data["expected_pause_id"],
+        what=SUBJECT_WORD.get(pause.subject_type, "Subject"),
+    )
+
+
+def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+    pause = find_pause(request, object_id)
+    review = pause_review(pause)
+    status = 200
+    if request.method != "POST":
+        form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls)
+        return render_decision_page(model_admin, request, pause, review, form, status)
+
+    form = DecisionForm(request.POST, calls=review.calls)
+    if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
+        return render_decision_page(model_admin, request, pause, review, form, 409)
+    if form.is_valid():
+        try:
+            decided = decide_from_form(request, pause, form)
+        except BadRequest as exc:
+            form.add_service_errors(exc)
+        except WrongState as exc:
+            pause.refresh_from_db()  # lost a race: if someone else decided, the page now says who
+            status = 409
+            if pause.status == PauseStatus.PENDING:
+                messages.error(request, exc.detail)
+        except ApplicationError as exc:
+            status = exc.status
+            messages.error(request, exc.detail)
+        else:
+            verb = "Approved" if decided.verdict == Verdict.APPROVED else "Rejected"
+            messages.success(request, f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
+                                      f"{pause.subject_id}. Its continuation is queued.")
+            opts = model_admin.opts
+            return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+    return render_decision_page(model_admin, request, pause, review, form, status)
+
+
+def render_decision_page(
+    model_admin: ModelAdmin, request: HttpRequest, pause: Pause, review: PauseReview, form: DecisionForm,
+    status: int,
+) -> HttpResponse:
+    turns = None
+    if may_read_turns(request.user, pause):
+        turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
+    opts = model_admin.opts
+    deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "title": f"Decide: {pause.reason}",
+        "subtitle": str(pause.subject_id),
+        "pause": pause,
+        "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
+        "pending": pause.status == PauseStatus.PENDING,
+        "review": review,
+        "form": form,
+        "call_rows": [
+            (call, form[f"call_{call.index}_verdict"], form[f"call_{call.index}_note"],
+             form[f"call_{call.index}_amended"]) if call.decidable else (call, None, None, None)
+            for call in review.calls
+        ],
+        "turns": turns,
+        "deadline_text": deadline_text,
+        "deadline_overdue": deadline_overdue,
+        "review_turns": REVIEW_TURNS,
+        "note_max": NOTE_MAX,
+        "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+    }
+    return TemplateResponse(request, TEMPLATE, context, status=status)

@@ -1,0 +1,135 @@
+"""The "Pending approvals" inbox in Django admin: a role-scoped, read-only list of PENDING pauses.
+
+A thin adapter: the list is a query over Pause scoped inside SQL (approvals.admin_scope); opening a row
+shows the decision page (approvals.admin_decision) and the bulk actions decide through
+approvals.admin_bulk. Nothing here changes a pause except through ``decide_pause``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.html import format_html
+
+from approvals import admin_bulk, admin_decision
+from approvals.admin_inbox_filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter
+from approvals.admin_review import describe_deadline
+from approvals.admin_scope import may_decide, may_use_inbox, scoped_pauses
+from approvals.models import PauseStatus, PendingApproval
+
+
+@admin.register(PendingApproval)
+class PendingApprovalAdmin(admin.ModelAdmin):
+    list_display = (
+        "conversation", "agent", "owner_name", "pause_type", "reason", "tools", "paused", "deadline",
+        "on_timeout",
+    )
+    list_display_links = ("conversation",)
+    list_filter = (PauseTypeFilter, AgentFilter, OwnerFilter, OverdueFilter)
+    search_fields = ("reason", "owner__username")
+    search_help_text = "Reason, owner's username, or a conversation or pause id (the full id)."
+    ordering = ("paused_at", "id")
+    list_per_page = 50
+    show_full_result_count = False
+    actions = (admin_bulk.approve_selected, admin_bulk.reject_selected)
+
+    # --- access: staff only, scoped per role; nobody adds, deletes or edits fields ----------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PendingApproval]:
+        pending = PendingApproval.objects.filter(status=PauseStatus.PENDING).select_related("owner")
+        return scoped_pauses(request.user, pending)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return may_use_inbox(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_use_inbox(request.user) if obj is None else may_decide(request.user, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    # --- pages ------------------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_bulk"
+        bulk = path("bulk-decide/", self.admin_site.admin_view(self.bulk_decide_view), name=name)
+        return [bulk, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        return admin_decision.decision_view(self, request, object_id)
+
+    def bulk_decide_view(self, request: HttpRequest) -> HttpResponse:
+        return admin_bulk.bulk_decide_view(self, request)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[PendingApproval], search_term: str
+    ) -> tuple[QuerySet[PendingApproval], bool]:
+        """Text search, plus an exact match on a conversation or pause id pasted whole."""
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        ids = []
+        for word in search_term.split():
+            try:
+                ids.append(uuid.UUID(word))
+            except ValueError:
+                continue
+        if ids:
+            found = found | queryset.filter(Q(subject_id__in=ids) | Q(pk__in=ids))
+        return found, may_have_duplicates
+
+    # --- columns ----------------------------------------------------------------------------------
+
+    @admin.display(description="conversation", ordering="subject_id")
+    def conversation(self, pause: PendingApproval) -> str:
+        return format_html('<span title="{}">{}…</span>', pause.subject_id, str(pause.subject_id)[:8])
+
+    @admin.display(description="agent", ordering="agent_id")
+    def agent(self, pause: PendingApproval) -> str:
+        if pause.agent_id is None:
+            return "-"
+        return format_html('<span title="{}">{}… v{}</span>', pause.agent_id, str(pause.agent_id)[:8],
+                           pause.agent_version or "?")
+
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_name(self, pause: PendingApproval) -> str:
+        return pause.owner.get_username() if pause.owner_id else "-"
+
+    @admin.display(description="pause type", ordering="kind")
+    def pause_type(self, pause: PendingApproval) -> str:
+        return pause.kind  # the code, as the REST API and the docs name it
+
+    @admin.display(description="timeout policy", ordering="timeout_policy")
+    def on_timeout(self, pause: PendingApproval) -> str:
+        return pause.timeout_policy
+
+    @admin.display(description="paused at", ordering="paused_at")
+    def paused(self, pause: PendingApproval) -> str:
+        return timezone.localtime(pause.paused_at).strftime("%Y-%m-%d %H:%M")
+
+    @admin.display(description="tools")
+    def tools(self, pause: PendingApproval) -> str:
+        return ", ".join(str(name) for name in pause.tool_names or []) or "-"
+
+    @admin.display(description="deadline", ordering="due_at")
+    def deadline(self, pause: PendingApproval) -> str:
+        text, overdue = describe_deadline(pause.due_at, timezone.now())
+        if pause.due_at is None:
+            return text
+        when = timezone.localtime(pause.due_at).strftime("%Y-%m-%d %H:%M")
+        if overdue:
+            return format_html('{}<br><strong class="hitl-overdue" style="color:#ba2121">OVERDUE</strong> ({})',
+                               when, text)
+        return format_html("{}<br>({})", when, text)

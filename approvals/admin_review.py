@@ -1,0 +1,119 @@
+"""What a reviewer reads on the decision page, from the pause's allow-listed details (never raw data).
+
+The tool-call details are filled by the tool gate; this module renders whatever is there and treats
+every field as optional, so a pause written by an older or newer gate still shows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils.timesince import timesince, timeuntil
+
+from approvals.models import Pause, PauseKind
+from approvals.presenters import pause_details
+
+
+def as_text(value: Any) -> str:
+    """Strings as they are; anything else as indented JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def describe_deadline(due_at: datetime | None, now: datetime) -> tuple[str, bool]:
+    """The deadline as a reviewer reads it, e.g. "14 minutes left" or "overdue by 3 minutes"."""
+    if due_at is None:
+        return "no deadline", False
+    if due_at < now:
+        return f"overdue by {timesince(due_at, now, depth=1)}", True
+    return f"{timeuntil(due_at, now, depth=2)} left", False
+
+
+@dataclass(frozen=True)
+class ReviewCall:
+    index: int
+    call_id: str
+    tool_name: str
+    source: str
+    arguments: str
+    args_truncated: bool
+    gate_reason: str
+    matched_rule: str
+    request_preview: str
+    pinned: bool
+
+    @property
+    def decidable(self) -> bool:
+        """A call without an id cannot be addressed in toolDecisions: it follows the overall verdict."""
+        return bool(self.call_id)
+
+
+@dataclass(frozen=True)
+class ReviewNotice:
+    call_id: str
+    tool_name: str
+    text: str
+
+
+def review_call(index: int, raw: Any) -> ReviewCall:
+    call = raw if isinstance(raw, dict) else {"arguments": raw}
+    return ReviewCall(
+        index=index,
+        call_id=str(call.get("callId") or call.get("id") or ""),
+        tool_name=str(call.get("toolName") or call.get("name") or "(unnamed tool)"),
+        source=as_text(call.get("source")),
+        arguments=as_text(call.get("arguments")),
+        args_truncated=bool(call.get("argsTruncated")),
+        gate_reason=as_text(call.get("gateReason")),
+        matched_rule=as_text(call.get("matchedRule") or call.get("rule") or call.get("matchedPattern")),
+        request_preview=as_text(call.get("requestPreview")),
+        pinned=bool(call.get("requestPinned")),
+    )
+
+
+def review_notice(raw: Any) -> ReviewNotice:
+    if isinstance(raw, dict):
+        text = raw.get("message") or raw.get("detail") or raw.get("status") or ""
+        return ReviewNotice(call_id=str(raw.get("callId") or raw.get("id") or ""),
+                            tool_name=str(raw.get("toolName") or raw.get("name") or ""), text=as_text(text))
+    return ReviewNotice(call_id="", tool_name="", text=as_text(raw))
+
+
+@dataclass(frozen=True)
+class PauseReview:
+    kind: str
+    reason: str
+    actions: list[str]
+    calls: list[ReviewCall]
+    outcome_unknown: list[ReviewNotice]
+    executed_ungated: list[ReviewNotice]
+
+
+def _entries(details: dict[str, Any], key: str) -> list[Any]:
+    value = details.get(key)
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def pause_review(pause: Pause) -> PauseReview:
+    if pause.kind == PauseKind.TOOL_CALL:
+        # The same fields pause_details() hands to every surface, read defensively.
+        details = pause.details if isinstance(pause.details, dict) else {}
+        return PauseReview(
+            kind=pause.kind,
+            reason=pause.reason,
+            actions=[],
+            calls=[review_call(i, raw) for i, raw in enumerate(_entries(details, "calls"))],
+            outcome_unknown=[review_notice(raw) for raw in _entries(details, "outcomeUnknown")],
+            executed_ungated=[review_notice(raw) for raw in _entries(details, "executedUngatedCalls")],
+        )
+    details = pause_details(pause)
+    return PauseReview(
+        kind=pause.kind, reason=pause.reason, actions=[str(a) for a in details.get("actions") or []],
+        calls=[], outcome_unknown=[], executed_ungated=[],
+    )
