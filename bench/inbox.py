@@ -1,0 +1,163 @@
+#!/usr/bin/env python
+"""Approval inbox latency with a large backlog: `GET /agents/pending-approvals?limit=200`.
+
+Inserts --rows PENDING pauses straight into approvals_pause of the bench database with one
+`INSERT ... SELECT generate_series` (owners spread over ~1,000 users created in bulk with SQL, and a
+share for alice), runs VACUUM ANALYZE, then times --requests inbox reads as the approver (sees every pause)
+and as alice (owner-scoped inside the query). Prints the EXPLAIN ANALYZE of both queries, taken from
+the ORM's own SQL (approvals.selectors.pending_pauses_for), so one can see which index serves them.
+The synthetic rows (reason 'bench-inbox') are deleted at the start and, unless --keep, at the end.
+
+    .venv/bin/python bench/inbox.py                   # 100,000 pending pauses
+    .venv/bin/python bench/inbox.py --rows 1000000    # a million
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from _stack import Stack, add_stack_args, connect, database_url, machine_line, print_latency, summarize
+
+MARK = "bench-inbox"
+OWNERS = 1000
+
+USERS_SQL = """
+INSERT INTO auth_user (password, last_login, is_superuser, username, first_name, last_name, email,
+                       is_staff, is_active, date_joined)
+SELECT '!', NULL, false, 'bench_owner_' || lpad(g::text, 4, '0'), '', '', '', false, true, now()
+FROM generate_series(1, %(owners)s) AS g
+ON CONFLICT (username) DO NOTHING
+"""
+
+PAUSES_SQL = """
+INSERT INTO approvals_pause (
+    id, surface, kind, subject_type, subject_id, owner_id, agent_id, agent_version, group_id, epoch,
+    status, reason, timeout_policy, approval_timeout, paused_at, due_at, bookmark, details, tool_names,
+    verdict, note, decided_by, decided_by_user_id, automated, decided_at, decision_details,
+    lease_until, resolved_at, schedule_id)
+SELECT gen_random_uuid(), 'regular', 'RULE', 'conversation', gen_random_uuid(),
+       CASE WHEN random() < %(alice_share)s THEN %(alice)s
+            ELSE (%(owners)s::int[])[1 + (g %% cardinality(%(owners)s::int[]))] END,
+       %(agent)s::uuid, 1, NULL, gen_random_uuid(),
+       'PENDING', %(mark)s, 'WAIT_INDEFINITELY', '',
+       now() - interval '30 days' + g * interval '10 milliseconds', NULL,
+       '{}', '{"actions": ["PAUSE_CONVERSATION", "confirm_deletion"]}', '[]',
+       '', '', '', NULL, false, NULL, '{}', NULL, NULL, NULL
+FROM generate_series(1, %(rows)s) AS g
+"""
+
+
+def orm_inbox_sql(username: str) -> tuple[str, tuple]:
+    """The SQL the inbox view runs for ``username`` (surface 'regular', limit 200), from the ORM."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    from approvals.models import Surface
+    from approvals.selectors import pending_pauses_for
+
+    user = get_user_model().objects.get(username=username)
+    queryset = pending_pauses_for(user, limit=200, surface=Surface.REGULAR)
+    sql, params = queryset.query.sql_with_params()
+    return sql, params
+
+
+def explain(conn, sql: str, params: tuple) -> str:
+    rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params).fetchall()
+    return "\n".join("    " + row[0] for row in rows)
+
+
+def time_inbox(client, requests: int, limit: int) -> tuple[list[float], int]:
+    latencies = []
+    rows = 0
+    client.get("/agents/pending-approvals", params={"limit": limit}).raise_for_status()  # warm up
+    for _ in range(requests):
+        t0 = time.perf_counter()
+        response = client.get("/agents/pending-approvals", params={"limit": limit})
+        latencies.append(time.perf_counter() - t0)
+        response.raise_for_status()
+        rows = len(response.json())
+    return latencies, rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000, help="PENDING pauses to insert (default 100000)")
+    parser.add_argument("--alice-share", type=float, default=0.005,
+                        help="share of the rows owned by alice (default 0.005)")
+    parser.add_argument("--requests", type=int, default=300, help="timed inbox reads per user (default 300)")
+    parser.add_argument("--limit", type=int, default=200, help="inbox limit (default 200)")
+    parser.add_argument("--keep", action="store_true", help="keep the synthetic pauses at the end")
+    add_stack_args(parser, qcluster=False)
+    args = parser.parse_args()
+    os.environ["DATABASE_URL"] = database_url(args.db)
+
+    with Stack.from_args(args) as stack, connect(stack.db, autocommit=True) as conn:
+        deleted = conn.execute("DELETE FROM approvals_pause WHERE reason = %s", (MARK,)).rowcount
+        if deleted:
+            print(f"(removed {deleted} synthetic pauses of an earlier run)", file=sys.stderr)
+        t0 = time.perf_counter()
+        conn.execute(USERS_SQL, {"owners": OWNERS})
+        owner_ids = [r[0] for r in conn.execute(
+            "SELECT id FROM auth_user WHERE username LIKE 'bench_owner_%%' ORDER BY id LIMIT %s", (OWNERS,))]
+        alice_id = conn.execute("SELECT id FROM auth_user WHERE username = 'alice'").fetchone()[0]
+        conn.execute(PAUSES_SQL, {"owners": owner_ids, "alice": alice_id, "alice_share": args.alice_share,
+                                  "agent": stack.agent_id, "mark": MARK, "rows": args.rows})
+        inserted = time.perf_counter() - t0
+        conn.execute("VACUUM (ANALYZE) approvals_pause")  # also clears what an earlier run deleted
+        conn.execute("ANALYZE auth_user")
+        pending = conn.execute("SELECT count(*) FROM approvals_pause WHERE status = 'PENDING'").fetchone()[0]
+        alice_pending = conn.execute(
+            "SELECT count(*) FROM approvals_pause WHERE status = 'PENDING' AND owner_id = %s", (alice_id,)
+        ).fetchone()[0]
+        sizes = conn.execute(
+            "SELECT pg_size_pretty(pg_relation_size('approvals_pause')), "
+            "pg_size_pretty(pg_relation_size('pause_pending_inbox')), "
+            "pg_size_pretty(pg_relation_size('pause_pending_owner_inbox'))").fetchone()
+
+        approver_sql, approver_params = orm_inbox_sql("approver")
+        alice_sql, alice_params = orm_inbox_sql("alice")
+        for sql, params in ((approver_sql, approver_params), (alice_sql, alice_params)):
+            conn.execute(sql, params).fetchall()  # warm the cache before EXPLAIN ANALYZE
+        approver_plan = explain(conn, approver_sql, approver_params)
+        alice_plan = explain(conn, alice_sql, alice_params)
+        db_times: dict[str, list[float]] = {"approver": [], "alice": []}
+        for name, sql, params in (("approver", approver_sql, approver_params), ("alice", alice_sql, alice_params)):
+            for _ in range(50):
+                t = time.perf_counter()
+                conn.execute(sql, params).fetchall()
+                db_times[name].append(time.perf_counter() - t)
+
+        approver_latencies, approver_rows = time_inbox(stack.client("approver"), args.requests, args.limit)
+        alice_latencies, alice_rows = time_inbox(stack.client("alice"), args.requests, args.limit)
+
+        if not args.keep:
+            t = time.perf_counter()
+            conn.execute("DELETE FROM approvals_pause WHERE reason = %s", (MARK,))
+            conn.execute("VACUUM approvals_pause")
+            print(f"(deleted the synthetic pauses in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
+
+    print(machine_line())
+    print(f"inbox: inserted {args.rows} PENDING pauses in {inserted:.1f} s over {len(owner_ids)} owners + alice; "
+          f"PENDING now {pending} (alice {alice_pending}); table {sizes[0]}, "
+          f"pause_pending_inbox {sizes[1]}, pause_pending_owner_inbox {sizes[2]}")
+    print(f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
+          f"GET /agents/pending-approvals?limit={args.limit}, {args.requests} requests each, one keep-alive client")
+    print_latency(f"approver inbox ({approver_rows} rows)", approver_latencies)
+    print_latency(f"alice inbox    ({alice_rows} rows)", alice_latencies)
+    for name in ("approver", "alice"):
+        s = summarize(db_times[name])
+        print(f"  SQL alone, {name}: p50={s['p50']:.2f} ms  p95={s['p95']:.2f} ms (psycopg, 50 runs)")
+    print("\napprover query (ORM SQL):\n    " + approver_sql)
+    print("EXPLAIN ANALYZE:\n" + approver_plan)
+    print("\nalice query (ORM SQL):\n    " + alice_sql)
+    print("EXPLAIN ANALYZE:\n" + alice_plan)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

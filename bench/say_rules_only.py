@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""Latency and throughput of `say` on a rules-only pipeline (no LLM, no pause), against a live server.
+
+Each request is `POST /agents/{conversationId}` with "hello" (parser -> behavior rules -> output ->
+templating, answered "Hello!"), over keep-alive connections (httpx), as alice. A new conversation is
+started every --per-conversation says: the snapshot returns every step, so a conversation that
+grows without bound measures the snapshot, not the turn (see --per-conversation 0).
+
+    .venv/bin/python bench/say_rules_only.py                      # 500 says, 1 client, 1 worker
+    .venv/bin/python bench/say_rules_only.py --workers 2          # two uvicorn workers
+    .venv/bin/python bench/say_rules_only.py --workers 2 --nodelay --clients 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+from _stack import Stack, add_stack_args, machine_line, print_latency, start_conversation
+
+
+def run_client(stack: Stack, count: int, per_conversation: int, latencies: list[float], errors: list[str],
+               positions: list[int] | None = None) -> None:
+    client = stack.client("alice")
+    conversation_id = start_conversation(client, stack.agent_id)
+    said = 0
+    for _ in range(count):
+        if per_conversation and said >= per_conversation:
+            conversation_id = start_conversation(client, stack.agent_id)
+            said = 0
+        t0 = time.perf_counter()
+        response = client.post(f"/agents/{conversation_id}", json={"input": "hello"})
+        elapsed = time.perf_counter() - t0
+        said += 1
+        if response.status_code != 200:
+            errors.append(f"{response.status_code} {response.text[:200]}")
+            continue
+        body = response.json()
+        if body.get("state") != "READY" or not body.get("output") or not body["output"][0].startswith("Hello"):
+            errors.append(f"unexpected snapshot: state={body.get('state')} output={body.get('output')}")
+            continue
+        latencies.append(elapsed)
+        if positions is not None:
+            positions.append(said)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", "--requests", type=int, default=500, help="says in total (default 500)")
+    parser.add_argument("--clients", type=int, default=1, help="concurrent clients, one thread each (default 1)")
+    parser.add_argument("--per-conversation", type=int, default=20,
+                        help="says per conversation before a new one is started; 0: one conversation (default 20)")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed says first (default 20)")
+    add_stack_args(parser, qcluster=False)
+    args = parser.parse_args()
+
+    with Stack.from_args(args) as stack:
+        warm_latencies: list[float] = []
+        run_client(stack, args.warmup, args.per_conversation, warm_latencies, [])
+        latencies: list[float] = []
+        errors: list[str] = []
+        positions: list[int] = []
+        per_client = [args.requests // args.clients + (1 if i < args.requests % args.clients else 0)
+                      for i in range(args.clients)]
+        threads = [threading.Thread(target=run_client,
+                                    args=(stack, n, args.per_conversation, latencies, errors, positions))
+                   for n in per_client]
+        t0 = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - t0
+
+    print(machine_line())
+    print(f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), "
+          f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
+          f"{args.per_conversation or 'unbounded'} says per conversation")
+    print_latency("say latency", latencies)
+    print(f"throughput: {len(latencies) / wall:.1f} req/s ({wall:.2f} s wall)")
+    if args.clients == 1 and len(latencies) >= 100:  # does a turn get slower as the conversation grows?
+        tenth = len(latencies) // 10
+        by_position = sorted(zip(positions, latencies, strict=True))
+        print_latency(f"  says {by_position[0][0]}-{by_position[tenth - 1][0]} of a conversation",
+                      [t for _, t in by_position[:tenth]])
+        print_latency(f"  says {by_position[-tenth][0]}-{by_position[-1][0]} of a conversation",
+                      [t for _, t in by_position[-tenth:]])
+    print(f"errors: {len(errors)}")
+    for error in errors[:5]:
+        print(f"  {error}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
