@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
 from conversations.agent_document_tasks import (
@@ -25,6 +27,7 @@ from conversations.agent_document_tasks import (
     warn_unknown_keys,
 )
 from conversations.pipeline.memory import PAUSE_CONVERSATION
+from toolgate.approval_config import tool_approvals_warnings, validate_tool_approvals
 
 NAME_MAX = 200
 DOCUMENT_KEYS = ("name", "description", "workflows", "hitlConfig")
@@ -63,7 +66,15 @@ def validate_agent_document(doc: object) -> DocumentReport:
     seen_ids: dict[str, str] = {}
     for index, workflow in enumerate(workflows or []):
         _check_workflow(report, workflow, child("workflows", index), seen_ids)
-    report.errors.extend(validate_hitl_config(doc.get("hitlConfig"), "hitlConfig"))
+    hitl_config = doc.get("hitlConfig")
+    report.errors.extend(validate_hitl_config(hitl_config, "hitlConfig"))
+    if isinstance(hitl_config, dict) and isinstance(hitl_config.get("toolApprovals"), dict):
+        report.errors.extend(
+            validate_tool_approvals(hitl_config["toolApprovals"], "hitlConfig.toolApprovals")
+        )
+    report.warnings.extend(
+        tool_approvals_warnings(hitl_config, _llm_tool_approvals(doc), mode=settings.HITL_TASK_APPROVALS_MODE)
+    )
     _warn_untriggerable_hitl_config(report, doc)
     return report
 
@@ -134,6 +145,18 @@ def _tasks(doc: dict) -> list[dict]:
         if isinstance(workflow_tasks, list):
             tasks.extend(task for task in workflow_tasks if isinstance(task, dict))
     return tasks
+
+
+def _llm_tool_approvals(doc: dict) -> dict[str, object]:
+    """Each llm task's toolApprovals block by its path (``workflows[0].tasks[2].toolApprovals``)."""
+    blocks: dict[str, object] = {}
+    workflows = doc.get("workflows")
+    for w_index, workflow in enumerate(workflows if isinstance(workflows, list) else []):
+        tasks = workflow.get("tasks") if isinstance(workflow, dict) else None
+        for t_index, task in enumerate(tasks if isinstance(tasks, list) else []):
+            if isinstance(task, dict) and task.get("type") == "llm" and task.get("toolApprovals") is not None:
+                blocks[f"workflows[{w_index}].tasks[{t_index}].toolApprovals"] = task["toolApprovals"]
+    return blocks
 
 
 def _emits_pause(doc: dict) -> bool:

@@ -20,6 +20,7 @@ from conversations.pipeline.memory import (
     RESERVED_ACTIONS,
     STOP_CONVERSATION,
 )
+from toolgate.approval_config import validate_tool_approvals
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport
@@ -586,11 +587,14 @@ def _check_call(report: DocumentReport, call: dict, path: str) -> None:
 
 
 def check_llm(report: DocumentReport, task: dict, path: str) -> None:
-    """The llm task. ``toolApprovals`` is only checked to be an object here."""
+    """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.approval_config)."""
     _check_provider(report, task.get("provider"), child(path, "provider"))
     expect_string(report, task.get("systemMessage"), child(path, "systemMessage"), required=False)
     expect_object(report, task.get("tools"), child(path, "tools"), required=False)
-    expect_object(report, task.get("toolApprovals"), child(path, "toolApprovals"), required=False)
+    approvals_path = child(path, "toolApprovals")
+    approvals = expect_object(report, task.get("toolApprovals"), approvals_path, required=False)
+    if approvals is not None:
+        report.errors.extend(validate_tool_approvals(approvals, approvals_path))
     iterations = task.get("maxToolIterations")
     if iterations is not None and (
         isinstance(iterations, bool)

@@ -789,8 +789,13 @@ def test_llm_tools_and_tool_approvals_must_be_objects() -> None:
     assert fields(errors_of(doc)) == [f"{T0}.systemMessage", f"{T0}.tools", f"{T0}.toolApprovals"]
 
 
-def test_llm_tool_approvals_content_is_not_checked_here() -> None:
-    assert errors_of(agent(llm_task(toolApprovals={"anything": ["goes", "for", "now"]}))) == []
+def test_llm_tool_approvals_content_is_checked_like_the_agents() -> None:
+    """The rules themselves are tested in tests/toolgate/test_approval_config_validation.py."""
+    doc = agent(llm_task(toolApprovals={"anything": ["goes"], "requireApproval": ["mpc:*"]}))
+    assert fields(errors_of(doc)) == [
+        f"{T0}.toolApprovals.anything",
+        f"{T0}.toolApprovals.requireApproval[0]",
+    ]
 
 
 # --- warnings: near misses of reserved actions ---------------------------------------------------------

@@ -1,0 +1,74 @@
+"""The gate: which calls of one model response may run now and which must wait for a human.
+
+Only ``requireApproval`` and ``exempt`` decide; rules (toolgate.rules) tune a gated call's friction
+and never gate or ungate one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from toolgate.patterns import call_addresses, first_match
+from toolgate.precedence import gate_active
+from toolgate.tools import ToolCall, ToolSet
+
+
+@dataclass
+class GateResult:
+    allowed: list[ToolCall] = field(default_factory=list)
+    gated: list[ToolCall] = field(default_factory=list)
+    # call id -> the requireApproval pattern that gated it
+    gate_reasons: dict[str, str] = field(default_factory=dict)
+
+
+def classify(
+    calls: list[ToolCall], config: dict | None, toolset: ToolSet, *, cleared_ids: set[str]
+) -> GateResult:
+    """Split ``calls`` (in batch order) into those that run now and those that need approval.
+
+    Every call must already carry an id (the loop gives an id-less call ``gen-<uuid>`` first).
+    """
+    result = GateResult()
+    if not gate_active(config):
+        result.allowed = list(calls)
+        return result
+    assert config is not None
+    for call in calls:
+        assert call.id, f"tool call {call.name!r} has no id: give it one before gating"
+        pattern = None
+        if not is_cleared(call, cleared_ids) and call.name is not None:
+            addresses = addresses_of(call, toolset)
+            if not is_exempt(config, addresses):
+                pattern = gating_pattern(config, addresses)
+        if pattern is None:
+            result.allowed.append(call)
+        else:
+            result.gated.append(call)
+            result.gate_reasons[call.id] = pattern
+    return result
+
+
+def addresses_of(call: ToolCall, toolset: ToolSet) -> list[str]:
+    """The addresses patterns test for this call, from what the toolset knows of its tool."""
+    return call_addresses(toolset.source_of(call.name), call.name, toolset.endpoint_of(call.name))
+
+
+def is_cleared(call: ToolCall, cleared_ids: set[str]) -> bool:
+    """Already approved is never re-gated: a call id a human approved (or that already ran in this
+    turn's continuation) runs when the model reissues it."""
+    return call.id in cleared_ids
+
+
+def is_exempt(config: dict, addresses: list[str]) -> bool:
+    """Exempt beats require: a call matching any exempt pattern runs, whatever requireApproval says."""
+    return first_match(_patterns(config.get("exempt")), addresses) is not None
+
+
+def gating_pattern(config: dict, addresses: list[str]) -> str | None:
+    """Any match suffices: the first requireApproval pattern (config order, then address order) that
+    matches the call gates it and becomes its gate reason; no match means the call runs."""
+    return first_match(_patterns(config.get("requireApproval")), addresses)
+
+
+def _patterns(value: object) -> list[str]:
+    return [pattern for pattern in value if isinstance(pattern, str)] if isinstance(value, list) else []
