@@ -21,11 +21,13 @@ from conversations.pipeline.memory import (
     STOP_CONVERSATION,
 )
 from toolgate.approval_config import validate_tool_approvals
+from toolgate.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]+")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 OCCURRENCES = ("currentStep", "lastStep", "anyStep", "never")
 CONDITION_TYPES = (
     "inputmatcher",
@@ -590,7 +592,7 @@ def check_llm(report: DocumentReport, task: dict, path: str) -> None:
     """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.approval_config)."""
     _check_provider(report, task.get("provider"), child(path, "provider"))
     expect_string(report, task.get("systemMessage"), child(path, "systemMessage"), required=False)
-    expect_object(report, task.get("tools"), child(path, "tools"), required=False)
+    _check_tools(report, task.get("tools"), child(path, "tools"))
     approvals_path = child(path, "toolApprovals")
     approvals = expect_object(report, task.get("toolApprovals"), approvals_path, required=False)
     if approvals is not None:
@@ -605,6 +607,101 @@ def check_llm(report: DocumentReport, task: dict, path: str) -> None:
             child(path, "maxToolIterations"),
             f"must be an integer between 1 and {MAX_TOOL_ITERATIONS}, got {iterations!r}",
         )
+
+
+def _check_tools(report: DocumentReport, value: object, path: str) -> None:
+    """The shape of the ``tools`` object; that ``http`` names httpcalls tasks is checked per document
+    (``check_llm_tool_references``)."""
+    tools = expect_object(report, value, path, required=False)
+    if tools is None:
+        return
+    for key in tools:
+        if key not in TOOLS_KEYS:
+            hint = near_miss(key, TOOLS_KEYS)
+            report.error(
+                child(path, key),
+                f"'{key}' is not a tool source"
+                + (f" — did you mean '{hint}'?" if hint else "")
+                + f" (known: {', '.join(TOOLS_KEYS)})",
+            )
+    builtin_path = child(path, "builtin")
+    for index, value in enumerate(
+        expect_list(report, tools.get("builtin"), builtin_path, required=False) or []
+    ):
+        name = expect_string(report, value, child(builtin_path, index), non_empty=True)
+        if name is not None and name not in BUILTIN_TOOL_NAMES:
+            report.error(
+                child(builtin_path, index),
+                f"unknown builtin tool '{name}' (known: {', '.join(BUILTIN_TOOL_NAMES)})",
+            )
+    expect_string_list(report, tools.get("http"), child(path, "http"), required=False)
+    mcp_path = child(path, "mcp")
+    for index, value in enumerate(expect_list(report, tools.get("mcp"), mcp_path, required=False) or []):
+        server = expect_object(report, value, child(mcp_path, index))
+        if server is not None:
+            expect_string(report, server.get("name"), child(child(mcp_path, index), "name"), non_empty=True)
+            _check_target_url(report, server.get("url"), child(child(mcp_path, index), "url"))
+    a2a_path = child(path, "a2a")
+    for index, value in enumerate(expect_list(report, tools.get("a2a"), a2a_path, required=False) or []):
+        target_path = child(a2a_path, index)
+        target = expect_object(report, value, target_path)
+        if target is not None:
+            expect_string(
+                report, target.get("name"), child(target_path, "name"), non_empty=True, pattern=TOOL_NAME
+            )
+            expect_string(report, target.get("agentId"), child(target_path, "agentId"), non_empty=True)
+            expect_string(
+                report, target.get("description"), child(target_path, "description"), required=False
+            )
+    for flag in ("dynamic", "memory", "recall"):
+        expect_boolean(report, tools.get(flag), child(path, flag))
+
+
+def check_llm_tool_references(report: DocumentReport, doc: dict) -> None:
+    """Every ``tools.http`` entry of an llm task names an httpcalls task of the same document; one that
+    offers no tool (no call declares ``parameters`` and it has no ``openapi``) is warned about."""
+    workflows = doc.get("workflows") if isinstance(doc.get("workflows"), list) else []
+    located = [
+        (child(child(child("workflows", w_index), "tasks"), t_index), task)
+        for w_index, workflow in enumerate(workflows)
+        if isinstance(workflow, dict) and isinstance(workflow.get("tasks"), list)
+        for t_index, task in enumerate(workflow["tasks"])
+        if isinstance(task, dict)
+    ]
+    httpcalls = {
+        task["id"]: task
+        for _, task in located
+        if task.get("type") == "httpcalls" and isinstance(task.get("id"), str)
+    }
+    for path, task in located:
+        tools = task.get("tools")
+        if (
+            task.get("type") != "llm"
+            or not isinstance(tools, dict)
+            or not isinstance(tools.get("http"), list)
+        ):
+            continue
+        for index, task_id in enumerate(tools["http"]):
+            if not isinstance(task_id, str):
+                continue
+            entry_path = child(child(child(path, "tools"), "http"), index)
+            target = httpcalls.get(task_id)
+            if target is None:
+                hint = near_miss(task_id, httpcalls)
+                report.error(
+                    entry_path,
+                    f"'{task_id}' is not the id of an httpcalls task of this agent"
+                    + (f" — did you mean '{hint}'?" if hint else "")
+                    + f" (httpcalls tasks: {', '.join(httpcalls) or 'none'})",
+                )
+            elif not target.get("openapi") and not any(
+                isinstance(call, dict) and isinstance(call.get("parameters"), dict)
+                for call in target.get("calls") or []
+            ):
+                report.warn(
+                    entry_path,
+                    f"httpcalls task '{task_id}' offers no tool: none of its calls declares 'parameters'",
+                )
 
 
 def _check_provider(report: DocumentReport, value: object, path: str) -> None:

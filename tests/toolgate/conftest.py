@@ -1,0 +1,19 @@
+"""Fixtures for toolgate tests: real servers on loopback (an HTTP recorder and a Chat Completions stub)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+# the recorder of the pipeline tests: a ThreadingHTTPServer on loopback answering every method and path
+from tests.conversations.conftest import LoopbackServer, loopback_server
+from tests.toolgate.chat_stub import ChatStub, running_chat_stub
+
+__all__ = ["ChatStub", "LoopbackServer", "chat_stub", "loopback_server"]
+
+
+@pytest.fixture
+def chat_stub() -> Iterator[ChatStub]:
+    with running_chat_stub() as stub:
+        yield stub
