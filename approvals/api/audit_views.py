@@ -6,6 +6,7 @@ import datetime
 import uuid
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +20,7 @@ from approvals.access import is_admin
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
 from approvals.audit_selectors import audit_entries
 from approvals.errors import BadRequest
+from approvals.models import AuditEntry
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -92,6 +94,30 @@ class AuditFilterParser:
             raise BadRequest(detail, errors=self.errors)
 
 
+def filtered_audit_entries(query: AuditFilterParser) -> QuerySet[AuditEntry]:
+    """The entries the filters of ``/audit/entries`` and ``/audit/export`` select (errors collected in ``query``)."""
+    return audit_entries(
+        conversation=query.uuid("conversation"),
+        pause=query.uuid("pause"),
+        actor=query.text("actor"),
+        verb=query.text("verb"),
+        since=query.datetime("since"),
+        until=query.datetime("until"),
+    )
+
+
+AUDIT_FILTER_PARAMETERS = [
+    OpenApiParameter(
+        "conversation", OpenApiTypes.UUID, description="Entries about this conversation (or subject id)."
+    ),
+    OpenApiParameter("pause", OpenApiTypes.UUID, description="Entries of this pause."),
+    OpenApiParameter("actor", OpenApiTypes.STR, description="Exact actor, e.g. alice or system:timeout."),
+    OpenApiParameter("verb", OpenApiTypes.STR, description="Exact verb, e.g. hitl.approval."),
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="Created at or after (ISO-8601)."),
+    OpenApiParameter("until", OpenApiTypes.DATETIME, description="Created before (ISO-8601)."),
+]
+
+
 class AuditEntryListView(APIView):
     permission_classes = [IsStaffOrAdmin]
 
@@ -104,18 +130,7 @@ class AuditEntryListView(APIView):
             "Page with `after` (the last `id` seen) and follow `next` until it is null. Staff and admins only."
         ),
         parameters=[
-            OpenApiParameter(
-                "conversation",
-                OpenApiTypes.UUID,
-                description="Entries about this conversation (or subject id).",
-            ),
-            OpenApiParameter("pause", OpenApiTypes.UUID, description="Entries of this pause."),
-            OpenApiParameter(
-                "actor", OpenApiTypes.STR, description="Exact actor, e.g. alice or system:timeout."
-            ),
-            OpenApiParameter("verb", OpenApiTypes.STR, description="Exact verb, e.g. hitl.approval."),
-            OpenApiParameter("since", OpenApiTypes.DATETIME, description="Created at or after (ISO-8601)."),
-            OpenApiParameter("until", OpenApiTypes.DATETIME, description="Created before (ISO-8601)."),
+            *AUDIT_FILTER_PARAMETERS,
             OpenApiParameter(
                 "limit",
                 OpenApiTypes.INT,
@@ -134,14 +149,7 @@ class AuditEntryListView(APIView):
     )
     def get(self, request: Request) -> Response:
         query = AuditFilterParser(request.query_params)
-        entries = audit_entries(
-            conversation=query.uuid("conversation"),
-            pause=query.uuid("pause"),
-            actor=query.text("actor"),
-            verb=query.text("verb"),
-            since=query.datetime("since"),
-            until=query.datetime("until"),
-        )
+        entries = filtered_audit_entries(query)
         limit = query.integer("limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
         after = query.integer("after", default=0, low=0)
         query.raise_if_invalid()

@@ -1,0 +1,156 @@
+"""Sidebar filters of the audit admin: typed-in ids and actors, and verdicts.
+
+A ledger of millions of entries has too many subjects, pauses and actors to list as links, so those
+filters are a text box; a malformed id matches nothing and says why instead of failing the page.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db import connection
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from approvals.audit_selectors import audit_entries
+from approvals.models import AuditEntry, Verdict
+
+NO_VERDICT = "none"
+
+
+class TypedInFilter(admin.SimpleListFilter):
+    """A text box instead of a list of links; the value is kept in the query string like any filter."""
+
+    template = "admin/approvals/auditentry/typed_in_filter.html"
+    placeholder = ""
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return []
+
+    def has_output(self) -> bool:
+        return True
+
+    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+        # Every other active parameter travels along as a hidden field, so typing here narrows the
+        # current selection instead of replacing it.
+        others = [
+            (name, value)
+            for name, value in changelist.params.items()
+            if name not in (self.parameter_name, "p")
+        ]
+        yield {
+            "parameter_name": self.parameter_name,
+            "value": self.value() or "",
+            "placeholder": self.placeholder,
+            "others": others,
+            "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
+        }
+
+
+class TypedInIdFilter(TypedInFilter):
+    placeholder = "UUID"
+
+    def parsed_value(self, request: HttpRequest) -> uuid.UUID | None:
+        """The id typed in, or None; a malformed one is reported and matches nothing."""
+        raw = (self.value() or "").strip()
+        if not raw:
+            return None
+        try:
+            return uuid.UUID(raw)
+        except ValueError:
+            messages.warning(
+                request, f"{self.title.capitalize()}: '{raw}' is not a UUID; nothing matches it."
+            )
+            raise
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
+        try:
+            value = self.parsed_value(request)
+        except ValueError:
+            return queryset.none()
+        return queryset if value is None else self.matching(queryset, value)
+
+    def matching(self, queryset: QuerySet[AuditEntry], value: uuid.UUID) -> QuerySet[AuditEntry]:
+        raise NotImplementedError
+
+
+class SubjectFilter(TypedInIdFilter):
+    """Entries about a conversation or discussion: its own chain, and entries that name it."""
+
+    title = "subject (conversation or discussion id)"
+    parameter_name = "subject"
+
+    def matching(self, queryset: QuerySet[AuditEntry], value: uuid.UUID) -> QuerySet[AuditEntry]:
+        # The same rule as GET /audit/entries?conversation=… (the selector's).
+        return queryset & audit_entries(conversation=value).order_by()
+
+
+class PauseFilter(TypedInIdFilter):
+    title = "pause id"
+    parameter_name = "pause"
+
+    def matching(self, queryset: QuerySet[AuditEntry], value: uuid.UUID) -> QuerySet[AuditEntry]:
+        return queryset.filter(pause_id=value)
+
+
+class ActorFilter(TypedInFilter):
+    title = "actor (exact)"
+    parameter_name = "actor"
+    placeholder = "alice, system:timeout, slack:U…"
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
+        value = (self.value() or "").strip()
+        return queryset.filter(actor=value) if value else queryset
+
+
+class VerbFilter(admin.SimpleListFilter):
+    title = "verb"
+    parameter_name = "verb"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(verb, verb) for verb in recorded_verbs()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
+        value = self.value()
+        return queryset.filter(verb=value) if value else queryset
+
+
+def recorded_verbs() -> list[str]:
+    """Every verb in the ledger, in order.
+
+    A loose index scan over the (verb, created_at) index: one index probe per distinct verb, where
+    SELECT DISTINCT would read every entry (a fifth of a second per million entries).
+    """
+    table = connection.ops.quote_name(AuditEntry._meta.db_table)
+    if connection.vendor != "postgresql":
+        return list(AuditEntry.objects.order_by("verb").values_list("verb", flat=True).distinct())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE verbs(verb) AS (
+                (SELECT verb FROM {table} ORDER BY verb LIMIT 1)
+                UNION ALL
+                SELECT (SELECT verb FROM {table} WHERE verb > verbs.verb ORDER BY verb LIMIT 1)
+                FROM verbs WHERE verbs.verb IS NOT NULL
+            )
+            SELECT verb FROM verbs WHERE verb IS NOT NULL
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+class VerdictFilter(admin.SimpleListFilter):
+    title = "verdict"
+    parameter_name = "verdict"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [*Verdict.choices, (NO_VERDICT, "No verdict")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(verdict="" if value == NO_VERDICT else value)
