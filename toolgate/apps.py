@@ -1,6 +1,26 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _ensure_journal_schedule(sender, **kwargs) -> None:  # noqa: ANN001
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(
+        name="hitl-journal-retention",
+        defaults={"func": "toolgate.journal.purge_expired", "schedule_type": Schedule.DAILY, "repeats": -1},
+    )
 
 
 class ToolgateConfig(AppConfig):
     name = "toolgate"
     verbose_name = "Tool gating"
+
+    def ready(self) -> None:
+        from approvals.models import PauseKind
+        from approvals.pause_kinds import register_decision_validator, register_details_provider
+        from toolgate.decision_validation import validate_tool_decision
+        from toolgate.presentation import tool_pause_details
+
+        register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
+        register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)
+        post_migrate.connect(_ensure_journal_schedule, sender=self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from conversations.pipeline import (
     behavior_rules,
     httpcalls,
+    llm_task,
     output_task,
     parser,
     properties_task,
@@ -19,6 +20,7 @@ BUILTIN_TASKS: dict[str, TaskRunner] = {
     "output": output_task.run,
     "templating": templating.run,
     "httpcalls": httpcalls.run,
+    "llm": llm_task.run,
 }
 
 

@@ -10,7 +10,7 @@ An entry answers ``toolCalls`` (``[{"id", "name", "arguments": {…}}]``; argume
 JSON text, a missing id becomes ``gen-<uuid>``) or ``reply`` (text). In a reply ``{toolResults}``
 expands to a JSON array of ``{"name", "status", "result"}`` for the tool results just received (the
 trailing run of tool messages): ``result`` is the message content parsed as JSON (the text when it is
-not JSON), ``status`` is the result's own ``status`` field when it is a JSON object that has one, else
+not JSON), ``status`` is the result's own ``status`` field when it is a JSON object that has a string one, else
 ``"OK"``, and ``name`` comes from matching ``tool_call_id`` against the preceding assistant message's
 ``tool_calls``. No entry matches → the reply ``""``.
 """
@@ -83,7 +83,9 @@ def tool_results_summary(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     summary = []
     for message in messages[start:]:
         result = _parsed(message.get("content"))
-        status = result["status"] if isinstance(result, dict) and "status" in result else "OK"
+        # a HITL outcome names itself (REJECTED_BY_REVIEWER, NOT_EXECUTED, …); an HTTP status code is not one
+        own = result.get("status") if isinstance(result, dict) else None
+        status = own if isinstance(own, str) else "OK"
         summary.append(
             {"name": names.get(message.get("tool_call_id"), ""), "status": status, "result": result}
         )

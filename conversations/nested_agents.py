@@ -1,0 +1,72 @@
+"""Talking to another deployed agent from a tool (sources a2a and dynamic), in a nested conversation.
+
+The nested conversation belongs to the caller of the outer turn. When it pauses for approval, the tool
+gets a structured PAUSED_FOR_APPROVAL result naming the conversation and the reason, with
+``"suggestNextTool": "resume_conversation"``; the nested approval stays pending for a reviewer.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from approvals.errors import ApplicationError
+from approvals.models import SubjectType
+from approvals.selectors import current_pause_of
+from conversations.models import ConversationState
+from conversations.selectors import conversation_for_talk
+
+MAX_DEPTH = 3
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("hitl_nested_depth", default=0)
+
+
+def _result(conversation: Any) -> dict[str, Any]:
+    from conversations.snapshots import snapshot
+
+    view = snapshot(conversation)
+    if conversation.state == ConversationState.AWAITING_HUMAN:
+        pause = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
+        return {
+            "status": "PAUSED_FOR_APPROVAL",
+            "conversationId": str(conversation.pk),
+            "conversationState": ConversationState.AWAITING_HUMAN,
+            "reason": pause.reason if pause else "",
+            "pauseType": pause.kind if pause else "RULE",
+            "tools": list(pause.tool_names) if pause else [],
+            "suggestNextTool": "resume_conversation",
+            "message": "The agent paused for human approval; a reviewer must decide before it continues.",
+        }
+    return {"status": "OK", "conversationId": str(conversation.pk), "conversationState": conversation.state,
+            "output": view["output"]}
+
+
+def talk_to_agent(*, caller_username: str, parent_conversation_id: str, message: str,
+                  agent_id: str | None = None, conversation_id: str | None = None) -> dict[str, Any]:
+    from conversations.turns import say, start_conversation
+
+    if _depth.get() >= MAX_DEPTH:
+        return {"status": "NOT_EXECUTED", "reason": f"agents may nest at most {MAX_DEPTH} conversations deep"}
+    user = get_user_model().objects.filter(username=caller_username, is_active=True).first()
+    if user is None:
+        return {"status": "NOT_EXECUTED", "reason": "no acting user for a nested conversation"}
+    if conversation_id and str(conversation_id) == str(parent_conversation_id):
+        return {"status": "NOT_EXECUTED", "reason": "an agent may not send a request to its own conversation"}
+    token = _depth.set(_depth.get() + 1)
+    try:
+        if conversation_id:
+            conversation = conversation_for_talk(user, conversation_id)
+        elif agent_id:
+            conversation = start_conversation(user=user, agent_id=agent_id, environment="production")
+            if conversation.state == ConversationState.AWAITING_HUMAN:
+                return _result(conversation)
+        else:
+            return {"status": "NOT_EXECUTED", "reason": "name an agentId or a conversationId"}
+        if conversation.state == ConversationState.AWAITING_HUMAN:
+            return _result(conversation)
+        return _result(say(conversation=conversation, user=user, user_input=message, context={}))
+    except ApplicationError as exc:
+        return {"status": "NOT_EXECUTED", "reason": exc.detail}
+    finally:
+        _depth.reset(token)

@@ -1,0 +1,74 @@
+"""Running one tool call and turning its outcome into the tool message the model reads."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import unquote
+
+from toolgate.tools import ToolCall, ToolContext, ToolNotFound, ToolSet
+
+logger = logging.getLogger(__name__)
+
+SELF_CONVERSATION = {"status": "NOT_EXECUTED", "reason": "an agent may not send a request to its own conversation"}
+
+
+def ensure_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
+    """Every call gets an id (the provider's, or ``gen-<uuid>``) before it is classified."""
+    return [call if call.id else ToolCall(id=f"gen-{uuid.uuid4().hex}", name=call.name, arguments=call.arguments)
+            for call in calls]
+
+
+def parse_arguments(arguments: str) -> dict[str, Any]:
+    value = json.loads(arguments or "{}")
+    if not isinstance(value, dict):
+        raise ValueError("tool arguments must be a JSON object")
+    return value
+
+
+def targets_own_conversation(call: ToolCall, arguments: dict[str, Any], toolset: ToolSet,
+                             context: ToolContext) -> bool:
+    """An agent may not send a request to its own conversation (it would talk to, or decide, itself)."""
+    needle = context.conversation_id.lower()
+    if not needle:
+        return False
+    haystacks = [unquote(call.arguments or "")]
+    tool = toolset.tools.get(call.name)
+    if tool is not None and tool.resolve is not None:
+        try:
+            built = tool.resolve(arguments, context)
+            haystacks.append(unquote(str(getattr(built, "url", ""))))
+            haystacks.extend(unquote(str(value)) for _, value in getattr(built, "query", []))
+        except Exception:  # resolution problems surface when the call runs
+            pass
+    return any(needle in text.lower() for text in haystacks)
+
+
+def run_call(call: ToolCall, toolset: ToolSet, context: ToolContext, *, arguments_text: str | None = None) -> Any:
+    """Run a call and return its result (JSON-able). Failures are results, never exceptions."""
+    text = call.arguments if arguments_text is None else arguments_text
+    try:
+        tool = toolset.get(call.name)
+    except ToolNotFound:
+        return {"status": "NOT_EXECUTED", "reason": f"unknown tool '{call.name}'"}
+    try:
+        arguments = parse_arguments(text)
+    except ValueError as exc:
+        return {"status": "NOT_EXECUTED", "reason": f"invalid arguments: {exc}"}
+    if targets_own_conversation(ToolCall(call.id, call.name, text), arguments, toolset, context):
+        return dict(SELF_CONVERSATION)
+    try:
+        return tool.run(arguments, context)
+    except Exception as exc:
+        logger.warning("tool %s failed: %s", call.name, exc)
+        return {"status": "ERROR", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def as_text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+
+
+def tool_message(call_id: str, result: Any) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": as_text(result)}
