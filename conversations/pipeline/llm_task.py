@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from django.conf import settings
-from toolgate.approval_config import validate_tool_approvals
 
 from approvals import metrics
 from approvals.actors import system_actor
@@ -22,6 +21,7 @@ from approvals.models import Pause, SubjectType, TimeoutPolicy
 from conversations.lifecycle import PauseRequested
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
+from toolgate.approval_config import validate_tool_approvals
 from toolgate.batches import PendingBatch, store_batch
 from toolgate.loop import LoopSettings, LoopState, run_tool_loop
 from toolgate.models import PendingToolBatch
