@@ -17,6 +17,7 @@ from conversations.agent_document_tasks import (
     IDENTIFIER,
     TASK_CHECKS,
     TASK_KEYS,
+    check_llm_tool_references,
     check_secret_references,
     child,
     expect_choice,
@@ -75,6 +76,7 @@ def validate_agent_document(doc: object) -> DocumentReport:
     report.warnings.extend(
         tool_approvals_warnings(hitl_config, _llm_tool_approvals(doc), mode=settings.HITL_TASK_APPROVALS_MODE)
     )
+    check_llm_tool_references(report, doc)
     _warn_untriggerable_hitl_config(report, doc)
     return report
 

@@ -13,6 +13,9 @@ import hashlib
 import json
 from typing import Any
 
+from django.db import transaction
+
+from approvals import metrics
 from approvals.decision_input import DecisionInput, parse_verdict, utf16_length
 from approvals.errors import BadRequest
 from approvals.models import Pause, Verdict
@@ -88,4 +91,5 @@ def validate_tool_decision(pause: Pause, decision: DecisionInput) -> dict[str, A
                       "argsDigest": hashlib.sha256(digest_source.encode("utf-8")).hexdigest()})
     verdicts = {entry["verdict"] for entry in audit}
     summary = "mixed" if len(verdicts) > 1 else (verdicts.pop().lower() if verdicts else decision.verdict.lower())
+    transaction.on_commit(lambda: metrics.count_tool_resume(summary))  # only if the decision commits
     return {"pauseType": "TOOL_CALL", "toolDecisions": audit, "toolVerdict": summary}

@@ -163,3 +163,5 @@ HITL_STALE_TURN_SECONDS = env.int("HITL_STALE_TURN_SECONDS", default=600)
 # because a dotted path to any function would be remote code execution.
 HITL_SCHEDULABLE_FUNCTIONS = env.list("HITL_SCHEDULABLE_FUNCTIONS", default=[
     "approvals.maintenance_tasks.noop", "approvals.maintenance_tasks.clear_expired_sessions"])
+# How long one call of an OpenAI-compatible model may take.
+HITL_LLM_TIMEOUT_SECONDS = env.float("HITL_LLM_TIMEOUT_SECONDS", default=60.0)

@@ -731,7 +731,17 @@ def test_the_documented_llm_task_is_valid() -> None:
         toolApprovals={"requireApproval": ["transfer_*"]},
         maxToolIterations=8,
     )
-    assert validate_agent_document(agent(task)) == DocumentReport()
+    payments = {
+        "id": "payments", "type": "httpcalls", "targetServerUrl": "https://payments.example/api",
+        "calls": [{"name": "transfer_funds", "parameters": {"type": "object"},
+                   "request": {"method": "POST", "path": "/transfers"}}],
+    }
+    assert validate_agent_document(agent(task, payments)) == DocumentReport()
+
+
+def test_an_llm_task_naming_an_unknown_httpcalls_task_is_an_error() -> None:
+    task = llm_task(provider={"type": "scripted", "script": []}, tools={"http": ["nowhere"]})
+    assert any("nowhere" in e.message for e in validate_agent_document(agent(task)).errors)
 
 
 def test_a_scripted_provider_is_valid() -> None:
