@@ -27,6 +27,7 @@ from toolgate.batches import (
 )
 from toolgate.execution import ensure_call_ids, run_call, tool_message
 from toolgate.gate import classify
+from toolgate.pinning import pin
 from toolgate.precedence import clamp_max_pauses, effective_tool_timeout, gate_active
 from toolgate.providers import ChatModel
 from toolgate.rules import resolve_rules
@@ -96,7 +97,7 @@ def deny_over_cap(gated: list[ToolCall], context: ToolContext, state: LoopState)
 
 
 def build_batch(*, content: str | None, gated: list[ToolCall], gate_reasons: dict[str, str],
-                toolset: ToolSet, state: LoopState, loop: LoopSettings) -> PendingBatch:
+                toolset: ToolSet, context: ToolContext, state: LoopState, loop: LoopSettings) -> PendingBatch:
     rules = resolve_rules(loop.config, gated, toolset)
     for pattern in rules.matched_patterns:
         metrics.count_rule_matched(pattern)
@@ -104,6 +105,8 @@ def build_batch(*, content: str | None, gated: list[ToolCall], gate_reasons: dic
         gated_call(call, toolset, gate_reasons.get(call.id, ""), (rules.per_call.get(call.id) or {}).get("match", ""))
         for call in gated
     ]
+    for call, stored in zip(gated, calls, strict=True):
+        stored.request_fingerprint, stored.request_preview = pin(toolset.tools.get(call.name), call.arguments, context)
     names = distinct_names(calls)
     config = loop.config or {}
     transcript, omitted = freeze_transcript(state.messages)
@@ -141,7 +144,8 @@ def run_tool_loop(*, model: ChatModel, toolset: ToolSet, context: ToolContext, s
         elif gated:
             run_allowed(allowed, toolset, context, state)
             return LoopOutcome(batch=build_batch(content=content, gated=gated, gate_reasons=reasons,
-                                                 toolset=toolset, state=state, loop=loop), trace=state.trace)
+                                                 toolset=toolset, context=context, state=state, loop=loop),
+                               trace=state.trace)
         else:
             run_allowed(allowed, toolset, context, state)
         state.iteration += 1

@@ -65,9 +65,12 @@ def test_a_gated_call_pauses_before_it_runs_and_shows_why(alice_client, approver
         "source": "http",
         "argsTruncated": False,
         "gateReason": "transfer_*",
-        "requestPinned": False,
+        "requestPinned": True,
     }
     assert json.loads(call["arguments"]) == {"amount": 100, "to": "bob"}
+    assert call["requestPreview"]["method"] == "POST"
+    assert call["requestPreview"]["uri"] == f"{http_recorder.url}/transfers"
+    assert json.loads(call["requestPreview"]["body"]) == {"amount": "100", "to": "bob"}
 
 
 def test_approve_runs_the_call_exactly_once_and_the_model_continues(
