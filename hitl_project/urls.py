@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from approvals.api.operator_views import CanaryResultView, GateStatusView
 from hitl_project.auth_views import HealthView, TokenView
 
 urlpatterns = [
@@ -10,6 +11,8 @@ urlpatterns = [
     path("auth/token", TokenView.as_view(), name="auth-token"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("administration/operator/canary-result", CanaryResultView.as_view(), name="operator-canary"),
+    path("administration/operator/gate-status", GateStatusView.as_view(), name="operator-gate"),
     path("", include("approvals.api.audit_urls")),
     path("", include("approvals.api.schedule_urls")),
     path("", include("hitl_project.metrics_urls")),
