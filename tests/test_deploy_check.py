@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -17,6 +19,7 @@ def test_production_settings_pass_check_deploy_without_warnings():
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
         "SECRET_KEY": secrets.token_urlsafe(64),
         "HITL_AUDIT_KEY": secrets.token_urlsafe(32),
+        "HITL_SECRETS_KEY": Fernet.generate_key().decode(),
         "ALLOWED_HOSTS": "hitl.example.org",
     }
     for knob in ("DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS"):

@@ -98,3 +98,19 @@ class JournalEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.call_id} ({self.status})"
+
+
+class StoredSecret(models.Model):
+    """A secret behind ``${vault:NAME}``: the value is Fernet-encrypted at rest and never served."""
+
+    name = models.CharField(max_length=128, unique=True)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "secret"
+
+    def __str__(self) -> str:
+        return self.name

@@ -165,3 +165,8 @@ HITL_SCHEDULABLE_FUNCTIONS = env.list("HITL_SCHEDULABLE_FUNCTIONS", default=[
     "approvals.maintenance_tasks.noop", "approvals.maintenance_tasks.clear_expired_sessions"])
 # How long one call of an OpenAI-compatible model may take.
 HITL_LLM_TIMEOUT_SECONDS = env.float("HITL_LLM_TIMEOUT_SECONDS", default=60.0)
+# Fernet keys of the secret store behind ${vault:NAME}, comma-separated, newest first (rotation:
+# put a new key first, run manage.py hitl_rotate_secrets, then drop the old one).
+HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY", default="")
+# Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
+HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")

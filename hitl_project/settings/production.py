@@ -10,6 +10,7 @@ SECRET_KEY = env.str("SECRET_KEY")
 if SECRET_KEY.startswith("dev-insecure"):
     raise ImproperlyConfigured("SECRET_KEY must be set in production")
 HITL_AUDIT_KEY = env.str("HITL_AUDIT_KEY")
+HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY")
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]

@@ -1,0 +1,96 @@
+"""The secret store behind ``${vault:NAME}`` references.
+
+Values are encrypted at rest with Fernet (``cryptography``). ``HITL_SECRETS_KEY`` holds one or more
+Fernet keys separated by commas, newest first: every key decrypts, the newest encrypts, and
+``manage.py hitl_rotate_secrets`` re-encrypts everything under the newest key. A value is never returned
+by any endpoint, admin page, log line, audit entry, export or error message: errors name the reference.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from approvals.errors import BadRequest, NotFound
+from toolgate.models import StoredSecret
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+VALUE_MAX_BYTES = 65_536
+
+
+class UnknownSecret(LookupError):
+    pass
+
+
+def _keys() -> list[bytes]:
+    configured = [k.strip() for k in (getattr(settings, "HITL_SECRETS_KEY", "") or "").split(",") if k.strip()]
+    if configured:
+        return [k.encode("ascii") for k in configured]
+    # Development fallback: derived from SECRET_KEY (production settings require HITL_SECRETS_KEY).
+    digest = hashlib.sha256(("hitl-secret-store:" + settings.SECRET_KEY).encode("utf-8")).digest()
+    return [base64.urlsafe_b64encode(digest)]
+
+
+def _cipher() -> MultiFernet:
+    try:
+        return MultiFernet([Fernet(key) for key in _keys()])
+    except (ValueError, TypeError):
+        raise ImproperlyConfigured("HITL_SECRETS_KEY must hold Fernet keys (urlsafe base64, 32 bytes)") from None
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise BadRequest("secret names are 1 to 128 characters of A-Z a-z 0-9 _ . -",
+                         errors=[{"field": "name", "message": "1-128 characters of [A-Za-z0-9_.-]"}])
+    return name
+
+
+def validate_value(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise BadRequest("value must be a non-empty string", errors=[{"field": "value", "message": "required"}])
+    if len(value.encode("utf-8")) > VALUE_MAX_BYTES:
+        raise BadRequest("value is too large", errors=[{"field": "value", "message": f"over {VALUE_MAX_BYTES} bytes"}])
+    return value
+
+
+def set_secret(*, name: str, value: str) -> StoredSecret:
+    name, value = validate_name(name), validate_value(value)
+    token = _cipher().encrypt(value.encode("utf-8")).decode("ascii")
+    with transaction.atomic():
+        secret, _ = StoredSecret.objects.update_or_create(name=name, defaults={"ciphertext": token})
+    return secret
+
+
+def delete_secret(*, name: str) -> None:
+    deleted, _ = StoredSecret.objects.filter(name=validate_name(name)).delete()
+    if not deleted:
+        raise NotFound(f"No secret named '{name}'.")
+
+
+def secret_value(name: str) -> str:
+    """The decrypted value; UnknownSecret when there is none (callers name the reference, not a value)."""
+    row = StoredSecret.objects.filter(name=name).values_list("ciphertext", flat=True).first()
+    if row is None:
+        raise UnknownSecret(name)
+    try:
+        return _cipher().decrypt(row.encode("ascii")).decode("utf-8")
+    except InvalidToken:
+        raise UnknownSecret(name) from None
+
+
+def rotate_all() -> int:
+    """Re-encrypt every secret under the newest key; returns how many."""
+    cipher = _cipher()
+    rotated = 0
+    with transaction.atomic():
+        for secret in StoredSecret.objects.select_for_update().order_by("name"):
+            secret.ciphertext = cipher.rotate(secret.ciphertext.encode("ascii")).decode("ascii")
+            secret.save(update_fields=["ciphertext"])
+            rotated += 1
+    return rotated
