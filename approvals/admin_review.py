@@ -72,7 +72,7 @@ def review_call(index: int, raw: Any) -> ReviewCall:
         args_truncated=bool(call.get("argsTruncated")),
         gate_reason=as_text(call.get("gateReason")),
         matched_rule=as_text(call.get("matchedRule") or call.get("rule") or call.get("matchedPattern")),
-        request_preview=as_text(call.get("requestPreview")),
+        request_preview=_preview_text(call.get("requestPreview")),
         pinned=bool(call.get("requestPinned")),
     )
 
@@ -100,19 +100,32 @@ def _entries(details: dict[str, Any], key: str) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
+def _preview_text(preview: Any) -> str:
+    if isinstance(preview, dict):
+        lines = [f"{preview.get('method') or ''} {preview.get('uri') or ''}".strip()]
+        lines += [f"{name}: {value}" for name, value in (preview.get("headers") or {}).items()]
+        if preview.get("body"):
+            lines.append(str(preview["body"]) + (" …(truncated)" if preview.get("bodyTruncated") else ""))
+        return "\n".join(lines)
+    return as_text(preview)
+
+
 def pause_review(pause: Pause) -> PauseReview:
-    if pause.kind == PauseKind.TOOL_CALL:
-        # The same fields pause_details() hands to every surface, read defensively.
-        details = pause.details if isinstance(pause.details, dict) else {}
-        return PauseReview(
-            kind=pause.kind,
-            reason=pause.reason,
-            actions=[],
-            calls=[review_call(i, raw) for i, raw in enumerate(_entries(details, "calls"))],
-            outcome_unknown=[review_notice(raw) for raw in _entries(details, "outcomeUnknown")],
-            executed_ungated=[review_notice(raw) for raw in _entries(details, "executedUngatedCalls")],
-        )
+    """Everything from pause_details(): the same allow-listed, re-redacted fields every surface gets."""
     details = pause_details(pause)
+    if pause.kind == PauseKind.TOOL_CALL:
+        calls = [review_call(i, raw) for i, raw in enumerate(_entries(details, "calls"))]
+        names = {call.call_id: call.tool_name for call in calls}
+        unknown = [
+            review_notice(raw) if not isinstance(raw, str) else ReviewNotice(
+                call_id=raw, tool_name=names.get(raw, ""),
+                text="an earlier approved attempt was claimed but never recorded a result: the outcome is unknown")
+            for raw in _entries(details, "outcomeUnknown")
+        ]
+        ungated = [review_notice(raw) if not isinstance(raw, str) else ReviewNotice(call_id="", tool_name=raw, text="")
+                   for raw in _entries(details, "executedUngatedCalls")]
+        return PauseReview(kind=pause.kind, reason=pause.reason, actions=[], calls=calls,
+                           outcome_unknown=unknown, executed_ungated=ungated)
     return PauseReview(
         kind=pause.kind, reason=pause.reason, actions=[str(a) for a in details.get("actions") or []],
         calls=[], outcome_unknown=[], executed_ungated=[],

@@ -110,3 +110,45 @@ def http_recorder():
     finally:
         server.shutdown()
         server.server_close()
+
+
+CANARY_SECRET_NAME = "hitl-canary"
+
+
+@pytest.fixture(autouse=True)
+def canary_secret(request, monkeypatch):
+    """A canary secret exists in every database test, and no response body of the suite may contain it.
+
+    Tests that build requests with ``${vault:hitl-canary}`` exercise every place a resolved secret could
+    surface; any test-client response that carries the value fails the test that made the request.
+    """
+    uses_db = request.node.get_closest_marker("django_db") is not None or any(
+        name in request.fixturenames for name in ("db", "transactional_db")
+    )
+    if not uses_db:
+        yield None
+        return
+    import secrets as token_source
+
+    from django.test.client import Client
+
+    from toolgate.secret_store import set_secret
+
+    request.getfixturevalue("transactional_db" if _is_transactional(request) else "db")
+    value = "canary-" + token_source.token_urlsafe(24)
+    set_secret(name=CANARY_SECRET_NAME, value=value)
+    original = Client.request
+
+    def checked(self, **request_kwargs):
+        response = original(self, **request_kwargs)
+        if not getattr(response, "streaming", False):
+            assert value.encode() not in response.content, f"the canary secret leaked in {request_kwargs.get('PATH_INFO')}"
+        return response
+
+    monkeypatch.setattr(Client, "request", checked)
+    yield value
+
+
+def _is_transactional(request) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))

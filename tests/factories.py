@@ -61,3 +61,39 @@ def paused_conversation(client: Any, agent_id: str | None = None) -> str:
     assert response.status_code == 200, response.content
     assert response.json()["state"] == "AWAITING_HUMAN"
     return conversation_id
+
+
+def store_tool_batch(pause: Any, calls: list[dict[str, Any]], *, executed_ungated: list[str] | None = None,
+                     outcome_unknown: list[str] | None = None, reason: str | None = None) -> Any:
+    """Turn a pause into a TOOL_CALL pause with a stored batch, as the tool gate leaves it.
+
+    Each call: {callId, toolName, source, arguments (dict), gateReason, matchedRule, pinned, preview}.
+    ``outcome_unknown`` call ids get an EXECUTING journal entry (claimed, never recorded).
+    """
+    import hashlib
+    import json
+
+    from approvals.models import Pause
+    from toolgate.models import JournalEntry, PendingToolBatch, PendingToolCall
+
+    Pause.objects.filter(pk=pause.pk).update(
+        kind="TOOL_CALL", tool_names=[c["toolName"] for c in calls], **({"reason": reason} if reason else {}))
+    pause.refresh_from_db()
+    batch = PendingToolBatch.objects.create(
+        pause=pause, conversation_id=pause.subject_id, llm_task_id="assistant", llm_task_index=0,
+        workflow_id="main", transcript=[], executed_ungated_calls=executed_ungated or [],
+        fingerprint=hashlib.sha256(json.dumps(calls, sort_keys=True).encode()).hexdigest(),
+    )
+    for position, call in enumerate(calls):
+        arguments = json.dumps(call.get("arguments", {}))
+        PendingToolCall.objects.create(
+            batch=batch, position=position, call_id=call["callId"], tool_name=call["toolName"],
+            source=call.get("source", "http"), arguments_raw=arguments, arguments_redacted=arguments,
+            args_truncated=bool(call.get("argsTruncated")), gate_reason=call.get("gateReason", ""),
+            matched_rule=call.get("matchedRule", ""),
+            request_fingerprint="f" * 64 if call.get("pinned") else "", request_preview=call.get("preview"),
+        )
+    for call_id in outcome_unknown or []:
+        JournalEntry.objects.create(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id=call_id,
+                                    tool_name="charge_card", claimed_at=pause.paused_at)
+    return pause

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
+from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
@@ -63,20 +63,18 @@ def snapshot(owner: User, pause: Pause) -> dict:
     return client_for(owner).get(f"/agents/{pause.subject_id}").json()
 
 
-def make_tool_call_pause(pause: Pause, calls: list[dict] | None = None, **details) -> Pause:
+def make_tool_call_pause(pause: Pause, calls: list[dict] | None = None, *, outcome_unknown=None,
+                         executed_ungated=None) -> Pause:
     calls = calls if calls is not None else [
         {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
-         "arguments": {"amount": 250, "iban": "DE** redacted **"}, "argsTruncated": False,
-         "gateReason": "requireApproval matched transfer_*", "matchedRule": "transfer_*",
-         "requestPinned": True, "requestPreview": "POST https://payments.example/transfers"},
+         "arguments": {"amount": 250, "iban": "DE** redacted **"},
+         "gateReason": "transfer_*", "matchedRule": "transfer_*", "pinned": True,
+         "preview": {"method": "POST", "uri": "https://payments.example/transfers", "queryParams": {},
+                     "headers": {}, "body": "", "bodyTruncated": False}},
         {"callId": "call-2", "toolName": "send_email", "source": "builtin", "arguments": {"to": "a@example.org"},
-         "gateReason": "tool marked sensitive", "requestPinned": False},
+         "gateReason": "send_*", "pinned": False},
     ]
-    Pause.objects.filter(pk=pause.pk).update(
-        kind="TOOL_CALL", details={"calls": calls, **details}, tool_names=[c.get("toolName") for c in calls]
-    )
-    pause.refresh_from_db()
-    return pause
+    return store_tool_batch(pause, calls, outcome_unknown=outcome_unknown, executed_ungated=executed_ungated)
 
 
 # --- who sees what --------------------------------------------------------------------------------
@@ -340,16 +338,13 @@ def test_an_undeployed_agent_is_reported_and_the_pause_stays_pending(alice, appr
 
 
 def test_a_tool_call_page_shows_each_call_with_its_pinning_badge_and_warnings(alice, approver):
-    pause = make_tool_call_pause(
-        paused_pause(alice),
-        outcomeUnknown=[{"callId": "call-0", "toolName": "charge_card", "message": "claimed, never recorded"}],
-        executedUngatedCalls=[{"callId": "call-x", "toolName": "lookup_balance"}],
-    )
+    pause = make_tool_call_pause(paused_pause(alice), outcome_unknown=["call-1"],
+                                 executed_ungated=["lookup_balance"])
     response = logged_in(approver).get(page(pause))
     html = response.content.decode()
-    for text in ("transfer_funds", "send_email", "DE** redacted **", "requireApproval matched transfer_*",
-                 "transfer_*", "POST https://payments.example/transfers", "PINNED", "NOT PINNED",
-                 "Outcome unknown", "charge_card", "claimed, never recorded", "lookup_balance"):
+    for text in ("transfer_funds", "send_email", "DE** redacted **", "transfer_*", "send_*",
+                 "POST https://payments.example/transfers", "PINNED", "NOT PINNED",
+                 "Outcome unknown", "the outcome is unknown", "lookup_balance"):
         assert text in html, text
     calls = {call.call_id: call for call in response.context["review"].calls}
     assert calls["call-1"].pinned and not calls["call-2"].pinned

@@ -14,7 +14,7 @@ from conversations.models import Conversation
 from conversations.snapshots import snapshot
 from tests.browser.conftest import admin_login, save_screenshot
 from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
+from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,22 +36,18 @@ def other_pending_work(owner) -> Pause:
     now = timezone.now()
     tool_pause = paused(owner)  # a real paused conversation, its pause turned into a tool-call pause
     Pause.objects.filter(pk=tool_pause.pk).update(
-        kind="TOOL_CALL", reason="Payment over 1,000 EUR needs approval", tool_names=["transfer_funds", "send_receipt"],
-        paused_at=now - timedelta(minutes=20), due_at=now + timedelta(minutes=40), approval_timeout="PT1H",
-        details={
-            "calls": [
-                {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
-                 "arguments": {"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"},
-                 "gateReason": "requireApproval matched", "matchedRule": "transfer_*", "requestPinned": True,
-                 "requestPreview": "POST https://payments.example/v1/transfers (body: 3 fields)"},
-                {"callId": "call-2", "toolName": "send_receipt", "source": "builtin",
-                 "arguments": {"to": "a***@example.org"}, "gateReason": "tool marked sensitive",
-                 "requestPinned": False},
-            ],
-            "outcomeUnknown": [{"callId": "call-0", "toolName": "charge_card",
-                                "message": "claimed by an earlier attempt that never recorded a result"}],
-        },
-    )
+        paused_at=now - timedelta(minutes=20), due_at=now + timedelta(minutes=40), approval_timeout="PT1H")
+    store_tool_batch(tool_pause, [
+        {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
+         "arguments": {"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"},
+         "gateReason": "transfer_*", "matchedRule": "transfer_*", "pinned": True,
+         "preview": {"method": "POST", "uri": "https://payments.example/v1/transfers", "queryParams": {},
+                     "headers": {"authorization": "<REDACTED>"},
+                     "body": '{"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"}',
+                     "bodyTruncated": False}},
+        {"callId": "call-2", "toolName": "send_receipt", "source": "builtin",
+         "arguments": {"to": "a***@example.org"}, "gateReason": "send_*", "pinned": False},
+    ], outcome_unknown=["call-1"], reason="Payment over 1,000 EUR needs approval")
     tool_pause.refresh_from_db()
     Pause.objects.create(
         surface="regular", kind="RULE", subject_type="conversation", subject_id=uuid.uuid4(), owner=owner,
@@ -146,7 +142,7 @@ def test_a_tool_call_pause_shows_each_call_and_keeps_a_bad_amendment_on_the_form
     assert first.locator(".hitl-pinned").inner_text() == "PINNED"
     assert second.locator(".hitl-unpinned").inner_text() == "NOT PINNED"
     assert "DE89 **** **** 3000" in first.inner_text() and "transfer_*" in first.inner_text()
-    assert "charge_card" in page.locator("#hitl-outcome-unknown").inner_text()
+    assert "transfer_funds" in page.locator("#hitl-outcome-unknown").inner_text()
     save_screenshot(page, "admin-decision-tool-call.png", for_docs=True)
 
     page.fill("#id_call_0_amended", '{"amount": 1000')
