@@ -1,6 +1,6 @@
 """Talking to another deployed agent from a tool (sources a2a and dynamic), in a nested conversation.
 
-The nested conversation belongs to the caller of the outer turn. When it pauses for approval, the tool
+The nested conversation belongs to the caller of the outer turn and runs in its environment. When it pauses for approval, the tool
 gets a structured PAUSED_FOR_APPROVAL result naming the conversation and the reason, with
 ``"suggestNextTool": "resume_conversation"``; the nested approval stays pending for a reviewer.
 """
@@ -43,7 +43,8 @@ def _result(conversation: Any) -> dict[str, Any]:
 
 
 def talk_to_agent(*, caller_username: str, parent_conversation_id: str, message: str,
-                  agent_id: str | None = None, conversation_id: str | None = None) -> dict[str, Any]:
+                  agent_id: str | None = None, conversation_id: str | None = None,
+                  environment: str = "production") -> dict[str, Any]:
     from conversations.turns import say, start_conversation
 
     if _depth.get() >= MAX_DEPTH:
@@ -58,7 +59,7 @@ def talk_to_agent(*, caller_username: str, parent_conversation_id: str, message:
         if conversation_id:
             conversation = conversation_for_talk(user, conversation_id)
         elif agent_id:
-            conversation = start_conversation(user=user, agent_id=agent_id, environment="production")
+            conversation = start_conversation(user=user, agent_id=agent_id, environment=environment)
             if conversation.state == ConversationState.AWAITING_HUMAN:
                 return _result(conversation)
         else:

@@ -212,6 +212,25 @@ def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
         step.data["hitl:tool_resume_pause"] = str(pause.id)
 
 
+TOOL_DRIFT_TEXT = ("The pending approval could not be applied because the agent's configuration changed. "
+                   "No gated action was executed.")
+
+
+def _tool_task_still_there(document: dict[str, Any], pause: Pause) -> bool:
+    """The llm task that paused is still at the bookmark (same id, still an llm task)."""
+    from toolgate.models import PendingToolBatch
+
+    batch = PendingToolBatch.objects.filter(pause=pause).values_list("llm_task_id", flat=True).first()
+    for workflow in document.get("workflows") or []:
+        if workflow.get("id") == pause.bookmark.get("workflowId"):
+            tasks = workflow.get("tasks") or []
+            index = int(pause.bookmark.get("taskIndex", -1))
+            if 0 <= index < len(tasks):
+                task = tasks[index]
+                return task.get("type") == "llm" and task.get("id") == batch
+    return False
+
+
 def continue_after_decision(pause: Pause) -> None:
     """The continuation of a decided pause of a conversation, run on a django-q2 worker."""
     from approvals.surfaces import ContinuationNotStarted
@@ -239,6 +258,18 @@ def continue_after_decision(pause: Pause) -> None:
     else:
         bookmark = pause.bookmark
         offset = 1 if pause.kind == PauseKind.RULE else 0
+        if pause.kind == PauseKind.TOOL_CALL and not _tool_task_still_there(version.document, pause):
+            memory.current.data.pop("hitl:tool_resume_pause", None)
+            for text in memory.current.data.pop("hitl:pending_output", []):
+                if text in memory.current.output:
+                    memory.current.output.remove(text)
+            memory.current.output.append(TOOL_DRIFT_TEXT)
+            append_audit_entry(
+                subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk, verb="hitl.tool.config_drift",
+                actor="system:toolgate", automated=True, conversation_id=conversation.pk, pause_id=pause.id,
+                epoch=pause.epoch, detail={"reason": "the paused llm task is no longer at its place in the workflow"},
+            )
+            offset = 1  # no gated call runs; the rest of the turn does
         outcome = _run(version.document, memory, turn,
                        resume_at=(bookmark["workflowId"], int(bookmark["taskIndex"]) + offset))
     _commit(conversation, version.document, memory, outcome, row=row, resolving=pause)

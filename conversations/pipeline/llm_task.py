@@ -96,7 +96,8 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
         remember=lambda key, value: facts.__setitem__(key, value), forget=forget,
         recall_facts=lambda: dict(facts), search_history=search_history,
         talk_to_agent=lambda **kwargs: talk_to_agent(caller_username=caller.username if caller else "",
-                                                     parent_conversation_id=memory.conversation_id, **kwargs),
+                                                     parent_conversation_id=memory.conversation_id,
+                                                     environment=turn.environment, **kwargs),
     )
 
 
