@@ -375,7 +375,7 @@ class Stack:
         return client
 
     def create_agent(self) -> str:
-        document = account_bot_document()
+        document = account_bot_document(self.db)
         admin = self.client("admin")
         response = admin.post("/agentstore/agents", json=document)
         response.raise_for_status()
@@ -385,10 +385,15 @@ class Stack:
         return agent_id
 
 
-def account_bot_document() -> dict[str, Any]:
-    """tests.factories.account_bot(): importing it needs Django set up (it imports the services)."""
+def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
+    """tests.factories.account_bot(): importing it needs Django set up (it imports the services).
+
+    Django is set up in this process against the bench database ``db`` (no pool), so scripts may
+    also use the ORM or Django's test client afterwards.
+    """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
-    os.environ.setdefault("DATABASE_URL", database_url(DEFAULT_DB))
+    os.environ["DATABASE_URL"] = database_url(db)
+    os.environ.pop("HITL_DB_POOL", None)
     os.environ.setdefault("LOG_LEVEL", "WARNING")  # else httpx logs every request through Django's root logger
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

@@ -9,6 +9,10 @@ grows without bound measures the snapshot, not the turn (see --per-conversation 
     .venv/bin/python bench/say_rules_only.py                      # 500 says, 1 client, 1 worker
     .venv/bin/python bench/say_rules_only.py --workers 2          # two uvicorn workers
     .venv/bin/python bench/say_rules_only.py --workers 2 --nodelay --clients 2
+    .venv/bin/python bench/say_rules_only.py --in-process     # same says through Django's test client
+
+--in-process sends the says through Django's test client inside this process (no HTTP, no ASGI, one
+persistent database connection) against the same database, to show what HTTP + uvicorn + ASGI add.
 """
 
 from __future__ import annotations
@@ -21,9 +25,26 @@ import time
 from _stack import Stack, add_stack_args, machine_line, print_latency, start_conversation
 
 
+class InProcessClient:
+    """The part of httpx.Client's interface the bench uses, over DRF's test client (no HTTP, no ASGI)."""
+
+    def __init__(self, token: str) -> None:
+        from rest_framework.test import APIClient
+
+        self.client = APIClient()
+        self.client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+
+    def post(self, url: str, json: dict | None = None, params: dict | None = None):
+        if params:
+            url += "?" + "&".join(f"{k}={v}" for k, v in params.items())
+        response = self.client.post(url, json, format="json")
+        response.text = response.content.decode()
+        return response
+
+
 def run_client(stack: Stack, count: int, per_conversation: int, latencies: list[float], errors: list[str],
-               positions: list[int] | None = None) -> None:
-    client = stack.client("alice")
+               positions: list[int] | None = None, in_process: bool = False) -> None:
+    client = InProcessClient(stack.tokens["alice"]) if in_process else stack.client("alice")
     conversation_id = start_conversation(client, stack.agent_id)
     said = 0
     for _ in range(count):
@@ -53,19 +74,24 @@ def main() -> int:
     parser.add_argument("--per-conversation", type=int, default=20,
                         help="says per conversation before a new one is started; 0: one conversation (default 20)")
     parser.add_argument("--warmup", type=int, default=20, help="untimed says first (default 20)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="through Django's test client in this process instead of HTTP (one client)")
     add_stack_args(parser, qcluster=False)
     args = parser.parse_args()
 
     with Stack.from_args(args) as stack:
         warm_latencies: list[float] = []
-        run_client(stack, args.warmup, args.per_conversation, warm_latencies, [])
+        if args.in_process:
+            args.clients = 1
+        run_client(stack, args.warmup, args.per_conversation, warm_latencies, [], in_process=args.in_process)
         latencies: list[float] = []
         errors: list[str] = []
         positions: list[int] = []
         per_client = [args.requests // args.clients + (1 if i < args.requests % args.clients else 0)
                       for i in range(args.clients)]
         threads = [threading.Thread(target=run_client,
-                                    args=(stack, n, args.per_conversation, latencies, errors, positions))
+                                    args=(stack, n, args.per_conversation, latencies, errors, positions,
+                                          args.in_process))
                    for n in per_client]
         t0 = time.perf_counter()
         for thread in threads:
@@ -75,8 +101,9 @@ def main() -> int:
         wall = time.perf_counter() - t0
 
     print(machine_line())
-    print(f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), "
-          f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
+    server = (f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
+              if not args.in_process else "IN PROCESS (Django test client, no HTTP/ASGI)")
+    print(f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), {server}, "
           f"{args.per_conversation or 'unbounded'} says per conversation")
     print_latency("say latency", latencies)
     print(f"throughput: {len(latencies) / wall:.1f} req/s ({wall:.2f} s wall)")
