@@ -90,7 +90,12 @@ def rotate_all() -> int:
     rotated = 0
     with transaction.atomic():
         for secret in StoredSecret.objects.select_for_update().order_by("name"):
-            secret.ciphertext = cipher.rotate(secret.ciphertext.encode("ascii")).decode("ascii")
+            try:
+                secret.ciphertext = cipher.rotate(secret.ciphertext.encode("ascii")).decode("ascii")
+            except InvalidToken:
+                raise ImproperlyConfigured(
+                    f"secret '{secret.name}' cannot be decrypted with any key of HITL_SECRETS_KEY: nothing was rotated"
+                ) from None
             secret.save(update_fields=["ciphertext"])
             rotated += 1
     return rotated

@@ -62,6 +62,7 @@ def test_values_are_encrypted_at_rest():
 
 def test_rotation_re_encrypts_everything_under_the_newest_key(settings):
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    StoredSecret.objects.all().delete()  # start from a store encrypted under the old key only
     settings.HITL_SECRETS_KEY = old
     secret_store.set_secret(name="k", value=VALUE)
     before = StoredSecret.objects.get(name="k").ciphertext
@@ -71,6 +72,18 @@ def test_rotation_re_encrypts_everything_under_the_newest_key(settings):
     assert StoredSecret.objects.get(name="k").ciphertext != before
     settings.HITL_SECRETS_KEY = new  # the old key can now be dropped
     assert secret_store.secret_value("k") == VALUE
+
+
+def test_rotation_refuses_a_store_it_cannot_decrypt_and_changes_nothing(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    secret_store.set_secret(name="k", value=VALUE)
+    before = set(StoredSecret.objects.values_list("ciphertext", flat=True))
+    settings.HITL_SECRETS_KEY = Fernet.generate_key().decode()  # the key that encrypted them is gone
+    with pytest.raises(ImproperlyConfigured, match="cannot be decrypted") as raised:
+        secret_store.rotate_all()
+    assert VALUE not in str(raised.value)
+    assert set(StoredSecret.objects.values_list("ciphertext", flat=True)) == before
 
 
 def test_an_unknown_secret_raises_naming_the_reference():
