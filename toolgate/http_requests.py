@@ -25,6 +25,10 @@ from urllib.parse import quote
 
 import httpx
 
+from toolgate.redaction import REDACTED as REDACTED
+from toolgate.redaction import SENSITIVE_NAME_PARTS as SENSITIVE_NAME_PARTS
+from toolgate.redaction import is_sensitive_name as is_sensitive_name
+from toolgate.redaction import redact_headers, redact_query_pairs
 from toolgate.templates import render
 
 
@@ -65,19 +69,6 @@ class HttpResult:
 
 
 SECRET_REFERENCE = re.compile(r"\$\{(?P<scheme>env|vault|caller):(?P<name>[^{}]*)\}")
-SENSITIVE_NAME_PARTS = (
-    "authorization",
-    "api-key",
-    "api_key",
-    "apikey",
-    "x-api-key",
-    "token",
-    "secret",
-    "credential",
-    "password",
-    "cookie",
-)
-REDACTED = "<REDACTED>"
 _PATH_SAFE = "-._~!$&'()*+,;=:@"
 
 
@@ -194,17 +185,11 @@ def refuse_private_address(url: str) -> None:
             )
 
 
-def is_sensitive_name(name: str) -> bool:
-    """Whether a header or parameter name suggests a credential (its value must not be recorded)."""
-    lowered = name.lower()
-    return any(part in lowered for part in SENSITIVE_NAME_PARTS)
-
-
 def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
-    """A copy of headers (dict) or query pairs (list) with sensitive values replaced by ``<REDACTED>``."""
+    """A copy of headers (dict) or query pairs (list of ``[name, value]``) redacted by toolgate.redaction."""
     if isinstance(pairs, dict):
-        return {name: REDACTED if is_sensitive_name(name) else value for name, value in pairs.items()}
-    return [[name, REDACTED if is_sensitive_name(name) else value] for name, value in pairs]
+        return redact_headers(pairs)
+    return [[name, value] for name, value in redact_query_pairs(pairs)]
 
 
 def _render_template(

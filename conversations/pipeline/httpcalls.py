@@ -9,8 +9,8 @@ Rules:
   could not be built or sent. A failed call never fails the turn.
 - ``fireAndForget`` calls are sent with a short timeout and their body is never read; they store
   ``{"sent": true, "status": <int or null>}``.
-- What was sent is appended to ``data["httpcalls:requests"]`` with credential-like header and query
-  values replaced by ``<REDACTED>``.
+- What was sent is appended to ``data["httpcalls:requests"]`` through the one redaction filter
+  (toolgate.redaction): URL, header and query values, and the body; the request actually sent is untouched.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from toolgate.http_requests import (
     BuiltRequest,
     HttpCallError,
     build_request,
-    redacted_pairs,
     send_request,
     send_without_waiting,
 )
+from toolgate.redaction import redact, redact_headers, redact_query_pairs, redact_uri
 
 FIRE_AND_FORGET_TIMEOUT_SECONDS = 2.0
 
@@ -52,14 +52,14 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
 
 
 def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:
-    """What was sent, safe to keep: credential-like header and query values redacted."""
+    """What was sent, safe to keep: URL, header values, query values and body redacted (copies only)."""
     return {
         "call": call_name,
         "method": built.method,
-        "url": built.url,
-        "query": redacted_pairs(built.query),
-        "headers": redacted_pairs(built.headers_to_send()),
-        "body": built.body.decode("utf-8", errors="replace") if built.body is not None else None,
+        "url": redact_uri(built.url),
+        "query": [[name, value] for name, value in redact_query_pairs(built.query)],
+        "headers": redact_headers(built.headers_to_send()),
+        "body": redact(built.body.decode("utf-8", errors="replace")) if built.body is not None else None,
     }
 
 

@@ -84,6 +84,32 @@ def test_sent_record_redacts_sensitive_header_values(loopback_server, payments_t
     assert "s3cret-value" not in json.dumps(record)
 
 
+def test_sent_record_redacts_url_query_and_body_but_the_request_sent_is_unchanged(loopback_server) -> None:
+    key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv"
+    request = {
+        "method": "POST",
+        "path": f"/keys/{key}",
+        "queryParams": {"api_key": "q-secret-123", "limit": "10"},
+        "headers": {"X-Client-Auth": "Bearer abcdefghijklmnopqrstuvwxyz012"},
+        "body": {"password": "hunter2hunter2", "note": "kept"},
+    }
+    memory = memory_for(["make_payment"])
+    httpcalls.run(payments_task(loopback_server.url, request=request), memory, TURN)
+
+    [received] = loopback_server.received
+    assert received.path == f"/keys/{key}"
+    assert received.query == [("api_key", "q-secret-123"), ("limit", "10")]
+    assert received.headers["x-client-auth"] == "Bearer abcdefghijklmnopqrstuvwxyz012"
+    assert received.json() == {"password": "hunter2hunter2", "note": "kept"}
+    [record] = memory.current.data["httpcalls:requests"]
+    assert record["url"] == f"{loopback_server.url}/keys/sk-<REDACTED>"
+    assert record["query"] == [["api_key", "<REDACTED>"], ["limit", "10"]]
+    assert record["headers"]["X-Client-Auth"] == "Bearer <REDACTED>"
+    assert json.loads(record["body"]) == {"password": "<REDACTED>", "note": "kept"}
+    for secret in (key, "q-secret-123", "abcdefghijklmnopqrstuvwxyz012", "hunter2hunter2"):
+        assert secret not in json.dumps(record)
+
+
 def test_call_does_not_fire_without_its_action_and_calls_without_actions_never_fire(loopback_server) -> None:
     task = payments_task(loopback_server.url)
     task["calls"].append({"name": "tool_only", "request": {"method": "GET", "path": "/tool"}})
