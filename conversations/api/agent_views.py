@@ -13,11 +13,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.access import is_admin
 from approvals.errors import BadRequest
 from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
 from conversations.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
 from conversations.models import Agent
+from toolgate.redaction import redact_json_value
 
 VERSION_PARAM = OpenApiParameter("version", int, required=False, description="Agent version (latest if absent)")
 SAVED = inline_serializer(
@@ -70,10 +72,12 @@ class AgentListView(APIView):
 class AgentDetailView(APIView):
     permission_classes = [AdminWritesAuthenticatedReads]
 
-    @extend_schema(summary="Read an agent document", parameters=[VERSION_PARAM], responses=DOCUMENT)
+    @extend_schema(summary="Read an agent document (credential-looking values redacted except for admins)",
+                   parameters=[VERSION_PARAM], responses=DOCUMENT)
     def get(self, request: Request, agent_id: str) -> Response:
         row = agents.agent_version(agent_id, _version(request))
-        return Response({"id": str(row.agent_id), "version": row.version, "document": row.document})
+        document = row.document if is_admin(request.user) else redact_json_value(row.document)
+        return Response({"id": str(row.agent_id), "version": row.version, "document": document})
 
     @extend_schema(summary="Save a new version", request=DOCUMENT, responses=SAVED)
     def put(self, request: Request, agent_id: str) -> Response:
@@ -127,7 +131,7 @@ class DeploymentStatusView(APIView):
 
 
 class ExportView(APIView):
-    permission_classes = [AdminWritesAuthenticatedReads]
+    permission_classes = [AdminOnly]  # a backup holds the documents verbatim
 
     @extend_schema(summary="Export an agent version as ZIP", parameters=[VERSION_PARAM],
                    responses={(200, "application/zip"): OpenApiTypes.BINARY})

@@ -144,3 +144,19 @@ def test_deleted_agent_cannot_start_but_its_paused_conversation_keeps_its_docume
     assert admin_client.delete(f"/agentstore/agents/{agent_id}").status_code == 204
     assert alice_client.post(f"/agents/{agent_id}/start").status_code == 404
     assert alice_client.get(f"/agents/{conversation_id}").json()["state"] == "AWAITING_HUMAN"
+
+
+def test_a_literal_credential_in_a_document_is_redacted_for_non_admins(admin_client, alice_client):
+    document = account_bot()
+    document["workflows"][0]["tasks"].append({
+        "id": "assistant", "type": "llm", "provider": {"type": "openai", "model": "m", "apiKey": "sk-" + "a" * 30},
+    })
+    response = admin_client.post("/agentstore/agents", document, format="json")
+    assert response.status_code == 201
+    assert any(w["field"].endswith("provider.apiKey") for w in response.json()["warnings"])
+    agent_id = response.json()["id"]
+    as_alice = alice_client.get(f"/agentstore/agents/{agent_id}").content.decode()
+    assert "a" * 30 not in as_alice
+    as_admin = admin_client.get(f"/agentstore/agents/{agent_id}").json()
+    assert as_admin["document"]["workflows"][0]["tasks"][-1]["provider"]["apiKey"] == "sk-" + "a" * 30
+    assert alice_client.get(f"/backup/export/{agent_id}").status_code == 403
