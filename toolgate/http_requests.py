@@ -52,6 +52,8 @@ class BuiltRequest:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
     content_type: str | None = None
+    # Values resolved from ${vault:…} while building: replaced by <REDACTED> wherever shown or stored.
+    secrets_used: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def headers_to_send(self) -> dict[str, str]:
         """The headers plus ``Content-Type`` from ``content_type`` unless a header already sets it."""
@@ -72,11 +74,13 @@ SECRET_REFERENCE = re.compile(r"\$\{(?P<scheme>env|vault|caller):(?P<name>[^{}]*
 _PATH_SAFE = "-._~!$&'()*+,;=:@"
 
 
-def resolve_secret_references(text: str, *, caller_token: str | None, allow_caller: bool) -> str:
+def resolve_secret_references(text: str, *, caller_token: str | None, allow_caller: bool,
+                               used: list[str] | None = None) -> str:
     """Replace every ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` in ``text``.
 
-    ``env`` reads os.environ (unset → SecretReferenceError); ``vault`` is not configured yet and always
-    raises; ``caller:token`` is the caller's token ("" when none) and only where ``allow_caller``.
+    ``env`` reads os.environ and ``vault`` the secret store (unknown → SecretReferenceError naming the
+    reference, never a value); vault values resolved are appended to ``used``; ``caller:token`` is the
+    caller's token ("" when none) and only where ``allow_caller``.
     """
 
     def resolve(match: re.Match[str]) -> str:
@@ -86,7 +90,15 @@ def resolve_secret_references(text: str, *, caller_token: str | None, allow_call
                 raise SecretReferenceError(f"unknown environment variable: {reference}")
             return os.environ[name]
         if scheme == "vault":
-            raise SecretReferenceError(f"secret store not configured: {reference}")
+            from toolgate.secret_store import UnknownSecret, secret_value
+
+            try:
+                value = secret_value(name)
+            except UnknownSecret:
+                raise SecretReferenceError(f"unknown secret: {reference}") from None
+            if used is not None:
+                used.append(value)
+            return value
         if name != "token":
             raise SecretReferenceError(f"unknown caller reference: {reference}")
         if not allow_caller:
@@ -101,10 +113,12 @@ def build_request(
 ) -> BuiltRequest:
     """The request ``call`` of the ``httpcalls`` ``task`` sends with ``template_data`` (see module rules)."""
     request = call.get("request") or {}
+    used: list[str] = []
 
     def fill(text: Any, *, allow_caller: bool = False, escape: Any = None) -> str:
         return _render_template(
-            str(text), template_data, caller_token=caller_token, allow_caller=allow_caller, escape=escape
+            str(text), template_data, caller_token=caller_token, allow_caller=allow_caller, escape=escape,
+            used=used,
         )
 
     method = fill(request.get("method") or "GET").strip().upper()
@@ -116,7 +130,7 @@ def build_request(
     query = [(name, fill(value)) for name, value in _query_pairs(request.get("queryParams"))]
     body, content_type = _build_body(request.get("body"), fill)
     explicit_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
-    return BuiltRequest(method, url, query, headers, body, explicit_type or content_type)
+    return BuiltRequest(method, url, query, headers, body, explicit_type or content_type, secrets_used=used)
 
 
 def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
@@ -193,7 +207,8 @@ def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
 
 
 def _render_template(
-    text: str, data: dict[str, Any], *, caller_token: str | None, allow_caller: bool, escape: Any
+    text: str, data: dict[str, Any], *, caller_token: str | None, allow_caller: bool, escape: Any,
+    used: list[str] | None = None,
 ) -> str:
     """Render placeholders in the literal parts and resolve secret references between them."""
     pieces: list[str] = []
@@ -201,7 +216,8 @@ def _render_template(
     for match in SECRET_REFERENCE.finditer(text):
         pieces.append(render(text[position : match.start()], data, escape=escape))
         pieces.append(
-            resolve_secret_references(match.group(0), caller_token=caller_token, allow_caller=allow_caller)
+            resolve_secret_references(match.group(0), caller_token=caller_token, allow_caller=allow_caller,
+                                      used=used)
         )
         position = match.end()
     pieces.append(render(text[position:], data, escape=escape))
@@ -282,3 +298,18 @@ def _parse_body(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         return response.text
+
+
+def without_secrets(value: Any, secrets: list[str]) -> Any:
+    """``value`` (text or JSON-able data) with every resolved secret value replaced by <REDACTED>."""
+    from toolgate.redaction import replace_known_secrets
+
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return replace_known_secrets(value, secrets)
+    if isinstance(value, dict):
+        return {key: without_secrets(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_secrets(item, secrets) for item in value]
+    return value

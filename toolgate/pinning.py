@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
-from toolgate.http_requests import BuiltRequest
+from toolgate.http_requests import BuiltRequest, without_secrets
 from toolgate.models import PendingToolCall
 from toolgate.redaction import REDACTED, redact, redact_header_value, redact_query_pairs, redact_uri
 from toolgate.tools import Tool, ToolContext, ToolSet
@@ -80,6 +80,10 @@ def request_fingerprint(built: BuiltRequest, caller_token: str = "") -> str:
 
 
 def request_preview(built: BuiltRequest, caller_token: str = "") -> dict[str, Any]:
+    return without_secrets(_preview(built, caller_token), built.secrets_used)
+
+
+def _preview(built: BuiltRequest, caller_token: str) -> dict[str, Any]:
     body_text = (built.body or b"").decode("utf-8", errors="replace")
     body = redact(body_text.replace(caller_token, REDACTED) if caller_token else body_text)
     data = body.encode("utf-8")

@@ -25,6 +25,7 @@ from toolgate.http_requests import (
     build_request,
     send_request,
     send_without_waiting,
+    without_secrets,
 )
 from toolgate.redaction import redact, redact_headers, redact_query_pairs, redact_uri
 
@@ -48,12 +49,13 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
             step.outputs[name] = {"error": str(error)}
             continue
         step.data.setdefault("httpcalls:requests", []).append(sent_record(name, built))
-        step.outputs[name] = _perform(built, fire_and_forget=bool(call.get("fireAndForget")), timeout=timeout)
+        step.outputs[name] = without_secrets(
+            _perform(built, fire_and_forget=bool(call.get("fireAndForget")), timeout=timeout), built.secrets_used)
 
 
 def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:
     """What was sent, safe to keep: URL, header values, query values and body redacted (copies only)."""
-    return {
+    record = {
         "call": call_name,
         "method": built.method,
         "url": redact_uri(built.url),
@@ -61,6 +63,7 @@ def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:
         "headers": redact_headers(built.headers_to_send()),
         "body": redact(built.body.decode("utf-8", errors="replace")) if built.body is not None else None,
     }
+    return without_secrets(record, built.secrets_used)
 
 
 def _perform(built: BuiltRequest, *, fire_and_forget: bool, timeout: float) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from toolgate.http_requests import (
     build_request,
     send_request,
     send_without_waiting,
+    without_secrets,
 )
 from toolgate.sources.openapi import CallShaper, openapi_calls, openapi_target
 from toolgate.tools import Tool, ToolContext
@@ -78,7 +79,8 @@ def http_tool(
             built = resolve(args, ctx)
         except HttpCallError as error:
             return {"error": str(error)}
-        return _perform(built, fire_and_forget=bool(call.get("fireAndForget")))
+        # a tool result never carries a resolved secret back (to the model, the journal or memory)
+        return without_secrets(_perform(built, fire_and_forget=bool(call.get("fireAndForget"))), built.secrets_used)
 
     method = str(request.get("method") or "GET").strip()
     return Tool(
