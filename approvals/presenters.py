@@ -21,20 +21,28 @@ def iso(value: datetime | None) -> str | None:
 
 
 def inbox_row(pause: Pause) -> dict[str, Any]:
+    from approvals.selectors import INBOX_COLUMNS
+
+    values = {column: getattr(pause, column) for column in INBOX_COLUMNS if column != "owner__username"}
+    return inbox_row_from_values({**values, "owner__username": pause.owner.get_username() if pause.owner_id else None})
+
+
+def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
+    """inbox_row() for a row of approvals.selectors.INBOX_COLUMNS."""
     return {
-        "pauseId": str(pause.id),
-        "surface": pause.surface,
-        "conversationId": str(pause.subject_id),
-        "agentId": str(pause.agent_id) if pause.agent_id else None,
-        "groupId": str(pause.group_id) if pause.group_id else None,
-        "ownerId": pause.owner.get_username() if pause.owner_id else None,
-        "pausedAt": iso(pause.paused_at),
-        "deadline": iso(pause.due_at),
-        "pauseReason": pause.reason,
-        "pauseType": pause.kind or PauseKind.RULE,
-        "timeoutPolicy": pause.timeout_policy,
-        "approvalTimeout": pause.approval_timeout or None,
-        "toolNames": list(pause.tool_names or []),
+        "pauseId": str(row["id"]),
+        "surface": row["surface"],
+        "conversationId": str(row["subject_id"]),
+        "agentId": str(row["agent_id"]) if row["agent_id"] else None,
+        "groupId": str(row["group_id"]) if row["group_id"] else None,
+        "ownerId": row["owner__username"],
+        "pausedAt": iso(row["paused_at"]),
+        "deadline": iso(row["due_at"]),
+        "pauseReason": row["reason"],
+        "pauseType": row["kind"] or PauseKind.RULE,
+        "timeoutPolicy": row["timeout_policy"],
+        "approvalTimeout": row["approval_timeout"] or None,
+        "toolNames": list(row["tool_names"] or []),
     }
 
 

@@ -35,6 +35,15 @@ def pending_pauses_for(user: Any, *, limit: int, surface: str | None = None) -> 
     return pauses.select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
 
 
+INBOX_COLUMNS = ("id", "surface", "subject_id", "agent_id", "group_id", "owner__username", "paused_at", "due_at",
+                 "reason", "kind", "timeout_policy", "approval_timeout", "tool_names")
+
+
+def pending_inbox_rows(user: Any, *, limit: Any, surface: str | None = None) -> list[dict[str, Any]]:
+    """The inbox as plain column values: the same query as pending_pauses_for, without building models."""
+    return list(pending_pauses_for(user, limit=limit, surface=surface).values(*INBOX_COLUMNS))
+
+
 def current_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
     """The subject's open pause (PENDING or RESOLVING), if any."""
     return (

@@ -216,11 +216,15 @@ TOOL_DRIFT_TEXT = ("The pending approval could not be applied because the agent'
                    "No gated action was executed.")
 
 
-def _tool_task_still_there(document: dict[str, Any], pause: Pause) -> bool:
-    """The llm task that paused is still at the bookmark (same id, still an llm task)."""
+def _paused_llm_task_id(pause: Pause) -> str | None:
     from toolgate.models import PendingToolBatch
 
-    batch = PendingToolBatch.objects.filter(pause=pause).values_list("llm_task_id", flat=True).first()
+    return PendingToolBatch.objects.filter(pause=pause).values_list("llm_task_id", flat=True).first()
+
+
+def _tool_task_still_there(document: dict[str, Any], pause: Pause) -> bool:
+    """The llm task that paused is still at the bookmark (same id, still an llm task)."""
+    batch = _paused_llm_task_id(pause)
     for workflow in document.get("workflows") or []:
         if workflow.get("id") == pause.bookmark.get("workflowId"):
             tasks = workflow.get("tasks") or []
@@ -267,7 +271,9 @@ def continue_after_decision(pause: Pause) -> None:
             append_audit_entry(
                 subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk, verb="hitl.tool.config_drift",
                 actor="system:toolgate", automated=True, conversation_id=conversation.pk, pause_id=pause.id,
-                epoch=pause.epoch, detail={"reason": "the paused llm task is no longer at its place in the workflow"},
+                epoch=pause.epoch,
+                detail={"reason": f"the paused llm task '{_paused_llm_task_id(pause)}' is no longer at its place "
+                                  "in the workflow"},
             )
             offset = 1  # no gated call runs; the rest of the turn does
         outcome = _run(version.document, memory, turn,

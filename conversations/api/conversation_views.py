@@ -21,8 +21,8 @@ from approvals.decision_input import parse_decision_body
 from approvals.decisions import decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
-from approvals.presenters import inbox_row
-from approvals.selectors import pending_pauses_for
+from approvals.presenters import inbox_row_from_values
+from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import conversation_for_decision, conversation_for_talk
@@ -277,7 +277,7 @@ class PendingApprovalsView(APIView):
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
-        pauses = pending_pauses_for(request.user, limit=request.query_params.get("limit", 200),
+        rows = pending_inbox_rows(request.user, limit=request.query_params.get("limit", 200),
                                     surface=Surface.REGULAR)
-        return Response([inbox_row(p) for p in pauses])
+        return Response([inbox_row_from_values(row) for row in rows])
 

@@ -18,6 +18,11 @@ def local_postgres_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
         return False
 
 
+def running_qcluster(argv: list[str] | None = None) -> bool:
+    """django-q2 forks its worker processes: a connection pool opened before the fork would be shared."""
+    return "qcluster" in (argv if argv is not None else sys.argv)
+
+
 def database_settings(env: environ.Env, base_dir: Path) -> dict[str, Any]:
     url = env.str("DATABASE_URL", default="")
     if not url:
@@ -36,7 +41,12 @@ def database_settings(env: environ.Env, base_dir: Path) -> dict[str, Any]:
         options = config.setdefault("OPTIONS", {})
         # django-environ turns ?pool=true into the string 'true', which breaks the pool: decide in code.
         options.pop("pool", None)
-        if env.bool("HITL_DB_POOL", default=False):
+        if running_qcluster():
+            # Never pool in a q-cluster (forked processes would share connections); keep each worker's
+            # connection open between tasks instead of reconnecting for every task.
+            config["CONN_MAX_AGE"] = env.int("HITL_Q_CONN_MAX_AGE", default=60)
+            config["CONN_HEALTH_CHECKS"] = True
+        elif env.bool("HITL_DB_POOL", default=False):
             options["pool"] = {"min_size": 2, "max_size": env.int("HITL_DB_POOL_MAX", default=20)}
             config["CONN_MAX_AGE"] = 0
     return config
