@@ -20,15 +20,8 @@ def iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def inbox_row(pause: Pause) -> dict[str, Any]:
-    from approvals.selectors import INBOX_COLUMNS
-
-    values = {column: getattr(pause, column) for column in INBOX_COLUMNS if column != "owner__username"}
-    return inbox_row_from_values({**values, "owner__username": pause.owner.get_username() if pause.owner_id else None})
-
-
 def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
-    """inbox_row() for a row of approvals.selectors.INBOX_COLUMNS."""
+    """An inbox row of the API contract from a row of approvals.selectors.INBOX_COLUMNS."""
     return {
         "pauseId": str(row["id"]),
         "surface": row["surface"],
