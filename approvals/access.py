@@ -41,35 +41,32 @@ def is_owner(user: Any, owner_id: int | None) -> bool:
     return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
 
 
+def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str, allowed_for_all: bool) -> None:
+    """The one access check: no existence oracle, ownerless subjects fail closed, owners pass.
+
+    ``allowed_for_all`` says whether the caller's role (admin, or admin/approver) grants every subject.
+    """
+    if not exists:
+        if sees_every_pause(user):
+            raise NotFound(f"{what.capitalize()} not found.")
+        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
+    if allowed_for_all:
+        return
+    if owner_id is None:
+        raise Forbidden(f"Access denied: {what} has no owner")
+    if not is_owner(user, owner_id):
+        raise Forbidden(f"Access denied: you do not own this {what}")
+
+
 def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
     """Owner, admin or approver may decide, cancel and read approval status.
 
     An unknown id is a 404 only for admins and approvers; anyone else gets 403, so a plain user cannot
     probe which ids exist. An ownerless subject is open to admins and approvers only (fail closed).
     """
-    privileged = sees_every_pause(user)
-    if not exists:
-        if privileged:
-            raise NotFound(f"{what.capitalize()} not found.")
-        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
-    if privileged:
-        return
-    if owner_id is None:
-        raise Forbidden(f"Access denied: {what} has no owner")
-    if not is_owner(user, owner_id):
-        raise Forbidden(f"Access denied: you do not own this {what}")
+    _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=sees_every_pause(user))
 
 
 def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
     """Talking to a conversation (say, undo, redo, end) is for its owner and admins only."""
-    admin = is_admin(user)
-    if not exists:
-        if sees_every_pause(user):
-            raise NotFound(f"{what.capitalize()} not found.")
-        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
-    if admin:
-        return
-    if owner_id is None:
-        raise Forbidden(f"Access denied: {what} has no owner")
-    if not is_owner(user, owner_id):
-        raise Forbidden(f"Access denied: you do not own this {what}")
+    _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=is_admin(user))
