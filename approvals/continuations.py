@@ -23,9 +23,14 @@ logger = logging.getLogger(__name__)
 INTERRUPTED = "an earlier continuation attempt was interrupted before it finished"
 
 
+def lease_seconds() -> int:
+    """A lease never ends before django-q2 would kill the task: a worker still running keeps its claim."""
+    return max(settings.HITL_CONTINUATION_LEASE_SECONDS, int(settings.Q_CLUSTER.get("timeout") or 0) + 1)
+
+
 def claim_continuation(pause_id: str) -> Pause | None:
     now = timezone.now()
-    lease = now + timedelta(seconds=settings.HITL_CONTINUATION_LEASE_SECONDS)
+    lease = now + timedelta(seconds=lease_seconds())
     claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
         lease_until=lease
     )
@@ -34,15 +39,22 @@ def claim_continuation(pause_id: str) -> Pause | None:
     return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
 
 
+class ContinuationStillClaimed(RuntimeError):
+    """Raised so django-q2 delivers the task again later: the claim may belong to a dead worker."""
+
+
 def run_continuation(pause_id: str) -> str:
     pause = claim_continuation(pause_id)
     if pause is None:
-        expired = Pause.objects.filter(
-            pk=pause_id, status=PauseStatus.RESOLVING, lease_until__lt=timezone.now()
-        ).exists()
-        if expired and restore_pause(pause_id=pause_id, reason=INTERRUPTED):
-            return "restored"
-        return "skipped"
+        claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).values_list(
+            "lease_until", flat=True).first()
+        if claimed is None:
+            return "skipped"  # finished, restored or cancelled meanwhile
+        if claimed < timezone.now():
+            return "restored" if restore_pause(pause_id=pause_id, reason=INTERRUPTED) else "skipped"
+        # django-q2 re-delivers only after its retry time, by when a worker past its timeout was killed;
+        # a lease still alive then is on the edge of expiring: try again rather than drop the task.
+        raise ContinuationStillClaimed(f"the continuation of pause {pause_id} is still claimed")
     try:
         handler_for(pause.surface).continue_pause(pause)
     except ContinuationNotStarted as exc:

@@ -50,7 +50,13 @@ def timer_name(pause_id: uuid.UUID | str) -> str:
 
 
 def arm_timer(pause: Pause) -> Schedule | None:
-    """Create the pause's one-shot schedule at its deadline (at once if overdue); caller's transaction."""
+    """Create the pause's one-shot schedule, a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its deadline
+    (or after now if overdue); caller's transaction.
+
+    The drainer fires pauses at their deadline and deletes the schedule with the decision; a schedule
+    due at the same instant would make django-q2's scheduler lock and enqueue thousands of rows during
+    a mass drain. The backstop only fires when no drainer ran.
+    """
     if pause.due_at is None or pause.status != PauseStatus.PENDING:
         return None
     schedule = Schedule.objects.create(
@@ -59,7 +65,7 @@ def arm_timer(pause: Pause) -> Schedule | None:
         args=repr(str(pause.id)),
         schedule_type=Schedule.ONCE,
         repeats=1,
-        next_run=max(pause.due_at, timezone.now()),
+        next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
     )
     Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
     pause.schedule_id = schedule.pk

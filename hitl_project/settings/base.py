@@ -155,6 +155,8 @@ LOGGING = {
 # itself (the periodic "hitl-timer-drain" schedule restarts it within a minute either way).
 HITL_TIMER_DRAIN_SECONDS = env.float("HITL_TIMER_DRAIN_SECONDS", default=25.0)
 HITL_TIMER_DRAIN_CHAIN = env.bool("HITL_TIMER_DRAIN_CHAIN", default=True)
+# A pause's django-q2 one-shot schedule is a backstop this long after the deadline the drainer keeps.
+HITL_TIMER_BACKSTOP_SECONDS = env.int("HITL_TIMER_BACKSTOP_SECONDS", default=120)
 # Crash recovery: how often it runs, and when a decided pause whose continuation no worker picked up,
 # or a turn left IN_PROGRESS without a pause, counts as abandoned.
 HITL_RECOVERY_INTERVAL_SECONDS = env.int("HITL_RECOVERY_INTERVAL_SECONDS", default=300)

@@ -19,6 +19,7 @@ from tests.factories import account_bot, deployed_agent, paused_conversation
 from tests.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
+BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer
 
 
 def paused(client, config=None) -> Pause:
@@ -35,7 +36,7 @@ def test_missing_timers_of_finite_pauses_are_rearmed_at_their_original_deadline(
     Schedule.objects.filter(pk=pause.schedule_id).delete()
     assert run_recovery()["rearmedTimers"] == 1
     rearmed = Pause.objects.get(pk=pause.pk)
-    assert Schedule.objects.get(pk=rearmed.schedule_id).next_run == pause.due_at
+    assert Schedule.objects.get(pk=rearmed.schedule_id).next_run == pause.due_at + BACKSTOP
     assert run_recovery()["rearmedTimers"] == 0  # idempotent
 
 
@@ -45,7 +46,7 @@ def test_an_overdue_pause_without_a_timer_is_rearmed_to_fire_at_once(alice_clien
     later = pause.due_at + timedelta(hours=1)
     with time_machine.travel(later, tick=False):
         run_recovery()
-        assert Schedule.objects.get(pk=Pause.objects.get(pk=pause.pk).schedule_id).next_run == later
+        assert Schedule.objects.get(pk=Pause.objects.get(pk=pause.pk).schedule_id).next_run == later + BACKSTOP
 
 
 def test_wait_indefinitely_pauses_are_never_touched(alice_client):
@@ -152,3 +153,23 @@ def test_hitl_recover_command_prints_its_report(alice_client):
 def test_periodic_maintenance_schedules_exist_after_migrate():
     names = set(Schedule.objects.filter(name__startswith="hitl-").values_list("name", flat=True))
     assert {"hitl-timer-drain", "hitl-recovery", "hitl-retention"} <= names
+
+
+def test_a_continuation_lease_outlives_django_q2s_task_timeout(settings):
+    from approvals.continuations import lease_seconds
+
+    settings.HITL_CONTINUATION_LEASE_SECONDS = 2
+    assert lease_seconds() == settings.Q_CLUSTER["timeout"] + 1  # a running worker keeps its claim
+    settings.HITL_CONTINUATION_LEASE_SECONDS = 10_000
+    assert lease_seconds() == 10_000
+
+
+def test_a_duplicate_delivery_never_runs_a_continuation_whose_claim_is_alive(alice_client, approver_client):
+    from approvals.continuations import ContinuationStillClaimed
+
+    pause = paused(alice_client)
+    decide(approver_client, pause)
+    Pause.objects.filter(pk=pause.pk).update(lease_until=timezone.now() + timedelta(seconds=60))
+    with pytest.raises(ContinuationStillClaimed):  # django-q2 will deliver it again later
+        run_continuation(str(pause.pk))
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING

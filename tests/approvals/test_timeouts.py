@@ -15,6 +15,7 @@ from tests.factories import account_bot, deployed_agent, paused_conversation
 from tests.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
+BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer
 
 
 def paused_with(client, policy: str, timeout: str = "PT15M") -> Pause:
@@ -27,11 +28,11 @@ def at(moment):
     return time_machine.travel(moment, tick=False)
 
 
-def test_a_finite_pause_arms_a_one_shot_schedule_at_its_deadline_in_its_transaction(alice_client):
+def test_a_finite_pause_arms_a_one_shot_backstop_schedule_in_its_transaction(alice_client):
     pause = paused_with(alice_client, "AUTO_REJECT", "PT30S")
     assert (pause.due_at - pause.paused_at) == timedelta(seconds=30)
     schedule = Schedule.objects.get(pk=pause.schedule_id)
-    assert (schedule.func, schedule.schedule_type, schedule.next_run) == (TIMER_FUNC, Schedule.ONCE, pause.due_at)
+    assert (schedule.func, schedule.schedule_type, schedule.next_run) == (TIMER_FUNC, Schedule.ONCE, pause.due_at + BACKSTOP)
     assert schedule.name == f"hitl-timeout-{pause.id}"
 
 
@@ -135,7 +136,7 @@ def test_a_restored_pause_gets_a_live_timer_at_its_original_deadline(alice_clien
     run_queued_tasks()  # the continuation cannot start: the pause is restored
     restored = Pause.objects.get(pk=pause.pk)
     assert restored.status == PauseStatus.PENDING and restored.due_at == pause.due_at
-    assert Schedule.objects.get(pk=restored.schedule_id).next_run == pause.due_at
+    assert Schedule.objects.get(pk=restored.schedule_id).next_run == pause.due_at + BACKSTOP
 
 
 def test_timeouts_fire_in_batches_each_failure_isolated(alice_client, settings, monkeypatch):
