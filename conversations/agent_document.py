@@ -13,11 +13,10 @@ from django.conf import settings
 
 from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
-from conversations.agent_document_tasks import (
+from conversations.agent_document_llm import check_llm_tool_references
+from conversations.agent_document_tasks import TASK_CHECKS, TASK_KEYS
+from conversations.document_fields import (
     IDENTIFIER,
-    TASK_CHECKS,
-    TASK_KEYS,
-    check_llm_tool_references,
     check_secret_references,
     child,
     expect_choice,

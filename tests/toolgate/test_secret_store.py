@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
-from toolgate import secret_store
 from tests.conftest import CANARY_SECRET_NAME
+from toolgate import secret_store
 from toolgate.models import StoredSecret
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 import time_machine
 
 from conversations.agent_document import DocumentReport
-from conversations.agent_document_tasks import check_llm, check_llm_tool_references
+from conversations.agent_document_llm import check_llm, check_llm_tool_references
 from tests.conversations.conftest import LoopbackServer
 from toolgate.http_requests import BuiltRequest
 from toolgate.sources import (
