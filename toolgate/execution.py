@@ -8,11 +8,13 @@ import uuid
 from typing import Any
 from urllib.parse import unquote
 
+from toolgate.http_requests import HttpCallError
 from toolgate.tools import ToolCall, ToolContext, ToolNotFound, ToolSet
 
 logger = logging.getLogger(__name__)
 
 SELF_CONVERSATION = {"status": "NOT_EXECUTED", "reason": "an agent may not send a request to its own conversation"}
+UNCHECKABLE = {"status": "NOT_EXECUTED", "reason": "the request could not be resolved to check it before sending"}
 
 
 def ensure_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
@@ -28,22 +30,33 @@ def parse_arguments(arguments: str) -> dict[str, Any]:
     return value
 
 
-def targets_own_conversation(call: ToolCall, arguments: dict[str, Any], toolset: ToolSet,
-                             context: ToolContext) -> bool:
-    """An agent may not send a request to its own conversation (it would talk to, or decide, itself)."""
+def own_conversation_refusal(call: ToolCall, arguments: dict[str, Any], toolset: ToolSet,
+                             context: ToolContext) -> dict[str, Any] | None:
+    """The NOT_EXECUTED result when the call must not run, else None.
+
+    An agent may not send a request to its own conversation (it would talk to, or decide, itself).
+    Fail closed: a request that cannot be resolved for this check is refused, because a guard that
+    cannot look must not wave the call through.
+    """
     needle = context.conversation_id.lower()
     if not needle:
-        return False
+        return None
     haystacks = [unquote(call.arguments or "")]
     tool = toolset.tools.get(call.name)
     if tool is not None and tool.resolve is not None:
         try:
-            built = tool.resolve(arguments, context)
-            haystacks.append(unquote(str(getattr(built, "url", ""))))
-            haystacks.extend(unquote(str(value)) for _, value in getattr(built, "query", []))
-        except Exception:  # resolution problems surface when the call runs
-            pass
-    return any(needle in text.lower() for text in haystacks)
+            uri, query = tool.resolve(arguments, context).target()
+        except HttpCallError as exc:  # its message names no value (http_requests rules)
+            return {"status": "NOT_EXECUTED", "reason": f"the request could not be built: {exc}"}
+        except Exception as exc:
+            logger.warning("tool %s refused: its request could not be resolved (%s)", call.name,
+                           type(exc).__name__)
+            return dict(UNCHECKABLE)
+        haystacks.append(unquote(uri))
+        haystacks.extend(unquote(f"{name}={value}") for name, value in query)
+    if any(needle in text.lower() for text in haystacks):
+        return dict(SELF_CONVERSATION)
+    return None
 
 
 def run_call(call: ToolCall, toolset: ToolSet, context: ToolContext, *, arguments_text: str | None = None) -> Any:
@@ -57,8 +70,9 @@ def run_call(call: ToolCall, toolset: ToolSet, context: ToolContext, *, argument
         arguments = parse_arguments(text)
     except ValueError as exc:
         return {"status": "NOT_EXECUTED", "reason": f"invalid arguments: {exc}"}
-    if targets_own_conversation(ToolCall(call.id, call.name, text), arguments, toolset, context):
-        return dict(SELF_CONVERSATION)
+    refusal = own_conversation_refusal(ToolCall(call.id, call.name, text), arguments, toolset, context)
+    if refusal is not None:
+        return refusal
     try:
         return tool.run(arguments, context)
     except Exception as exc:

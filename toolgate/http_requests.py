@@ -4,7 +4,15 @@ Building rules:
 
 - ``method``, ``path``, header values, query parameter values and body strings are templates
   (``{args.X}``, ``{properties.X}``, ``{memory.current.X}``, ``{context.X}``).
-- Values substituted into the path are percent-encoded so they cannot add segments or a query.
+- The path template may carry a query (``/deploy/{args.ref}?version=3``), and so may ``targetServerUrl``:
+  their pairs come first, then ``queryParams``, in order (repeated names stay repeated). Values substituted
+  into the path are percent-encoded so they cannot add segments or a query; values substituted into the
+  template's query part are encoded so they cannot add a pair (``&``, ``=``, ``#``). A fragment is dropped:
+  it is never sent.
+- **One request object.** ``BuiltRequest.url`` never holds a query: every pair lives in ``query``.
+  ``BuiltRequest.outgoing()`` makes the one ``httpx.Request`` that is sent, and the preview, the
+  fingerprint, the record of what was sent and the self-conversation guard read the target from that same
+  object (``target_uri``/``target_query``), so what is approved and what runs cannot diverge.
 - A dict/list body is rendered value by value (strings inside rendered, keys kept) and sent as JSON;
   a string body is sent as text (as JSON when it parses as a JSON object or array).
 - Secret references ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` are resolved in the
@@ -21,7 +29,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 import httpx
 
@@ -55,6 +63,33 @@ class BuiltRequest:
     # Values resolved from ${vault:…} while building: replaced by <REDACTED> wherever shown or stored.
     secrets_used: list[str] = field(default_factory=list, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # The invariant behind "what runs is what was approved": a query in the URL would be dropped by
+        # httpx (it replaces a URL's query when params are given), so it is moved into ``query`` here.
+        url, fragment_free_query = _split_query(self.url.split("#", 1)[0])
+        if fragment_free_query is not None:
+            self.url = url
+            self.query = _parse_query(fragment_free_query) + list(self.query)
+        else:
+            self.url = url
+
+    def outgoing(self, *, timeout: float | None = None) -> httpx.Request:
+        """The one request that is sent (and that previews and fingerprints are derived from)."""
+        try:
+            url = httpx.URL(self.url)
+            if self.query:
+                url = url.copy_with(query=encode_query(self.query).encode("ascii"))
+            extensions = {"timeout": httpx.Timeout(timeout).as_dict()} if timeout is not None else None
+            return httpx.Request(self.method, url, headers=self.headers_to_send(), content=self.body,
+                                 extensions=extensions)
+        except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as error:
+            raise HttpCallError(f"the request cannot be built: {type(error).__name__}") from None
+
+    def target(self) -> tuple[str, list[tuple[str, str]]]:
+        """(URI without query, decoded query pairs) of exactly what ``outgoing()`` sends."""
+        url = self.outgoing().url
+        return str(url.copy_with(query=None, fragment=None)), _parse_query(url.query.decode("ascii"))
+
     def headers_to_send(self) -> dict[str, str]:
         """The headers plus ``Content-Type`` from ``content_type`` unless a header already sets it."""
         headers = dict(self.headers)
@@ -72,6 +107,8 @@ class HttpResult:
 
 SECRET_REFERENCE = re.compile(r"\$\{(?P<scheme>env|vault|caller):(?P<name>[^{}]*)\}")
 _PATH_SAFE = "-._~!$&'()*+,;=:@"
+# A query name or value: everything but the pair separators, "+" (a space in form decoding) and "#".
+_QUERY_SAFE = "-._~!$'()*,;:@/?"
 
 
 def resolve_secret_references(text: str, *, caller_token: str | None, allow_caller: bool,
@@ -122,12 +159,18 @@ def build_request(
         )
 
     method = fill(request.get("method") or "GET").strip().upper()
-    path = fill(request.get("path") or "", escape=lambda value: quote(value, safe=_PATH_SAFE))
-    url = _join_url(fill(task.get("targetServerUrl") or ""), path)
+    base, base_query = _split_query(fill(task.get("targetServerUrl") or "").split("#", 1)[0])
+    path_template, query_template = _split_query(str(request.get("path") or ""))
+    path = fill(path_template, escape=lambda value: quote(value, safe=_PATH_SAFE))
+    url = _join_url(base, path)
+    query = _parse_query(base_query or "")
+    if query_template is not None:
+        rendered = fill(query_template, escape=lambda value: quote(value, safe=_QUERY_SAFE))
+        query += _parse_query(rendered.split("#", 1)[0])
     headers = {
         str(name): fill(value, allow_caller=True) for name, value in (request.get("headers") or {}).items()
     }
-    query = [(name, fill(value)) for name, value in _query_pairs(request.get("queryParams"))]
+    query += [(name, fill(value)) for name, value in _query_pairs(request.get("queryParams"))]
     body, content_type = _build_body(request.get("body"), fill)
     explicit_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
     return BuiltRequest(method, url, query, headers, body, explicit_type or content_type, secrets_used=used)
@@ -141,13 +184,7 @@ def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
     """
     with _client(built, timeout) as client:
         try:
-            response = client.request(
-                built.method,
-                built.url,
-                params=built.query,
-                headers=built.headers_to_send(),
-                content=built.body,
-            )
+            response = client.send(built.outgoing(timeout=timeout))
         except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise HttpCallError(f"{type(error).__name__}: {error or 'request failed'}") from error
     return HttpResult(status=response.status_code, body=_parse_body(response), headers=dict(response.headers))
@@ -160,14 +197,7 @@ def send_without_waiting(built: BuiltRequest, *, timeout: float) -> int | None:
     """
     with _client(built, timeout) as client:
         try:
-            request = client.build_request(
-                built.method,
-                built.url,
-                params=built.query,
-                headers=built.headers_to_send(),
-                content=built.body,
-            )
-            response = client.send(request, stream=True)
+            response = client.send(built.outgoing(timeout=timeout), stream=True)
         except httpx.ReadTimeout:
             return None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
@@ -273,6 +303,28 @@ def _scalar_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def encode_query(pairs: list[tuple[str, str]]) -> str:
+    """``name=value&…`` with every name and value percent-encoded (UTF-8), order and repeats kept."""
+    return "&".join(f"{quote(name, safe=_QUERY_SAFE)}={quote(value, safe=_QUERY_SAFE)}" for name, value in pairs)
+
+
+def _parse_query(text: str) -> list[tuple[str, str]]:
+    """Decoded pairs in order; ``flag`` and ``flag=`` are both ``("flag", "")``."""
+    return parse_qsl(text, keep_blank_values=True) if text else []
+
+
+def _split_query(text: str) -> tuple[str, str | None]:
+    """(before, after) the first ``?`` outside a ``${…}`` secret reference; after is None when there is none."""
+    position = 0
+    for match in SECRET_REFERENCE.finditer(text):
+        found = text.find("?", position, match.start())
+        if found >= 0:
+            return text[:found], text[found + 1 :]
+        position = match.end()
+    found = text.find("?", position)
+    return (text[:found], text[found + 1 :]) if found >= 0 else (text, None)
 
 
 def _join_url(base: str, path: str) -> str:

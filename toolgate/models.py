@@ -50,7 +50,8 @@ class PendingToolCall(models.Model):
     arguments_redacted = models.TextField(blank=True, default="")
     gate_reason = models.CharField(max_length=256, blank=True, default="")
     matched_rule = models.CharField(max_length=256, blank=True, default="")
-    # Request pinning (http tools): a keyed HMAC of the resolved request, and its redacted preview.
+    # Request pinning (http tools): a keyed HMAC of the resolved request, and its redacted preview;
+    # UNRESOLVED_FINGERPRINT when the request could not be resolved at gate time (refused if approved).
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
     request_preview = models.JSONField(null=True, blank=True)
 
@@ -65,7 +66,10 @@ class PendingToolCall(models.Model):
 
     @property
     def request_pinned(self) -> bool:
-        return bool(self.request_fingerprint)
+        return bool(self.request_fingerprint) and self.request_fingerprint != UNRESOLVED_FINGERPRINT
+
+
+UNRESOLVED_FINGERPRINT = "unresolved"
 
 
 class JournalStatus(models.TextChoices):

@@ -11,7 +11,8 @@ give two fingerprints). The fingerprint is never returned by any surface.
 
 Before an approved pinned call runs it is resolved again and compared. A mismatch, a tool that
 disappeared, a re-resolution that fails, or a call that became unpinnable meanwhile refuses the call
-(fail closed). An unpinned call is approved on name and arguments alone — nothing is refused on a
+(fail closed), and so does an approved call whose request could not be resolved when approval was
+asked (the approver saw no request). An unpinned call is approved on name and arguments alone — nothing is refused on a
 comparison that was never sound — and an amended call is not checked: the reviewer wrote it.
 """
 
@@ -26,7 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from toolgate.http_requests import BuiltRequest, without_secrets
-from toolgate.models import PendingToolCall
+from toolgate.models import UNRESOLVED_FINGERPRINT, PendingToolCall
 from toolgate.redaction import REDACTED, redact, redact_header_value, redact_query_pairs, redact_uri
 from toolgate.tools import Tool, ToolContext, ToolSet
 
@@ -37,6 +38,7 @@ GONE = "the tool is no longer available to re-check the approved request"
 UNPINNABLE_NOW = "the request could no longer be resolved for comparison"
 CANNOT_VERIFY = "the request could not be re-resolved before execution"
 CHANGED = "the request changed after it was approved"
+UNRESOLVED_AT_GATE = "the request could not be resolved when approval was asked, so nobody saw what would run"
 
 
 def _key() -> bytes:
@@ -62,9 +64,11 @@ def fingerprint_headers(built: BuiltRequest, caller_token: str) -> list[tuple[st
 
 
 def canonical_request(built: BuiltRequest, caller_token: str = "") -> bytes:
-    parts = [_field("method", built.method.upper().encode("utf-8")), _field("uri", built.url.encode("utf-8"))]
+    """The fingerprinted form of what ``built.outgoing()`` sends (its target, headers and body)."""
+    uri, query = built.target()
+    parts = [_field("method", built.method.upper().encode("utf-8")), _field("uri", uri.encode("utf-8"))]
     by_name: dict[str, list[str]] = {}
-    for name, value in built.query:
+    for name, value in query:
         by_name.setdefault(name, []).append(value)
     for name in sorted(by_name):
         for index, value in enumerate(by_name[name]):
@@ -90,12 +94,13 @@ def _preview(built: BuiltRequest, caller_token: str) -> dict[str, Any]:
     truncated = len(data) > PREVIEW_BODY_MAX_BYTES
     if truncated:
         body = data[:PREVIEW_BODY_MAX_BYTES].decode("utf-8", errors="ignore")
+    uri, pairs = built.target()
     query: dict[str, list[str]] = {}
-    for name, value in redact_query_pairs(list(built.query)):
+    for name, value in redact_query_pairs(pairs):
         query.setdefault(name, []).append(value)
     return {
         "method": built.method.upper(),
-        "uri": redact_uri(built.url),
+        "uri": redact_uri(uri),
         "queryParams": {name: ", ".join(values) for name, values in sorted(query.items())},
         "headers": dict(fingerprint_headers(built, caller_token)),
         "body": body,
@@ -109,15 +114,19 @@ def _arguments(text: str) -> dict[str, Any]:
 
 
 def pin(tool: Tool | None, arguments_text: str, context: ToolContext) -> tuple[str, dict[str, Any] | None]:
-    """(fingerprint or "" when unpinnable, preview or None when there is nothing to resolve)."""
+    """(fingerprint, "" when unpinnable; preview, None when there is nothing to resolve).
+
+    Fail closed: an http call whose request cannot be resolved now gets UNRESOLVED_FINGERPRINT, and is
+    refused if approved (``request_changed_reason``): approving it would approve a request nobody saw.
+    """
     if tool is None or tool.resolve is None:
         return "", None
     try:
         built = tool.resolve(_arguments(arguments_text), context)
-    except Exception as exc:  # previewing is best effort; the call is then simply not pinned
+        preview = request_preview(built, context.caller_token)
+    except Exception as exc:
         logger.warning("could not resolve the request of %s for its preview: %s", tool.name, type(exc).__name__)
-        return "", None
-    preview = request_preview(built, context.caller_token)
+        return UNRESOLVED_FINGERPRINT, None
     if tool.unpinnable_reason:
         return "", preview
     return request_fingerprint(built, context.caller_token), preview
@@ -128,6 +137,8 @@ def request_changed_reason(call: PendingToolCall, amended: str | None, toolset: 
     """None to proceed; otherwise why the approved call must not run (see module rules)."""
     if not call.request_fingerprint or amended is not None:
         return None
+    if call.request_fingerprint == UNRESOLVED_FINGERPRINT:
+        return UNRESOLVED_AT_GATE
     tool = toolset.tools.get(call.tool_name)
     if tool is None or tool.resolve is None:
         return GONE

@@ -45,21 +45,23 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
             continue
         try:
             built = build_request(task, call, memory.template_data(), caller_token=caller_token)
+            record = sent_record(name, built)
         except HttpCallError as error:
             step.outputs[name] = {"error": str(error)}
             continue
-        step.data.setdefault("httpcalls:requests", []).append(sent_record(name, built))
+        step.data.setdefault("httpcalls:requests", []).append(record)
         step.outputs[name] = without_secrets(
             _perform(built, fire_and_forget=bool(call.get("fireAndForget")), timeout=timeout), built.secrets_used)
 
 
 def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:
     """What was sent, safe to keep: URL, header values, query values and body redacted (copies only)."""
+    uri, query = built.target()
     record = {
         "call": call_name,
         "method": built.method,
-        "url": redact_uri(built.url),
-        "query": [[name, value] for name, value in redact_query_pairs(built.query)],
+        "url": redact_uri(uri),
+        "query": [[name, value] for name, value in redact_query_pairs(query)],
         "headers": redact_headers(built.headers_to_send()),
         "body": redact(built.body.decode("utf-8", errors="replace")) if built.body is not None else None,
     }

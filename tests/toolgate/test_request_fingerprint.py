@@ -90,4 +90,5 @@ def test_the_preview_is_redacted_and_capped():
     assert preview["headers"]["authorization"] == "<REDACTED>"
     assert preview["headers"]["x-client-auth"] == "Bearer <REDACTED>"
     assert preview["bodyTruncated"] is True and len(preview["body"].encode()) <= 8192
-    assert preview["queryParams"] == {"version": "3"}
+    # the query in the URL is part of what is sent: shown (redacted) beside the declared pairs
+    assert preview["queryParams"] == {"token": "<REDACTED>", "version": "3"}
