@@ -18,9 +18,11 @@ class ToolgateConfig(AppConfig):
     def ready(self) -> None:
         from approvals.models import PauseKind
         from approvals.pause_kinds import register_decision_validator, register_details_provider
+        from toolgate import log_redaction
         from toolgate.decision_validation import validate_tool_decision
         from toolgate.presentation import tool_pause_details
 
         register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
         register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)
         post_migrate.connect(_ensure_journal_schedule, sender=self)
+        log_redaction.install()

@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, quote
 
 import httpx
 
+from toolgate.log_redaction import remember_secret
 from toolgate.redaction import REDACTED as REDACTED
 from toolgate.redaction import SENSITIVE_NAME_PARTS as SENSITIVE_NAME_PARTS
 from toolgate.redaction import is_sensitive_name as is_sensitive_name
@@ -142,7 +143,12 @@ def resolve_secret_references(text: str, *, caller_token: str | None, allow_call
             raise SecretReferenceError(f"{reference} is only allowed in headers")
         return caller_token or ""
 
-    return SECRET_REFERENCE.sub(resolve, text)
+    def resolve_and_remember(match: re.Match[str]) -> str:
+        value = resolve(match)
+        remember_secret(value)  # from now on no log line of this process carries it
+        return value
+
+    return SECRET_REFERENCE.sub(resolve_and_remember, text)
 
 
 def build_request(

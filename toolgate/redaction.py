@@ -401,6 +401,12 @@ def replace_known_secrets(text: str, secrets: Iterable[str]) -> str:
     and an existing marker is never rewritten (idempotent)."""
     if not text:
         return ""
+    pattern = known_secrets_pattern(secrets)
+    return pattern.sub(REDACTED, text) if pattern is not None else text
+
+
+def known_secrets_pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
+    """The pattern ``replace_known_secrets`` uses (None when no secret is long enough), to compile once."""
     forms = {
         form
         for secret in secrets
@@ -408,7 +414,6 @@ def replace_known_secrets(text: str, secrets: Iterable[str]) -> str:
         for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret))
     }
     if not forms:
-        return text
+        return None
     alternatives = [REDACTED, *sorted(forms, key=len, reverse=True)]
-    pattern = re.compile("|".join(re.escape(form) for form in alternatives))
-    return pattern.sub(REDACTED, text)
+    return re.compile("|".join(re.escape(form) for form in alternatives))

@@ -144,12 +144,19 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 # How long a worker may hold a continuation before crash recovery may take it back.
 HITL_CONTINUATION_LEASE_SECONDS = env.int("HITL_CONTINUATION_LEASE_SECONDS", default=120)
 
+# No secret in any log line (toolgate.log_redaction): every record is redacted as it is created, the
+# console handler filters again, and httpx/httpcore, which log each request's full URL, stay at WARNING.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact_secrets": {"()": "toolgate.log_redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }
 # The timer drainer: how long one drainer task runs before handing over, and whether it re-enqueues
 # itself (the periodic "hitl-timer-drain" schedule restarts it within a minute either way).
