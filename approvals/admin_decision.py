@@ -14,7 +14,6 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -35,6 +34,7 @@ CALL_NOTE_MAX = 1024
 TEMPLATE = "admin/approvals/pendingapproval/decision.html"
 SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
 SAME_AS_DECISION = ""
+NO_SUCH_PAUSE = "No such pending approval."
 
 
 class DecisionForm(forms.Form):
@@ -131,18 +131,21 @@ def decided_message(pause: Pause) -> str:
 
 
 def find_pause(request: HttpRequest, object_id: str) -> Pause:
-    """The pause, if this reviewer may see it (any status, so a stale page can say who decided); else 404."""
+    """The pause, if this reviewer may see it (any status, so a stale page can say who decided); else 404.
+
+    No existence oracle: an unknown id, a malformed one and someone else's pause get the same 404.
+    """
     try:
         key = uuid.UUID(str(object_id))
     except ValueError:
-        raise Http404("No such pending approval.") from None
+        raise Http404(NO_SUCH_PAUSE) from None
     pause = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(pk=key).first()
     if pause is None:
-        raise Http404("No such pending approval.")  # another reviewer's pause looks like a missing one
+        raise Http404(NO_SUCH_PAUSE)
     try:
         require_decider(request.user, exists=True, owner_id=pause.owner_id, what="pause")
     except (Forbidden, NotFound):
-        raise PermissionDenied from None
+        raise Http404(NO_SUCH_PAUSE) from None
     return pause
 
 
