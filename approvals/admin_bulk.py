@@ -2,7 +2,8 @@
 
 Each pause is decided by its own ``decide_pause`` call (its own transaction and audit entry), so one
 that was decided meanwhile or cannot be continued does not stop the others. Tool-call (and phase and
-task) pauses are never decided in bulk: the reviewer opens each one.
+task) pauses are never decided in bulk: the reviewer opens each one. A pause the reviewer may not
+decide because they raised it (allowSelfApproval=false) is left out, and refused by the service if posted.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_bod
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
+from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
 
 BULK_MAX = 100
 TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"
@@ -110,6 +112,8 @@ def render_confirmation(
     errors: list[str] = (),
 ) -> HttpResponse:
     rule = [p for p in pauses if p.kind == PauseKind.RULE]
+    own = [p for p in rule if is_self_approval(p, request.user.pk)]
+    rule = [p for p in rule if p not in own]
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
@@ -118,6 +122,8 @@ def render_confirmation(
         "verb": "approve" if verdict == Verdict.APPROVED else "reject",
         "to_decide": rule,
         "excluded": [p for p in pauses if p.kind != PauseKind.RULE],
+        "only_cancel": own,
+        "self_approval_detail": SELF_APPROVAL_DETAIL,
         "note": note,
         "note_max": NOTE_MAX,
         "errors": list(errors),

@@ -27,6 +27,7 @@ from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
+from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
 from approvals.surfaces import handler_for
 
 REVIEW_TURNS = 5
@@ -170,6 +171,11 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
     form = DecisionForm(request.POST, calls=review.calls)
     if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
         return render_decision_page(model_admin, request, pause, review, form, 409)
+    try:  # before the form is read: whatever was posted, this reviewer may not decide this pause
+        refuse_self_approval(pause=pause, actor=actor_for_user(request.user))
+    except Forbidden as exc:
+        messages.error(request, exc.detail)
+        return render_decision_page(model_admin, request, pause, review, form, exc.status)
     if form.is_valid():
         try:
             decided = decide_from_form(request, pause, form)
@@ -201,6 +207,8 @@ def render_decision_page(
         turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
     opts = model_admin.opts
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
+    pending = pause.status == PauseStatus.PENDING
+    only_cancel = pending and is_self_approval(pause, request.user.pk)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
@@ -208,7 +216,11 @@ def render_decision_page(
         "subtitle": str(pause.subject_id),
         "pause": pause,
         "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
-        "pending": pause.status == PauseStatus.PENDING,
+        "pending": pending,
+        # a pause this reviewer raised (or owns) under allowSelfApproval=false: no Approve or Reject
+        "only_cancel": only_cancel,
+        "decidable": pending and not only_cancel,
+        "self_approval_detail": SELF_APPROVAL_DETAIL,
         "review": review,
         "form": form,
         "call_rows": [
