@@ -19,6 +19,7 @@ from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
 from tests.queue_drain import queued_count, run_queued_tasks
 from tests.toolgate.agents import payments_agent
+from tests.toolgate.chat_stub import running_chat_stub
 
 pytestmark = pytest.mark.django_db
 
@@ -166,8 +167,8 @@ def test_self_approval_rule_does_not_stop_timers(alice_client):
 # --- tool rules ------------------------------------------------------------------------------------
 
 
-def paused_transfer(client, server, **agent_kwargs) -> tuple[str, Pause]:
-    conversation_id = start(client, deployed_agent(payments_agent(server.url, **agent_kwargs)))
+def paused_transfer(client, server, document: dict | None = None, **agent_kwargs) -> tuple[str, Pause]:
+    conversation_id = start(client, deployed_agent(document or payments_agent(server.url, **agent_kwargs)))
     response = say(client, conversation_id, "please transfer 100 to bob")
     assert response.json()["state"] == "AWAITING_HUMAN", response.json()
     return conversation_id, pending_pause(conversation_id)
@@ -205,6 +206,29 @@ def test_self_approval_a_tool_rule_that_matches_no_gated_call_changes_nothing(al
     conversation_id, pause = paused_transfer(alice_client, http_recorder, tool_approvals=approvals)
     assert pause.allow_self_approval is True
     assert resume(alice_client, conversation_id).status_code == 200
+
+
+def test_self_approval_a_second_pause_of_the_same_turn_is_still_raised_by_the_turns_user(
+    alice_client, approver_client, http_recorder
+):
+    with running_chat_stub() as stub:
+        stub.reply("How can I help?")  # the start of the conversation is a turn too
+        stub.call_tools({"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}})
+        stub.call_tools({"id": "call-2", "name": "transfer_funds", "arguments": {"amount": 200, "to": "bob"}})
+        stub.reply("Both transfers are done.")
+        document = payments_agent(http_recorder.url, hitl_config={"allowSelfApproval": False})
+        document["workflows"][0]["tasks"][0]["provider"] = {
+            "type": "openai", "baseUrl": f"{stub.url}/v1", "apiKey": "sk-test", "model": "gpt-test"}
+        conversation_id, first = paused_transfer(alice_client, http_recorder, document=document)
+        assert resume(approver_client, conversation_id).status_code == 200
+        run_queued_tasks()
+        second = pending_pause(conversation_id)
+        # the approver's decision continued alice's turn; the new pause is still alice's request
+        assert second.pk != first.pk and second.raised_by.username == "alice"
+        assert_refused(resume(alice_client, conversation_id))
+        assert resume(approver_client, conversation_id).status_code == 200
+        run_queued_tasks()
+    assert alice_client.get(f"/agents/{conversation_id}").json()["output"][-1] == "Both transfers are done."
 
 
 def test_self_approval_effective_value_strictest_wins(settings):
