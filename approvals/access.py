@@ -41,6 +41,15 @@ def is_owner(user: Any, owner_id: int | None) -> bool:
     return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
 
 
+def no_access(what: str) -> Forbidden:
+    """The one refusal for a subject the caller may not use: unknown, someone else's and ownerless alike.
+
+    No existence oracle: status, code and detail are the same whichever it is, so the text cannot tell
+    a probing user which ids exist.
+    """
+    return Forbidden(f"Access denied: no {what} with this id exists that you may access")
+
+
 def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str, allowed_for_all: bool) -> None:
     """The one access check: no existence oracle, ownerless subjects fail closed, owners pass.
 
@@ -49,13 +58,11 @@ def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str,
     if not exists:
         if sees_every_pause(user):
             raise NotFound(f"{what.capitalize()} not found.")
-        raise Forbidden(f"Access denied: {what} ownership cannot be verified")
+        raise no_access(what)
     if allowed_for_all:
         return
-    if owner_id is None:
-        raise Forbidden(f"Access denied: {what} has no owner")
-    if not is_owner(user, owner_id):
-        raise Forbidden(f"Access denied: you do not own this {what}")
+    if owner_id is None or not is_owner(user, owner_id):
+        raise no_access(what)
 
 
 def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:

@@ -2,7 +2,8 @@
 
 Each pause is decided by its own ``decide_pause`` call (its own transaction and audit entry), so one
 that was decided meanwhile or cannot be continued does not stop the others. Tool-call (and phase and
-task) pauses are never decided in bulk: the reviewer opens each one.
+task) pauses are never decided in bulk: the reviewer opens each one. A pause the reviewer may not
+decide because they raised it (allowSelfApproval=false) is left out, and refused by the service if posted.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from approvals.admin_decision import SUBJECT_WORD, decided_message
 from approvals.admin_scope import scoped_pauses
 from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
 from approvals.decisions import decide_pause
-from approvals.errors import ApplicationError, BadRequest, WrongState
+from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
+from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
 
 BULK_MAX = 100
 TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"
@@ -48,6 +50,14 @@ def _changelist(model_admin: ModelAdmin) -> str:
     return reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_changelist")
 
 
+def _may_decide(user: Any, pause: Pause) -> bool:
+    try:
+        require_decider(user, exists=True, owner_id=pause.owner_id, what="pause")
+    except (Forbidden, NotFound):
+        return False
+    return True
+
+
 def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInput) -> list[BulkOutcome]:
     """One ``decide_pause`` per RULE pause, in the order given; every pause gets an outcome."""
     found = {p.id: p for p in scoped_pauses(user, Pause.objects.select_related("owner")).filter(pk__in=pause_ids)}
@@ -55,7 +65,7 @@ def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInpu
     outcomes = []
     for pause_id in pause_ids:
         pause = found.get(pause_id)
-        if pause is None:
+        if pause is None or not _may_decide(user, pause):  # someone else's pause looks like a missing one
             outcomes.append(BulkOutcome(pause_id, f"pause {pause_id}", REFUSED, "not found"))
             continue
         label = _label(pause)
@@ -66,7 +76,6 @@ def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInpu
             outcomes.append(BulkOutcome(pause_id, label, ALREADY_DECIDED, decided_message(pause)))
             continue
         try:
-            require_decider(user, exists=True, owner_id=pause.owner_id, what="pause")
             decide_pause(
                 surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
                 decision=decision, actor=actor, expected_pause_id=pause.id,
@@ -103,6 +112,8 @@ def render_confirmation(
     errors: list[str] = (),
 ) -> HttpResponse:
     rule = [p for p in pauses if p.kind == PauseKind.RULE]
+    own = [p for p in rule if is_self_approval(p, request.user.pk)]
+    rule = [p for p in rule if p not in own]
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
@@ -111,6 +122,8 @@ def render_confirmation(
         "verb": "approve" if verdict == Verdict.APPROVED else "reject",
         "to_decide": rule,
         "excluded": [p for p in pauses if p.kind != PauseKind.RULE],
+        "only_cancel": own,
+        "self_approval_detail": SELF_APPROVAL_DETAIL,
         "note": note,
         "note_max": NOTE_MAX,
         "errors": list(errors),

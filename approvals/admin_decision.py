@@ -14,7 +14,6 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -28,6 +27,7 @@ from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
+from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
 from approvals.surfaces import handler_for
 
 REVIEW_TURNS = 5
@@ -35,6 +35,7 @@ CALL_NOTE_MAX = 1024
 TEMPLATE = "admin/approvals/pendingapproval/decision.html"
 SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
 SAME_AS_DECISION = ""
+NO_SUCH_PAUSE = "No such pending approval."
 
 
 class DecisionForm(forms.Form):
@@ -131,18 +132,21 @@ def decided_message(pause: Pause) -> str:
 
 
 def find_pause(request: HttpRequest, object_id: str) -> Pause:
-    """The pause, if this reviewer may see it (any status, so a stale page can say who decided); else 404."""
+    """The pause, if this reviewer may see it (any status, so a stale page can say who decided); else 404.
+
+    No existence oracle: an unknown id, a malformed one and someone else's pause get the same 404.
+    """
     try:
         key = uuid.UUID(str(object_id))
     except ValueError:
-        raise Http404("No such pending approval.") from None
+        raise Http404(NO_SUCH_PAUSE) from None
     pause = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(pk=key).first()
     if pause is None:
-        raise Http404("No such pending approval.")  # another reviewer's pause looks like a missing one
+        raise Http404(NO_SUCH_PAUSE)
     try:
         require_decider(request.user, exists=True, owner_id=pause.owner_id, what="pause")
     except (Forbidden, NotFound):
-        raise PermissionDenied from None
+        raise Http404(NO_SUCH_PAUSE) from None
     return pause
 
 
@@ -167,6 +171,11 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
     form = DecisionForm(request.POST, calls=review.calls)
     if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
         return render_decision_page(model_admin, request, pause, review, form, 409)
+    try:  # before the form is read: whatever was posted, this reviewer may not decide this pause
+        refuse_self_approval(pause=pause, actor=actor_for_user(request.user))
+    except Forbidden as exc:
+        messages.error(request, exc.detail)
+        return render_decision_page(model_admin, request, pause, review, form, exc.status)
     if form.is_valid():
         try:
             decided = decide_from_form(request, pause, form)
@@ -198,6 +207,8 @@ def render_decision_page(
         turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
     opts = model_admin.opts
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
+    pending = pause.status == PauseStatus.PENDING
+    only_cancel = pending and is_self_approval(pause, request.user.pk)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
@@ -205,7 +216,11 @@ def render_decision_page(
         "subtitle": str(pause.subject_id),
         "pause": pause,
         "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
-        "pending": pause.status == PauseStatus.PENDING,
+        "pending": pending,
+        # a pause this reviewer raised (or owns) under allowSelfApproval=false: no Approve or Reject
+        "only_cancel": only_cancel,
+        "decidable": pending and not only_cancel,
+        "self_approval_detail": SELF_APPROVAL_DETAIL,
         "review": review,
         "form": form,
         "call_rows": [

@@ -21,6 +21,7 @@ from approvals.decision_input import DecisionInput
 from approvals.errors import BadRequest, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
 from approvals.pause_kinds import decision_validator_for
+from approvals.self_approval import refuse_self_approval
 from approvals.surfaces import handler_for
 from approvals.timers import arm_timer, disarm_timer
 
@@ -60,14 +61,16 @@ def decide_pause(
 ) -> Pause:
     """Record a human or automated decision on the subject's pending pause and queue its continuation.
 
-    Fails with WrongState when nothing is pending (or another decision won), and with the surface's
-    own error (e.g. NotDeployed) when the decision could not be carried out; either way nothing changes.
+    Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
+    pause forbids this actor to decide it (separation of duties), and with the surface's own error
+    (e.g. NotDeployed) when the decision could not be carried out; either way nothing changes.
     """
     handler = handler_for(surface)
     with transaction.atomic():
         pause = open_pause_of(subject_type, subject_id)
         if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
             raise _not_awaiting(surface, subject_id, what)
+        refuse_self_approval(pause=pause, actor=actor)
         if decision.tool_decisions and pause.kind != PauseKind.TOOL_CALL:
             raise BadRequest(
                 "toolDecisions is only valid for tool-call pauses",

@@ -15,7 +15,7 @@ TIMEOUT_POLICIES = ("WAIT_INDEFINITELY", "AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 FINITE_POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 DEFAULT_TIMEOUT_POLICY = "WAIT_INDEFINITELY"
 PAUSE_REASON_MAX = 500
-HITL_CONFIG_KEYS = ("approvalTimeout", "timeoutPolicy", "pauseReason", "toolApprovals")
+HITL_CONFIG_KEYS = ("approvalTimeout", "timeoutPolicy", "pauseReason", "toolApprovals", "allowSelfApproval")
 
 
 def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list[FieldError]:
@@ -38,6 +38,7 @@ def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list
         field_path=field_path,
     )
     errors += pause_reason_errors(config.get("pauseReason"), field_path)
+    errors += allow_self_approval_errors(config.get("allowSelfApproval"), field_path)
     tool_approvals = config.get("toolApprovals")
     if tool_approvals is not None and not isinstance(tool_approvals, dict):
         errors.append(
@@ -110,6 +111,15 @@ def pause_reason_errors(reason: object, field_path: str) -> list[FieldError]:
             )
         ]
     return []
+
+
+def allow_self_approval_errors(value: object, field_path: str) -> list[FieldError]:
+    """``allowSelfApproval`` is a boolean or absent: a string "false" would read as true to some and as
+    false to others, and who may sign off a pause must not depend on that."""
+    if value is None or isinstance(value, bool):
+        return []
+    field = f"{field_path}.allowSelfApproval"
+    return [FieldError(field, f"{field} must be true or false, got {json.dumps(value)}")]
 
 
 def java_length(text: str) -> int:

@@ -62,6 +62,13 @@ class Pause(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The user whose turn raised the pause (the owner, or an admin talking to the conversation).
+    raised_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # hitlConfig.allowSelfApproval as it was when the pause opened (approvals.self_approval): frozen, so a
+    # later agent version or setting never changes who may decide a pending pause.
+    allow_self_approval = models.BooleanField(default=True)
     agent_id = models.UUIDField(null=True, blank=True)
     agent_version = models.PositiveIntegerField(null=True, blank=True)
     group_id = models.UUIDField(null=True, blank=True)

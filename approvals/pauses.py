@@ -13,6 +13,7 @@ from approvals import metrics
 from approvals.audit import append_audit_entry
 from approvals.durations import positive_duration
 from approvals.models import Pause, PauseKind, SubjectType, TimeoutPolicy
+from approvals.self_approval import effective_allow_self_approval
 from approvals.timers import arm_timer
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
@@ -58,11 +59,19 @@ def open_pause(
     agent_id: uuid.UUID | None = None,
     agent_version: int | None = None,
     group_id: uuid.UUID | None = None,
+    raised_by_id: int | None = None,
+    allow_self_approval: bool | None = None,
 ) -> Pause:
     """Create the PENDING pause with its deadline. Must run inside the transaction that moves the
-    subject to its awaiting state, so the two commit together or not at all."""
+    subject to its awaiting state, so the two commit together or not at all.
+
+    ``allow_self_approval`` is frozen on the pause; None means the agent level of ``hitl_config``
+    (a caller whose ``hitl_config`` is not the agent's, as for a tool-call pause, passes it).
+    """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("open_pause must run inside the subject's transaction")
+    if allow_self_approval is None:
+        allow_self_approval = effective_allow_self_approval(hitl_config)
     policy, timeout = effective_timeout(hitl_config)
     paused_at = timezone.now()
     pause = Pause.objects.create(
@@ -71,6 +80,8 @@ def open_pause(
         subject_type=subject_type,
         subject_id=subject_id,
         owner_id=owner_id,
+        raised_by_id=raised_by_id,
+        allow_self_approval=allow_self_approval,
         agent_id=agent_id,
         agent_version=agent_version,
         group_id=group_id,
@@ -102,6 +113,7 @@ def open_pause(
             "approvalTimeout": timeout,
             "dueAt": pause.due_at.isoformat() if pause.due_at else None,
             "toolNames": pause.tool_names,
+            "allowSelfApproval": allow_self_approval,
         },
     )
     return pause

@@ -34,7 +34,7 @@ DOCUMENT_KEYS = ("name", "description", "workflows", "hitlConfig")
 WORKFLOW_KEYS = ("id", "name", "description", "tasks")
 TASK_COMMON_KEYS = ("id", "type", "description")
 TASK_TYPES = tuple(TASK_CHECKS)
-RULE_PAUSE_SETTINGS = ("timeoutPolicy", "approvalTimeout", "pauseReason")
+RULE_PAUSE_SETTINGS = ("timeoutPolicy", "approvalTimeout", "pauseReason", "allowSelfApproval")
 
 
 @dataclass

@@ -27,12 +27,14 @@ class PauseRequested(Exception):  # noqa: N818 - a signal, not an error
     ``timeout_config`` ({"timeoutPolicy", "approvalTimeout"}) replaces the agent's hitlConfig for this
     pause's deadline; ``on_committed(pause)`` runs inside the transaction that opens the pause (to store
     what belongs to it); ``after_commit(pause)`` runs once that transaction committed.
+    ``matched_rules`` are the tool rules that tuned the gated calls (they may forbid self-approval).
     """
 
     def __init__(self, kind: str, reason: str, details: dict[str, Any] | None = None,
                  tool_names: list[str] | None = None, *, timeout_config: dict[str, Any] | None = None,
                  on_committed: Callable[[Any], None] | None = None,
-                 after_commit: Callable[[Any], None] | None = None) -> None:
+                 after_commit: Callable[[Any], None] | None = None,
+                 matched_rules: list[dict[str, Any]] | None = None) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
@@ -41,6 +43,7 @@ class PauseRequested(Exception):  # noqa: N818 - a signal, not an error
         self.timeout_config = timeout_config
         self.on_committed = on_committed
         self.after_commit = after_commit
+        self.matched_rules = matched_rules or []
 
 
 class ConfigDrift(Exception):  # noqa: N818
@@ -59,6 +62,7 @@ class LifecycleOutcome:
     timeout_config: dict[str, Any] | None = None
     on_committed: Callable[[Any], None] | None = None
     after_commit: Callable[[Any], None] | None = None
+    matched_rules: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _start_position(workflows: list[dict[str, Any]], resume_at: tuple[str, int] | None) -> tuple[int, int]:
@@ -98,7 +102,7 @@ def run_lifecycle(
                     kind="paused", workflow_id=workflow["id"], task_index=index, pause_kind=pause.kind,
                     reason=pause.reason, details=pause.details, tool_names=pause.tool_names,
                     timeout_config=pause.timeout_config, on_committed=pause.on_committed,
-                    after_commit=pause.after_commit,
+                    after_commit=pause.after_commit, matched_rules=pause.matched_rules,
                 )
             actions = memory.current.actions
             if STOP_CONVERSATION in actions or CONVERSATION_END in actions:

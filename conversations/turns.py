@@ -21,6 +21,7 @@ from approvals.errors import NotDeployed, WrongState
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.selectors import current_pause_of
+from approvals.self_approval import effective_allow_self_approval
 from conversations.agents import agent_version, is_deployed
 from conversations.lifecycle import LifecycleOutcome, run_lifecycle
 from conversations.memory_store import (
@@ -95,8 +96,12 @@ def _commit(
     *,
     row: ConversationStep | None = None,
     resolving: Pause | None = None,
+    raised_by_id: int | None = None,
 ) -> str:
-    """Write the turn's result if the conversation is still ours (IN_PROGRESS); returns the new state."""
+    """Write the turn's result if the conversation is still ours (IN_PROGRESS); returns the new state.
+
+    ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
+    """
     if isinstance(outcome, Exception):
         state = S.ERROR
     else:
@@ -123,6 +128,7 @@ def _commit(
         save_step(conversation, memory.current, memory.properties, row=row)
         if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
             hitl_config = document.get("hitlConfig")
+            allow_self_approval = effective_allow_self_approval(hitl_config, outcome.matched_rules)
             if outcome.timeout_config is not None:
                 hitl_config = outcome.timeout_config
             pause = open_pause(
@@ -139,6 +145,8 @@ def _commit(
                 tool_names=outcome.tool_names,
                 agent_id=conversation.agent_id,
                 agent_version=conversation.agent_version,
+                raised_by_id=raised_by_id,
+                allow_self_approval=allow_self_approval,
             )
             if outcome.on_committed is not None:
                 outcome.on_committed(pause)
@@ -166,7 +174,7 @@ def start_conversation(
     memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
     memory.current.actions.append(CONVERSATION_START)
     outcome = _run(version.document, memory, _turn_context(conversation, version.document))
-    _commit(conversation, version.document, memory, outcome)
+    _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
     conversation.refresh_from_db()
     return conversation
 
@@ -190,7 +198,7 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
     )
     outcome = _run(version.document, memory, _turn_context(conversation, version.document))
-    _commit(conversation, version.document, memory, outcome)
+    _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
     conversation.refresh_from_db()
     return conversation
 
@@ -278,7 +286,9 @@ def continue_after_decision(pause: Pause) -> None:
             offset = 1  # no gated call runs; the rest of the turn does
         outcome = _run(version.document, memory, turn,
                        resume_at=(bookmark["workflowId"], int(bookmark["taskIndex"]) + offset))
-    _commit(conversation, version.document, memory, outcome, row=row, resolving=pause)
+    # A pause met later in the same turn was still raised by the user whose turn it is, not by its decider.
+    _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
+            raised_by_id=pause.raised_by_id)
 
 
 def undo(*, conversation: Conversation) -> Conversation:

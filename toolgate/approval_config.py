@@ -12,6 +12,7 @@ import json
 
 from approvals.field_errors import FieldError
 from approvals.hitl_config import (
+    allow_self_approval_errors,
     approval_timeout_errors,
     is_finite_policy,
     java_length,
@@ -38,7 +39,7 @@ TOOL_APPROVALS_KEYS = (
     "inGroupTurns",
     "rules",
 )
-RULE_KEYS = ("match", "timeoutPolicy", "approvalTimeout", "pauseReason", "pendingMessage")
+RULE_KEYS = ("match", "timeoutPolicy", "approvalTimeout", "pauseReason", "pendingMessage", "allowSelfApproval")
 TEXT_MAX = 500
 
 
@@ -179,6 +180,7 @@ def _rule_errors(
             )
         )
     errors += _text_errors(rule, rule_path)
+    errors += allow_self_approval_errors(rule.get("allowSelfApproval"), rule_path)
     return errors
 
 

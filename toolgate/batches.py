@@ -67,6 +67,8 @@ class PendingBatch:
     timeout_config: dict[str, Any]
     auto_approve_count: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # the rules that tuned the gated calls: any of them may forbid self-approval
+    matched_rules: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def tool_names(self) -> list[str]:

@@ -119,6 +119,7 @@ def build_batch(*, content: str | None, gated: list[ToolCall], gate_reasons: dic
         reason=pause_reason(rules.governing, config, names),
         pending_message=pending_message(rules.governing, config, names, pause_count),
         timeout_config=effective_tool_timeout(rules.governing, config, loop.hitl_config),
+        matched_rules=rules.matching_rules,
     )
 
 

@@ -25,6 +25,9 @@ class RuleResolution:
     governing: dict | None = None
     # distinct matched rule patterns, in gated-call order (one metric increment each per pause)
     matched_patterns: list[str] = field(default_factory=list)
+    # every rule whose pattern matches a gated call, not only the most specific one, each once: any of
+    # them may forbid self-approval (a more specific rule that only rewords a reason never re-allows it)
+    matching_rules: list[dict] = field(default_factory=list)
 
 
 def resolve_rules(config: dict | None, gated: list[ToolCall], toolset: ToolSet) -> RuleResolution:
@@ -32,17 +35,19 @@ def resolve_rules(config: dict | None, gated: list[ToolCall], toolset: ToolSet) 
     resolution = RuleResolution()
     rules = rules_by_specificity(config)
     for call in gated:
-        rule = _most_specific_rule(rules, addresses_of(call, toolset)) if call.name is not None else None
+        matching = _matching_rules(rules, addresses_of(call, toolset)) if call.name is not None else []
+        rule = matching[0] if matching else None
         resolution.per_call[call.id] = rule
+        resolution.matching_rules += [m for m in matching if all(m is not seen for seen in resolution.matching_rules)]
         if rule is not None and rule["match"] not in resolution.matched_patterns:
             resolution.matched_patterns.append(rule["match"])
     resolution.governing = governing_rule([resolution.per_call[call.id] for call in gated])
     return resolution
 
 
-def _most_specific_rule(rules: list[dict], addresses: list[str]) -> dict | None:
-    """Per call, most specific wins: the first rule, in specificity order, matching any address."""
-    return next((rule for rule in rules if first_match([rule["match"]], addresses) is not None), None)
+def _matching_rules(rules: list[dict], addresses: list[str]) -> list[dict]:
+    """The rules matching any of a call's addresses, in specificity order: per call, the first wins."""
+    return [rule for rule in rules if first_match([rule["match"]], addresses) is not None]
 
 
 def rules_by_specificity(config: dict | None) -> list[dict]:

@@ -157,7 +157,8 @@ def _pause(batch: PendingBatch, memory: ConversationMemory, resumed: Pause | Non
             record(pause)
 
     return PauseRequested("TOOL_CALL", batch.reason, tool_names=batch.tool_names,
-                          timeout_config=batch.timeout_config, on_committed=on_committed, after_commit=act)
+                          timeout_config=batch.timeout_config, on_committed=on_committed, after_commit=act,
+                          matched_rules=batch.matched_rules)
 
 
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:

@@ -128,6 +128,8 @@ Q_CLUSTER = {
 # HITL settings (names in ../shared/API.md)
 HITL_ADMIN_GROUP = env.str("HITL_ADMIN_GROUP", default="hitl-admin")
 HITL_APPROVER_GROUP = env.str("HITL_APPROVER_GROUP", default="hitl-approver")
+# hitlConfig.allowSelfApproval of an agent that does not state it (approvals.self_approval).
+HITL_ALLOW_SELF_APPROVAL = env.bool("HITL_ALLOW_SELF_APPROVAL", default=True)
 HITL_TOOL_ENABLED = env.bool("HITL_TOOL_ENABLED", default=True)
 HITL_TASK_APPROVALS_MODE = env.str("HITL_TASK_APPROVALS_MODE", default="strict")
 HITL_CRASH_RECOVERY_ENABLED = env.bool("HITL_CRASH_RECOVERY_ENABLED", default=True)

@@ -101,8 +101,8 @@ def test_unknown_keys_are_errors() -> None:
     field, message = only_error({**GATED, "rules": [{"match": "mcp:*", "timeoutPolicys": "ABORT"}]})
     assert field == f"{FP}.rules[0].timeoutPolicys"
     assert (
-        "is not a rule field (allowed: match, timeoutPolicy, approvalTimeout, pauseReason, pendingMessage)"
-        in message
+        "is not a rule field (allowed: match, timeoutPolicy, approvalTimeout, pauseReason, pendingMessage, "
+        "allowSelfApproval)" in message
     )
 
 

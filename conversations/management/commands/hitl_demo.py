@@ -14,7 +14,7 @@ from conversations.models import Agent, Deployment, Environment
 
 DEMO_AGENT_NAME = "account-bot"
 
-# The agent document of ../shared/API.md ("Agents"), plus a greeting rule.
+# The agent document of ../shared/API.md ("Agents"), plus a greeting rule and separation of duties.
 DEMO_AGENT_DOCUMENT = {
     "name": DEMO_AGENT_NAME,
     "workflows": [
@@ -68,6 +68,8 @@ DEMO_AGENT_DOCUMENT = {
         "approvalTimeout": "PT15M",
         "timeoutPolicy": "AUTO_REJECT",
         "pauseReason": "Account deletion requires manager sign-off",
+        # A manager sign-off: alice may cancel her own request, only someone else may decide it.
+        "allowSelfApproval": False,
     },
 }
 
