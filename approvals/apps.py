@@ -27,5 +27,7 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
+        from approvals import checks  # noqa: F401  (registers the system checks of HITL_AUDIT_KEY)
+
         post_migrate.connect(_ensure_schedules, sender=self)
         post_spawn.connect(_on_worker_start, dispatch_uid="hitl-worker-start")

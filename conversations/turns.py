@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approvals.actors import Actor, system_actor
 from approvals.audit import append_audit_entry
+from approvals.decision_notices import rejection_text
 from approvals.decisions import cancel_pending_pause, finish_pause, open_pause_of
 from approvals.errors import NotDeployed, WrongState
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
@@ -43,7 +44,6 @@ AWAITING_MESSAGE = (
     "Conversation is awaiting human approval (current state: AWAITING_HUMAN) - a reviewer must resolve "
     "it via POST /agents/{id}/resume (or cancel) before new input is accepted"
 )
-REJECTED_TEXT = "This action was rejected by a human reviewer."
 
 
 def _busy(conversation_id: Any, state: str | None) -> WrongState:
@@ -213,6 +213,7 @@ def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
     step.outputs.pop("hitl:status", None)
     step.outputs["hitlDecision"] = pause.verdict
     step.outputs["hitlDecisionNote"] = pause.note
+    step.outputs["hitlDecisionAutomated"] = pause.automated  # a timeout or a guard, not a human
     memory.properties["hitlVerdict"] = pause.verdict
     step.actions[:] = [a for a in step.actions if a != PAUSE_CONVERSATION]
     if pause.kind == PauseKind.TOOL_CALL:
@@ -264,8 +265,7 @@ def continue_after_decision(pause: Pause) -> None:
     _apply_decision(memory, pause)
     turn = _turn_context(conversation, version.document)
     if pause.kind == PauseKind.RULE and pause.verdict == Verdict.REJECTED:
-        text = REJECTED_TEXT + (f" Reason: {pause.note}" if pause.note else "")
-        memory.current.output.append(text)
+        memory.current.output.append(rejection_text(pause))
         outcome: LifecycleOutcome | Exception = LifecycleOutcome(kind="completed")
     else:
         bookmark = pause.bookmark

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from django.db import connection
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
@@ -14,6 +13,7 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from approvals.errors import ApplicationError, BadRequest
+from hitl_project.health import health_report
 
 
 class InvalidCredentials(ApplicationError):
@@ -51,20 +51,23 @@ class TokenView(APIView):
         return Response({"token": token.key})
 
 
+HEALTH = inline_serializer("Health", {
+    "status": serializers.CharField(help_text="ok, degraded (a key cannot work) or unavailable (no database)"),
+    "database": serializers.CharField(),
+    "checks": serializers.DictField(child=serializers.CharField(), help_text=(
+        "database, secretStore, auditKey, pinningKey: 'ok', 'warning: …' or 'error: …'")),
+})
+
+
 class HealthView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
     @extend_schema(
-        summary="Health check: 200 when the database answers, 503 otherwise",
-        responses={200: inline_serializer("Health", {"status": serializers.CharField(),
-                                                     "database": serializers.CharField()})},
+        summary="Health check: 200 when the database answers and the configured keys can work, 503 otherwise",
+        responses={200: HEALTH, 503: HEALTH},
         auth=[],
     )
     def get(self, request: Request) -> Response:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            return Response({"status": "ok", "database": connection.vendor})
-        except Exception as exc:  # report, never raise: this is what load balancers poll
-            return Response({"status": "unavailable", "error": type(exc).__name__}, status=503)
+        status, body = health_report()
+        return Response(body, status=status)

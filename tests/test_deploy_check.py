@@ -1,4 +1,4 @@
-"""Production settings pass Django's deployment checklist with no warning."""
+"""Production settings pass Django's deployment checklist with no warning, and refuse keys that cannot work."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from cryptography.fernet import Fernet
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_production_settings_pass_check_deploy_without_warnings():
+def check_deploy(**overrides: str) -> subprocess.CompletedProcess:
+    """``manage.py check --deploy --fail-level WARNING`` under the production settings with good keys,
+    except for ``overrides``."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
@@ -21,13 +23,52 @@ def test_production_settings_pass_check_deploy_without_warnings():
         "HITL_AUDIT_KEY": secrets.token_urlsafe(32),
         "HITL_SECRETS_KEY": Fernet.generate_key().decode(),
         "ALLOWED_HOSTS": "hitl.example.org",
+        **overrides,
     }
-    for knob in ("DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS"):
-        env.pop(knob, None)  # the production defaults are what is checked
-
-    result = subprocess.run(
+    for knob in ("DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "HITL_PINNING_KEY"):
+        if knob not in overrides:
+            env.pop(knob, None)  # the production defaults are what is checked
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
 
+
+def test_production_settings_pass_check_deploy_without_warnings():
+    result = check_deploy()
+
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+def test_invalid_fernet_key_fails_deploy_check():
+    good, bad = Fernet.generate_key().decode(), "not-a-fernet-key-0123456789"
+
+    single = check_deploy(HITL_SECRETS_KEY=bad)
+    rotation = check_deploy(HITL_SECRETS_KEY=f"{good},{bad}")
+
+    assert single.returncode != 0
+    assert "(hitl.E001) HITL_SECRETS_KEY is not a valid Fernet key" in single.stderr, single.stderr
+    assert "Fernet.generate_key()" in single.stderr  # says how to make one
+    assert rotation.returncode != 0
+    assert "(hitl.E001) key 2 of 2 in HITL_SECRETS_KEY is not a valid Fernet key" in rotation.stderr, rotation.stderr
+    for result in (single, rotation):
+        assert bad not in result.stdout + result.stderr and good not in result.stdout + result.stderr
+
+
+def test_short_audit_key_fails_deploy_check():
+    short = check_deploy(HITL_AUDIT_KEY="k")
+    empty = check_deploy(HITL_AUDIT_KEY="")
+
+    assert short.returncode != 0
+    assert "(hitl.E004) HITL_AUDIT_KEY is 1 byte long; it needs at least 32" in short.stderr, short.stderr
+    assert "secrets.token_urlsafe(32)" in short.stderr
+    assert empty.returncode != 0 and "(hitl.E003) HITL_AUDIT_KEY is empty" in empty.stderr, empty.stderr
+
+
+def test_short_pinning_key_and_empty_secrets_key_fail_deploy_check():
+    pinning = check_deploy(HITL_PINNING_KEY="pin-0123456789")
+    no_store_key = check_deploy(HITL_SECRETS_KEY="")
+
+    assert pinning.returncode != 0 and "(hitl.E005) HITL_PINNING_KEY is 14 bytes long" in pinning.stderr
+    assert "pin-0123456789" not in pinning.stderr
+    assert no_store_key.returncode != 0 and "(hitl.E002) HITL_SECRETS_KEY is empty" in no_store_key.stderr

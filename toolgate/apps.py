@@ -18,7 +18,10 @@ class ToolgateConfig(AppConfig):
     def ready(self) -> None:
         from approvals.models import PauseKind
         from approvals.pause_kinds import register_decision_validator, register_details_provider
-        from toolgate import log_redaction
+        from toolgate import (
+            checks,  # noqa: F401  (registers the checks of the secret store and pinning keys)
+            log_redaction,
+        )
         from toolgate.decision_validation import validate_tool_decision
         from toolgate.presentation import tool_pause_details
 

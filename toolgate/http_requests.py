@@ -128,12 +128,14 @@ def resolve_secret_references(text: str, *, caller_token: str | None, allow_call
                 raise SecretReferenceError(f"unknown environment variable: {reference}")
             return os.environ[name]
         if scheme == "vault":
-            from toolgate.secret_store import UnknownSecret, secret_value
+            from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
 
             try:
                 value = secret_value(name)
             except UnknownSecret:
                 raise SecretReferenceError(f"unknown secret: {reference}") from None
+            except SecretStoreUnavailable as unavailable:
+                raise SecretReferenceError(f"secret store unavailable ({unavailable.problem}): {reference}") from None
             if used is not None:
                 used.append(value)
             return value

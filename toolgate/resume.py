@@ -16,6 +16,7 @@ from typing import Any
 
 from approvals import metrics
 from approvals.audit import append_audit_entry
+from approvals.decision_notices import automated_decision_text
 from approvals.models import Pause, SubjectType, Verdict
 from toolgate import journal
 from toolgate.decision_validation import effective_verdict
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 REJECTION_INSTRUCTION = ("The reviewer declined this action. Do not retry this exact call; explain the situation "
                          "to the user and offer alternatives.")
+AUTOMATED_REJECTION_ADVICE = "Do not retry this exact call; explain the situation to the user and offer alternatives."
 OUTCOME_UNKNOWN = {"status": "EXECUTION_OUTCOME_UNKNOWN",
                    "message": "a previous execution attempt was interrupted; it may or may not have taken effect "
                               "- verify externally before retrying"}
@@ -106,6 +108,14 @@ def pre_execution_refusal(call: PendingToolCall, decision: CallDecision, toolset
     return request_changed_reason(call, decision.amended, toolset, context)
 
 
+def rejection_instruction(pause: Pause) -> str:
+    """What the model is told to do with a rejected call; an automated rejection never claims a reviewer
+    (approvals/decision_notices.py). The status stays REJECTED_BY_REVIEWER, as the reference fixes it."""
+    if pause.automated:
+        return f"{automated_decision_text(pause)} {AUTOMATED_REJECTION_ADVICE}"
+    return REJECTION_INSTRUCTION
+
+
 def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolContext,
                    messages: list[dict[str, Any]]) -> set[str]:
     """Append one tool result per gated call; returns the call ids now cleared (never re-gated)."""
@@ -117,7 +127,7 @@ def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolConte
         metrics.count_write_approval(outcome)
         if decision.verdict != Verdict.APPROVED:
             result: Any = {"status": "REJECTED_BY_REVIEWER", "tool": call.tool_name, "note": decision.note,
-                           "instruction": REJECTION_INSTRUCTION}
+                           "instruction": rejection_instruction(pause)}
         else:
             result = execute_approved(call, decision, pause, toolset, context)
             cleared.add(call.call_id)

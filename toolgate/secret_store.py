@@ -4,6 +4,8 @@ Values are encrypted at rest with Fernet (``cryptography``). ``HITL_SECRETS_KEY`
 Fernet keys separated by commas, newest first: every key decrypts, the newest encrypts, and
 ``manage.py hitl_rotate_secrets`` re-encrypts everything under the newest key. A value is never returned
 by any endpoint, admin page, log line, audit entry, export or error message: errors name the reference.
+A key that is not a Fernet key makes the store unavailable (503, named by its position in the list, never
+by value); the system checks (toolgate/checks.py) and ``/healthz`` report the same problem.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from approvals.errors import BadRequest, NotFound
+from approvals.errors import ApplicationError, BadRequest, NotFound
 from toolgate.models import StoredSecret
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -28,20 +30,55 @@ class UnknownSecret(LookupError):
     pass
 
 
-def _keys() -> list[bytes]:
-    configured = [k.strip() for k in (getattr(settings, "HITL_SECRETS_KEY", "") or "").split(",") if k.strip()]
+class SecretStoreUnavailable(ApplicationError):
+    """The configured keys cannot encrypt or decrypt anything: the server's problem, never the caller's."""
+
+    status = 503
+    code = "INTERNAL"
+    title = "Secret store unavailable"
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"The secret store is unavailable: {problem}. Nothing was read or stored; "
+                         "an operator must fix the key (see docs/secrets.md).")
+        self.problem = problem
+
+
+def configured_keys() -> list[str]:
+    """The keys of HITL_SECRETS_KEY, newest first; empty when none is set."""
+    return [k.strip() for k in (getattr(settings, "HITL_SECRETS_KEY", "") or "").split(",") if k.strip()]
+
+
+def _keys() -> list[str | bytes]:
+    configured: list[str | bytes] = list(configured_keys())
     if configured:
-        return [k.encode("ascii") for k in configured]
+        return configured
     # Development fallback: derived from SECRET_KEY (production settings require HITL_SECRETS_KEY).
     digest = hashlib.sha256(("hitl-secret-store:" + settings.SECRET_KEY).encode("utf-8")).digest()
     return [base64.urlsafe_b64encode(digest)]
 
 
 def _cipher() -> MultiFernet:
+    """Every key of HITL_SECRETS_KEY must be a Fernet key (32 bytes, urlsafe base64): one that is not makes
+    the whole store unavailable rather than silently dropping it, because an old key left out of the list
+    leaves every secret it encrypted unreadable."""
+    keys = _keys()
+    fernets = []
+    for position, key in enumerate(keys, start=1):
+        try:
+            fernets.append(Fernet(key))
+        except (ValueError, TypeError):
+            which = "HITL_SECRETS_KEY" if len(keys) == 1 else f"key {position} of {len(keys)} in HITL_SECRETS_KEY"
+            raise SecretStoreUnavailable(f"{which} is not a valid Fernet key") from None
+    return MultiFernet(fernets)
+
+
+def key_problem() -> str | None:
+    """Why the secret store cannot work with the configured keys (see ``_cipher``), or None; cheap."""
     try:
-        return MultiFernet([Fernet(key) for key in _keys()])
-    except (ValueError, TypeError):
-        raise ImproperlyConfigured("HITL_SECRETS_KEY must hold Fernet keys (urlsafe base64, 32 bytes)") from None
+        _cipher()
+    except SecretStoreUnavailable as unavailable:
+        return unavailable.problem
+    return None
 
 
 def validate_name(name: object) -> str:

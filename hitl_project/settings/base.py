@@ -182,3 +182,6 @@ HITL_LLM_TIMEOUT_SECONDS = env.float("HITL_LLM_TIMEOUT_SECONDS", default=60.0)
 HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY", default="")
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
+# Whether a key that cannot work (or is too short) is an error that stops manage.py check, migrate and
+# qcluster, or a warning: the production settings make it an error (approvals/checks.py).
+HITL_STRICT_CONFIG = False

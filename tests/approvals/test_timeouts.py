@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
 import time_machine
 from django_q.models import Schedule
 
+from approvals.decision_notices import rejection_text
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import FAILED_FIRE_RETRY, TIMER_FUNC, fire_due_batch, fire_timeout
-from conversations.models import Conversation
-from tests.factories import account_bot, deployed_agent, paused_conversation
+from conversations.models import Conversation, ConversationStep
+from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
 from tests.queue_drain import run_queued_tasks
+from tests.toolgate.agents import payments_agent
 
 pytestmark = pytest.mark.django_db
 BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer
@@ -75,7 +78,7 @@ def test_auto_reject_skips_the_rest_of_the_turn(alice_client):
     snapshot = alice_client.get(f"/agents/{pause.subject_id}").json()
     assert snapshot["state"] == "READY"
     assert snapshot["output"] == [
-        "This action was rejected by a human reviewer. Reason: Automatic rejected due to timeout (policy: AUTO_REJECT)"
+        "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
     ]
     entry = AuditEntry.objects.get(pause_id=pause.id, verb="hitl.approval")
     assert (entry.verdict, entry.actor, entry.automated) == ("REJECTED", "system:timeout", True)
@@ -157,3 +160,93 @@ def test_timeouts_fire_in_batches_each_failure_isolated(alice_client, settings, 
         assert [fire_due_batch(), fire_due_batch(), fire_due_batch(), fire_due_batch()] == [2, 2, 1, 0]
     statuses = [Pause.objects.get(pk=p.pk).verdict for p in pauses]
     assert statuses == ["REJECTED", "", "REJECTED", "REJECTED", "REJECTED"]
+
+
+def fire_timers_of(*pauses: Pause) -> None:
+    """Travel past the last deadline, fire every due timer and run the continuations."""
+    with at(max(p.due_at for p in pauses) + timedelta(seconds=1)):
+        assert fire_due_batch() == len(pauses)
+        run_queued_tasks()
+    assert {Pause.objects.get(pk=p.pk).decided_by for p in pauses} == {"system:timeout"}
+
+
+def timed_out_tool_result(client, http_recorder, policy: str) -> dict:
+    """The result the model reads for a gated transfer whose tool-level timeout fired under ``policy``."""
+    agent = payments_agent(http_recorder.url, tool_approvals={
+        "requireApproval": ["transfer_*"], "timeoutPolicy": policy, "approvalTimeout": "PT1M"})
+    conversation_id = start(client, deployed_agent(agent))
+    assert say(client, conversation_id, "please transfer 100 to bob").json()["state"] == "AWAITING_HUMAN"
+    fire_timers_of(Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING))
+    snapshot = client.get(f"/agents/{conversation_id}").json()
+    assert snapshot["state"] == "READY", snapshot
+    (result,) = json.loads(snapshot["output"][-1].removeprefix("Done: "))
+    return result
+
+
+def test_timeout_output_says_no_reviewer_decided(alice_client, http_recorder):
+    """An automated decision never claims a human: not in a rule pause's output, not in a tool result."""
+    rule_rejected = paused_with(alice_client, "AUTO_REJECT")
+    rule_approved = paused_with(alice_client, "AUTO_APPROVE")
+    fire_timers_of(rule_rejected, rule_approved)
+    tool_rejected = timed_out_tool_result(alice_client, http_recorder, "AUTO_REJECT")
+    tool_approved = timed_out_tool_result(alice_client, http_recorder, "AUTO_APPROVE")
+
+    rejected_output = alice_client.get(f"/agents/{rule_rejected.subject_id}").json()["output"]
+    assert rejected_output == ["No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."]
+    assert alice_client.get(f"/agents/{rule_approved.subject_id}").json()["output"] == ["Deletion APPROVED."]
+    assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status the reference fixes
+    assert tool_rejected["result"] == {
+        "status": "REJECTED_BY_REVIEWER", "tool": "transfer_funds",
+        "note": "Automatic rejected due to timeout (policy: AUTO_REJECT)",
+        "instruction": "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT). "
+                       "Do not retry this exact call; explain the situation to the user and offer alternatives.",
+    }
+    assert tool_approved["status"] == "OK"
+    assert len([r for r in http_recorder.requests if r["path"] == "/transfers"]) == 1  # only the approved one ran
+    everything = json.dumps([rejected_output, tool_rejected, tool_approved])
+    assert "human" not in everything and "The reviewer declined" not in everything
+
+
+def test_a_human_rejection_keeps_the_reference_wording(alice_client, approver_client, http_recorder):
+    rule = paused_with(alice_client, "AUTO_REJECT")
+    approver_client.post(f"/agents/{rule.subject_id}/resume", {"verdict": "REJECTED", "note": "no"}, format="json")
+    run_queued_tasks()
+
+    output = alice_client.get(f"/agents/{rule.subject_id}").json()["output"]
+    assert output == ["This action was rejected by a human reviewer. Reason: no"]
+
+
+def test_hitl_decision_automated_template_variable(alice_client, approver_client):
+    """``{memory.current.hitlDecisionAutomated}`` is true for a timeout's decision, false for a human's."""
+    document = account_bot(hitlConfig={"timeoutPolicy": "AUTO_APPROVE", "approvalTimeout": "PT15M"})
+    document["workflows"][0]["tasks"][2]["outputs"][0]["texts"] = [
+        "Deletion {memory.current.hitlDecision} (automated: {memory.current.hitlDecisionAutomated})."]
+    agent_id = deployed_agent(document)
+    by_timer = Pause.objects.get(subject_id=paused_conversation(alice_client, agent_id))
+    by_human = Pause.objects.get(subject_id=paused_conversation(alice_client, agent_id))
+    rejected_by_timer = paused_with(alice_client, "AUTO_REJECT")
+
+    approver_client.post(f"/agents/{by_human.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    run_queued_tasks()
+    fire_timers_of(by_timer, rejected_by_timer)
+
+    def output(pause: Pause) -> list[str]:
+        return alice_client.get(f"/agents/{pause.subject_id}").json()["output"]
+
+    def outputs_of_last_step(pause: Pause) -> dict:
+        return ConversationStep.objects.filter(conversation_id=pause.subject_id).order_by("-index").first().outputs
+
+    assert output(by_timer) == ["Deletion APPROVED (automated: true)."]
+    assert output(by_human) == ["Deletion APPROVED (automated: false)."]
+    assert outputs_of_last_step(rejected_by_timer)["hitlDecisionAutomated"] is True
+    assert outputs_of_last_step(by_human)["hitlDecisionAutomated"] is False
+
+
+def test_an_automated_decider_other_than_a_timeout_is_named_not_passed_off_as_a_reviewer():
+    guard = Pause(verdict="REJECTED", decided_by="system:no-progress", automated=True,
+                  note="Automatic reject-all: repeated tool-call pause made no progress")
+    person_over_mcp = Pause(verdict="REJECTED", decided_by="mcp:ops", automated=False, note="")
+
+    assert rejection_text(guard) == ("The request was rejected automatically by system:no-progress, not by a "
+                                     "reviewer. Reason: Automatic reject-all: repeated tool-call pause made no progress")
+    assert rejection_text(person_over_mcp) == "This action was rejected by a human reviewer."

@@ -27,8 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 clusters = live_clusters.clusters  # fixture
 
-REJECTED_BY_TIMEOUT = ("This action was rejected by a human reviewer. "
-                       "Reason: Automatic rejected due to timeout (policy: AUTO_REJECT)")
+REJECTED_BY_TIMEOUT = "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
 # "within a few seconds of its deadline": the drainer polls four times a second; the rest is slack
 # for a loaded test machine.
 LATENESS_LIMIT = timedelta(seconds=3)

@@ -1,0 +1,30 @@
+"""What the end user and the model are told about a decision.
+
+Rule: **an automated decision never claims a human.** A decision by a ``system:*`` actor (a timeout, the
+no-progress guard) says plainly that it was made automatically: a timeout says that no reviewer decided
+in time and which policy decided, any other automated decider is named. Only a human's rejection keeps
+the reference's wording, "This action was rejected by a human reviewer."
+"""
+
+from __future__ import annotations
+
+from approvals.models import Pause, Verdict
+
+HUMAN_REJECTION_TEXT = "This action was rejected by a human reviewer."
+TIMEOUT_DECIDER = "system:timeout"
+
+
+def automated_decision_text(pause: Pause) -> str:
+    """E.g. "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."."""
+    outcome = "approved" if pause.verdict == Verdict.APPROVED else "rejected"
+    if pause.decided_by == TIMEOUT_DECIDER:
+        return f"No reviewer decided in time; the request was {outcome} automatically (policy {pause.timeout_policy})."
+    return f"The request was {outcome} automatically by {pause.decided_by}, not by a reviewer." + (
+        f" Reason: {pause.note}" if pause.note else "")
+
+
+def rejection_text(pause: Pause) -> str:
+    """The output a rejected rule pause posts instead of the rest of its turn."""
+    if pause.automated:
+        return automated_decision_text(pause)
+    return HUMAN_REJECTION_TEXT + (f" Reason: {pause.note}" if pause.note else "")
