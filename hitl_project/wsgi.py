@@ -4,3 +4,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
 application = get_wsgi_application()
+
+from hitl_project.startup_checks import refuse_to_start_on_key_errors  # noqa: E402  (needs Django set up)
+
+refuse_to_start_on_key_errors()

@@ -72,3 +72,19 @@ def test_short_pinning_key_and_empty_secrets_key_fail_deploy_check():
     assert pinning.returncode != 0 and "(hitl.E005) HITL_PINNING_KEY is 14 bytes long" in pinning.stderr
     assert "pin-0123456789" not in pinning.stderr
     assert no_store_key.returncode != 0 and "(hitl.E002) HITL_SECRETS_KEY is empty" in no_store_key.stderr
+
+
+def test_a_web_process_refuses_to_start_with_a_key_that_cannot_work():
+    """uvicorn and gunicorn run no system checks: the ASGI and WSGI entry points do, in production."""
+    bad = "not-a-fernet-key-0123456789"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
+           "SECRET_KEY": secrets.token_urlsafe(64), "HITL_AUDIT_KEY": secrets.token_urlsafe(32),
+           "ALLOWED_HOSTS": "hitl.example.org"}
+    for module in ("hitl_project.asgi", "hitl_project.wsgi"):
+        broken = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=PROJECT_ROOT, capture_output=True,
+                                text=True, timeout=120, env={**env, "HITL_SECRETS_KEY": bad})
+        good = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=PROJECT_ROOT, capture_output=True,
+                              text=True, timeout=120, env={**env, "HITL_SECRETS_KEY": Fernet.generate_key().decode()})
+        assert broken.returncode != 0 and "refusing to start: (hitl.E001)" in broken.stderr, broken.stderr
+        assert bad not in broken.stderr
+        assert good.returncode == 0, good.stderr
