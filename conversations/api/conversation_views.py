@@ -52,6 +52,8 @@ DECIDED = inline_serializer(
      "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
 )
 INPUT_MAX = 16_384
+SAY_FIELDS = ("input", "context")
+START_FIELDS = ("context",)
 
 
 def json_body(request: Request, *, required: bool) -> Any:
@@ -60,7 +62,7 @@ def json_body(request: Request, *, required: bool) -> Any:
         data = request.data
     except (ParseError, UnsupportedMediaType) as exc:
         raise BadRequest(f"The body must be a JSON object ({exc.detail})",
-                         errors=[{"field": "body", "message": "not a JSON object"}]) from None
+                         errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}]) from None
     if not request.body and not required:
         return {}
     if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
@@ -78,6 +80,16 @@ def _context(value: Any) -> dict[str, Any]:
     return value
 
 
+def refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...]) -> None:
+    """A field we do not know is a 400 naming each one, as resume does: a misspelt ``contxt`` is
+    never silently dropped."""
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise BadRequest(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
+                         f"the body takes {', '.join(known)}",
+                         errors=[{"field": name, "message": "unknown field"} for name in unknown])
+
+
 class StartView(APIView):
     @extend_schema(
         summary="Start a conversation",
@@ -89,6 +101,7 @@ class StartView(APIView):
         body = json_body(request, required=False)
         if not isinstance(body, dict):
             raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        refuse_unknown_fields(body, START_FIELDS)
         environment = request.query_params.get("environment", "production")
         if environment not in ("production", "test"):
             raise BadRequest(f"unknown environment '{environment}'",
@@ -110,17 +123,18 @@ class ConversationView(APIView):
     @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
                    request=SAY, responses=SNAPSHOT)
     def post(self, request: Request, conversation_id: str) -> Response:
-        conversation = conversation_for_talk(request.user, conversation_id)
         body = json_body(request, required=True)
         if not isinstance(body, dict):
             raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        refuse_unknown_fields(body, SAY_FIELDS)
         text = body.get("input")
         if not isinstance(text, str):
             raise BadRequest("input must be a string", errors=[{"field": "input", "message": "required string"}])
         if len(text) > INPUT_MAX:
             raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
-        conversation = turns.say(conversation=conversation, user=request.user, user_input=text,
-                                 context=_context(body.get("context")))
+        context = _context(body.get("context"))
+        conversation = conversation_for_talk(request.user, conversation_id)
+        conversation = turns.say(conversation=conversation, user=request.user, user_input=text, context=context)
         return Response(snapshot(conversation))
 
 
