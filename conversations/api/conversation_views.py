@@ -7,7 +7,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
@@ -251,11 +250,35 @@ resume_with_wait.cls = ResumeView
 resume_with_wait.initkwargs = {}
 
 
+APPROVAL_STATUS = inline_serializer(
+    "ApprovalStatus",
+    {"conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
+     "pauseId": serializers.UUIDField(allow_null=True, help_text="null unless awaiting a decision"),
+     "pausedAt": serializers.DateTimeField(allow_null=True),
+     "pauseReason": serializers.CharField(allow_null=True),
+     "pauseType": serializers.CharField(allow_null=True, help_text="RULE or TOOL_CALL"),
+     "timeoutPolicy": serializers.CharField(allow_null=True),
+     "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
+     "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
+     "pauseDetails": serializers.DictField(allow_null=True, help_text="RULE {type, reason, actions}; TOOL_CALL "
+                                                                      "{type, calls, executedUngatedCalls, "
+                                                                      "outcomeUnknown}"),
+     "lastDecision": inline_serializer(
+         "LastDecision",
+         {"verdict": serializers.CharField(), "decidedBy": serializers.CharField(),
+          "automated": serializers.BooleanField(), "note": serializers.CharField(),
+          "decidedAt": serializers.DateTimeField(allow_null=True)},
+         allow_null=True,
+     ),
+     "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},
+)
+
+
 class ApprovalStatusView(APIView):
     @extend_schema(
         summary="Pause summary (detail=full adds the snapshot; approver-only callers only while paused)",
         parameters=[OpenApiParameter("detail", str, enum=["summary", "full"], required=False)],
-        responses=OpenApiTypes.OBJECT,
+        responses=APPROVAL_STATUS,
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
