@@ -79,6 +79,9 @@ class DecisionForm(forms.Form):
             except ValueError as exc:
                 self.add_error(f"call_{call.index}_amended", f"Not valid JSON: {exc}")
                 continue
+            except RecursionError:
+                self.add_error(f"call_{call.index}_amended", "Nested too deeply.")
+                continue
             if not isinstance(value, dict):
                 self.add_error(f"call_{call.index}_amended", "Must be a JSON object.")
             elif self.call_verdict(call) == Verdict.REJECTED:

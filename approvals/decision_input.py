@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from approvals.body_rules import body_errors, shown_text
 from approvals.errors import BadRequest
 from approvals.models import Verdict
 
@@ -35,6 +36,15 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def bad_verdict_message(value: Any) -> str:
+    """What is wrong with a verdict that is there but is not APPROVED or REJECTED, naming the value."""
+    if isinstance(value, str):
+        return f"verdict '{shown_text(value, limit=40)}' must be APPROVED or REJECTED"
+    kind = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
+        type(value), "not a string")
+    return f"verdict must be the string APPROVED or REJECTED, not {kind}"
+
+
 def parse_decision_body(data: Any) -> DecisionInput:
     if not isinstance(data, dict):
         raise BadRequest(VERDICT_REQUIRED, errors=[{"field": "verdict", "message": "required"}])
@@ -42,9 +52,12 @@ def parse_decision_body(data: Any) -> DecisionInput:
     unknown = sorted(set(data) - KNOWN_FIELDS)
     for name in unknown:
         errors.append({"field": name, "message": "unknown field"})
-    verdict = parse_verdict(data.get("verdict"))
-    if verdict is None:
+    raw_verdict = data.get("verdict")
+    verdict = parse_verdict(raw_verdict)
+    if raw_verdict is None:
         errors.append({"field": "verdict", "message": "required: APPROVED or REJECTED"})
+    elif verdict is None:
+        errors.append({"field": "verdict", "message": bad_verdict_message(raw_verdict)})
     note = data.get("note")
     if note is None:
         note = ""
@@ -53,15 +66,21 @@ def parse_decision_body(data: Any) -> DecisionInput:
         note = ""
     elif utf16_length(note) > NOTE_MAX:
         errors.append({"field": "note", "message": f"exceeds the maximum length of {NOTE_MAX} characters"})
+    else:
+        errors.extend(body_errors(note, field="note"))
     tool_decisions = data.get("toolDecisions")
     if tool_decisions is None:
         tool_decisions = {}
     elif not isinstance(tool_decisions, dict):
         errors.append({"field": "toolDecisions", "message": "must be an object keyed by call id"})
         tool_decisions = {}
+    else:
+        errors.extend(body_errors(tool_decisions, field="toolDecisions"))
     if errors:
-        if verdict is None:
+        if raw_verdict is None:
             detail = VERDICT_REQUIRED
+        elif verdict is None:
+            detail = bad_verdict_message(raw_verdict)
         elif any(e["field"] == "note" and "exceeds" in e["message"] for e in errors):
             detail = f"Decision note exceeds the maximum length of {NOTE_MAX} characters"
         else:

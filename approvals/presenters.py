@@ -11,6 +11,12 @@ from typing import Any
 
 from approvals.models import Pause, PauseKind
 from approvals.pause_kinds import details_provider_for
+from approvals.pauses import FINITE_POLICIES
+
+# What approval-status shows for each pause field when nothing awaits a decision.
+NO_PAUSE_FIELDS: dict[str, None] = dict.fromkeys(
+    ("pauseId", "pausedAt", "pauseReason", "pauseType", "timeoutPolicy", "approvalTimeout", "deadline")
+)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -18,6 +24,25 @@ def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def shown_approval_timeout(policy: str, approval_timeout: str) -> str | None:
+    """A field with no value is null, never "": a pause that waits indefinitely has no timeout (and no
+    deadline), whatever duration its configuration carried."""
+    return approval_timeout if policy in FINITE_POLICIES and approval_timeout else None
+
+
+def pause_fields(pause: Pause) -> dict[str, Any]:
+    """The pause fields of approval-status, for a pending pause; see ``NO_PAUSE_FIELDS`` otherwise."""
+    return {
+        "pauseId": str(pause.id),
+        "pausedAt": iso(pause.paused_at),
+        "pauseReason": pause.reason,
+        "pauseType": pause.kind or PauseKind.RULE,
+        "timeoutPolicy": pause.timeout_policy,
+        "approvalTimeout": shown_approval_timeout(pause.timeout_policy, pause.approval_timeout),
+        "deadline": iso(pause.due_at),
+    }
 
 
 def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +59,7 @@ def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
         "pauseReason": row["reason"],
         "pauseType": row["kind"] or PauseKind.RULE,
         "timeoutPolicy": row["timeout_policy"],
-        "approvalTimeout": row["approval_timeout"] or None,
+        "approvalTimeout": shown_approval_timeout(row["timeout_policy"], row["approval_timeout"]),
         "toolNames": list(row["tool_names"] or []),
     }
 

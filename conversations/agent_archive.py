@@ -46,7 +46,7 @@ def _read_documents(data: bytes) -> list[tuple[str, Any]]:
             raise BadRequest(f"{member.filename}: too large", errors=[{"file": member.filename, "field": "", "message": "too large"}])
         try:
             documents.append((member.filename, json.loads(archive.read(member).decode("utf-8"))))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
             raise BadRequest(
                 f"{member.filename}: not valid JSON ({exc})",
                 errors=[{"file": member.filename, "field": "", "message": f"not valid JSON: {exc}"}],

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from approvals.body_rules import body_errors
 from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
 from conversations.agent_document_llm import check_llm_tool_references
@@ -58,6 +59,11 @@ def validate_agent_document(doc: object) -> DocumentReport:
     report = DocumentReport()
     if not isinstance(doc, dict):
         report.error("", "the agent document must be a JSON object")
+        return report
+    unstorable = body_errors(doc)  # jsonb refuses them; a document nested too deep is not read further
+    for error in unstorable:
+        report.error(error["field"], error["message"])
+    if unstorable:
         return report
     warn_unknown_keys(report, doc, "", DOCUMENT_KEYS, "top-level")
     expect_string(report, doc.get("name"), "name", non_empty=True, max_length=NAME_MAX)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.models import PauseStatus, SubjectType
-from approvals.presenters import decision_summary, iso, pause_details
+from approvals.presenters import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
 from conversations.memory_store import live_steps
 from conversations.models import Conversation, ConversationState
@@ -29,7 +29,7 @@ def snapshot(conversation: Conversation) -> dict[str, Any]:
 
 
 def approval_status(conversation: Conversation) -> dict[str, Any]:
-    """The pause summary; pause fields are empty and pauseDetails null unless awaiting a human."""
+    """The pause summary; unless awaiting a human, every pause field and pauseDetails are null."""
     pause = current_pause_of(SubjectType.CONVERSATION, conversation.id)
     awaiting = (
         conversation.state == ConversationState.AWAITING_HUMAN
@@ -40,13 +40,7 @@ def approval_status(conversation: Conversation) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "conversationId": str(conversation.id),
         "state": conversation.state,
-        "pauseId": str(pause.id) if awaiting else None,
-        "pausedAt": iso(pause.paused_at) if awaiting else "",
-        "pauseReason": pause.reason if awaiting else "",
-        "pauseType": pause.kind if awaiting else "",
-        "timeoutPolicy": pause.timeout_policy if awaiting else "",
-        "approvalTimeout": pause.approval_timeout if awaiting else "",
-        "deadline": iso(pause.due_at) if awaiting and pause.due_at else ("" if not awaiting else None),
+        **(pause_fields(pause) if awaiting else NO_PAUSE_FIELDS),
         "pauseDetails": None,
         "lastDecision": decision_summary(last) if last is not None and not awaiting else None,
     }

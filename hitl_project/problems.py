@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -55,6 +56,15 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[dict[str, str]]:
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+    if isinstance(exc, RequestDataTooBig):
+        # Django raises it where the body is first read (request.data, request.body), before parsing.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return problem_response(413, "BAD_REQUEST", "Payload too large",
+                                f"The body is larger than the limit of {limit} bytes",
+                                errors=[{"field": "body", "message": f"over {limit} bytes"}])
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return problem_response(400, "BAD_REQUEST", "Bad request", str(exc),
+                                errors=[{"field": "body", "message": str(exc)}])
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from approvals import metrics
+from approvals.body_rules import body_errors
 from approvals.decision_input import DecisionInput, parse_verdict, utf16_length
 from approvals.errors import BadRequest
 from approvals.models import Pause, Verdict
@@ -40,6 +41,7 @@ def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, 
     note = entry.get("note")
     if note is not None and (not isinstance(note, str) or utf16_length(note) > NOTE_MAX):
         raise _bad(f"{where}.note exceeds the maximum length of {NOTE_MAX} characters", f"{field}.note")
+    _refuse_unstorable(note, f"{field}.note")
     amended = entry.get("amendedArguments")
     if amended is None:
         return verdict, None
@@ -50,6 +52,7 @@ def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, 
                    f"{field}.amendedArguments")
     if not isinstance(amended, str):
         raise _bad(f"{where}.amendedArguments must be a string holding a JSON object", f"{field}.amendedArguments")
+    _refuse_unstorable(amended, f"{field}.amendedArguments")
     if len(amended.encode("utf-8")) > AMENDED_MAX_BYTES:
         raise _bad(f"{where}.amendedArguments exceeds the maximum size of {AMENDED_MAX_BYTES} bytes",
                    f"{field}.amendedArguments")
@@ -57,9 +60,23 @@ def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, 
         parsed = json.loads(amended)
     except ValueError as exc:
         raise _bad(f"{where}.amendedArguments is not valid JSON: {exc}", f"{field}.amendedArguments") from None
+    except RecursionError:
+        raise _bad(f"{where}.amendedArguments is nested too deeply", f"{field}.amendedArguments") from None
     if not isinstance(parsed, dict):
         raise _bad(f"{where}.amendedArguments must be a JSON object", f"{field}.amendedArguments")
+    # The text is storable, but what it decodes to ("\\u0000", 1e400) reaches the tool, the journal and the
+    # transcript.
+    inner = body_errors(parsed, field="arguments")
+    if inner:
+        raise _bad(f"{where}.amendedArguments: {inner[0]['field']} {inner[0]['message']}",
+                   f"{field}.amendedArguments")
     return verdict, amended
+
+
+def _refuse_unstorable(value: Any, field: str) -> None:
+    errors = body_errors(value, field=field)
+    if errors:
+        raise BadRequest(f"{errors[0]['field']}: {errors[0]['message']}", errors=errors)
 
 
 def effective_verdict(call_id: str, decision_details: dict[str, Any], top_level: str) -> str:

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
+from approvals.body_rules import refuse_bad_body
 from approvals.errors import ApplicationError, BadRequest, NotFound
 from toolgate.models import StoredSecret
 
@@ -91,6 +92,7 @@ def validate_name(name: object) -> str:
 def validate_value(value: object) -> str:
     if not isinstance(value, str) or not value:
         raise BadRequest("value must be a non-empty string", errors=[{"field": "value", "message": "required"}])
+    refuse_bad_body(value, field="value")  # encrypted at rest, but sent in URLs, headers, bodies
     if len(value.encode("utf-8")) > VALUE_MAX_BYTES:
         raise BadRequest("value is too large", errors=[{"field": "value", "message": f"over {VALUE_MAX_BYTES} bytes"}])
     return value

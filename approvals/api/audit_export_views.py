@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from approvals.api.audit_views import (
     AUDIT_FILTER_PARAMETERS,
+    BIGINT_MAX,
     AuditFilterParser,
     IsStaffOrAdmin,
     filtered_audit_entries,
@@ -57,6 +58,12 @@ class AuditExportView(APIView):
                 "format", OpenApiTypes.STR, enum=list(FORMATS), description="csv (default) or jsonl."
             ),
             *AUDIT_FILTER_PARAMETERS,
+            OpenApiParameter(
+                "after", OpenApiTypes.INT, description="Only entries with an id greater than this."
+            ),
+            OpenApiParameter(
+                "limit", OpenApiTypes.INT, description="At most this many entries (at least 1; default all)."
+            ),
         ],
         responses={
             (200, "text/csv"): OpenApiResponse(
@@ -71,11 +78,16 @@ class AuditExportView(APIView):
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
+        # Every parameter is checked before the response starts: once the first byte of a 200 is sent, an
+        # error can only cut the file short.
         query = AuditFilterParser(request.query_params)
         raw_format = request.query_params.get("format") or "csv"
         export_format = raw_format.strip().lower()
         if export_format not in FORMATS:
             query.errors.append({"field": "format", "message": f"'{raw_format}' is not one of csv, jsonl."})
         entries = filtered_audit_entries(query)
+        after = query.integer("after", default=0, low=0)
+        limit = query.integer("limit", default=BIGINT_MAX, low=1)
         query.raise_if_invalid()
-        return export_response(request, entries, export_format)
+        entries = entries.filter(id__gt=after) if after else entries
+        return export_response(request, entries if limit == BIGINT_MAX else entries[:limit], export_format)

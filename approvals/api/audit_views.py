@@ -19,11 +19,15 @@ from rest_framework.views import APIView
 from approvals.access import is_admin
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
 from approvals.audit_selectors import audit_entries
+from approvals.body_rules import unstorable_text_problem
 from approvals.errors import BadRequest
 from approvals.models import AuditEntry
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+BIGINT_MAX = 2**63 - 1
+# PostgreSQL refuses a UTC offset of 16 hours or more ("time zone displacement out of range").
+MAX_UTC_OFFSET = datetime.timedelta(hours=15, minutes=59, seconds=59)
 
 
 class IsStaffOrAdmin(BasePermission):
@@ -46,7 +50,12 @@ class AuditFilterParser:
         self.errors: list[dict[str, str]] = []
 
     def text(self, name: str) -> str | None:
-        return self.params.get(name) or None
+        raw = self.params.get(name) or None
+        problem = unstorable_text_problem(raw) if raw else None
+        if problem is not None:
+            self.errors.append({"field": name, "message": problem})
+            return None
+        return raw
 
     def uuid(self, name: str) -> uuid.UUID | None:
         raw = self.params.get(name)
@@ -75,7 +84,15 @@ class AuditFilterParser:
                 }
             )
             return None
-        return value if timezone.is_aware(value) else value.replace(tzinfo=datetime.UTC)
+        if not timezone.is_aware(value):
+            return value.replace(tzinfo=datetime.UTC)
+        offset = value.utcoffset()
+        if offset is not None and abs(offset) > MAX_UTC_OFFSET:
+            self.errors.append(
+                {"field": name, "message": f"'{raw}' has a UTC offset outside -15:59..+15:59."}
+            )
+            return None
+        return value
 
     def integer(self, name: str, *, default: int, low: int, high: int | None = None) -> int:
         raw = self.params.get(name)
@@ -86,7 +103,7 @@ class AuditFilterParser:
         except ValueError:
             self.errors.append({"field": name, "message": f"'{raw}' is not an integer."})
             return default
-        return max(low, value if high is None else min(high, value))
+        return max(low, min(BIGINT_MAX if high is None else high, value))
 
     def raise_if_invalid(self) -> None:
         if self.errors:

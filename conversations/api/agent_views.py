@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.parsers import FileUploadParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FileUploadParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +19,7 @@ from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
 from conversations.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
 from conversations.models import Agent
+from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value
 
 VERSION_PARAM = OpenApiParameter("version", int, required=False, description="Agent version (latest if absent)")
@@ -144,7 +145,7 @@ class ExportView(APIView):
 
 class ImportView(APIView):
     permission_classes = [AdminOnly]
-    parser_classes = [MultiPartParser, FileUploadParser, JSONParser]
+    parser_classes = [MultiPartParser, FileUploadParser, CheckedJSONParser]
 
     @extend_schema(
         summary="Import agent documents from a ZIP (all or nothing)",

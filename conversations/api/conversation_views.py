@@ -7,7 +7,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
@@ -52,6 +51,8 @@ DECIDED = inline_serializer(
      "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
 )
 INPUT_MAX = 16_384
+SAY_FIELDS = ("input", "context")
+START_FIELDS = ("context",)
 
 
 def json_body(request: Request, *, required: bool) -> Any:
@@ -60,7 +61,7 @@ def json_body(request: Request, *, required: bool) -> Any:
         data = request.data
     except (ParseError, UnsupportedMediaType) as exc:
         raise BadRequest(f"The body must be a JSON object ({exc.detail})",
-                         errors=[{"field": "body", "message": "not a JSON object"}]) from None
+                         errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}]) from None
     if not request.body and not required:
         return {}
     if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
@@ -78,6 +79,16 @@ def _context(value: Any) -> dict[str, Any]:
     return value
 
 
+def refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...]) -> None:
+    """A field we do not know is a 400 naming each one, as resume does: a misspelt ``contxt`` is
+    never silently dropped."""
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise BadRequest(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
+                         f"the body takes {', '.join(known)}",
+                         errors=[{"field": name, "message": "unknown field"} for name in unknown])
+
+
 class StartView(APIView):
     @extend_schema(
         summary="Start a conversation",
@@ -89,6 +100,7 @@ class StartView(APIView):
         body = json_body(request, required=False)
         if not isinstance(body, dict):
             raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        refuse_unknown_fields(body, START_FIELDS)
         environment = request.query_params.get("environment", "production")
         if environment not in ("production", "test"):
             raise BadRequest(f"unknown environment '{environment}'",
@@ -110,17 +122,18 @@ class ConversationView(APIView):
     @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
                    request=SAY, responses=SNAPSHOT)
     def post(self, request: Request, conversation_id: str) -> Response:
-        conversation = conversation_for_talk(request.user, conversation_id)
         body = json_body(request, required=True)
         if not isinstance(body, dict):
             raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
+        refuse_unknown_fields(body, SAY_FIELDS)
         text = body.get("input")
         if not isinstance(text, str):
             raise BadRequest("input must be a string", errors=[{"field": "input", "message": "required string"}])
         if len(text) > INPUT_MAX:
             raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
-        conversation = turns.say(conversation=conversation, user=request.user, user_input=text,
-                                 context=_context(body.get("context")))
+        context = _context(body.get("context"))
+        conversation = conversation_for_talk(request.user, conversation_id)
+        conversation = turns.say(conversation=conversation, user=request.user, user_input=text, context=context)
         return Response(snapshot(conversation))
 
 
@@ -237,11 +250,35 @@ resume_with_wait.cls = ResumeView
 resume_with_wait.initkwargs = {}
 
 
+APPROVAL_STATUS = inline_serializer(
+    "ApprovalStatus",
+    {"conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
+     "pauseId": serializers.UUIDField(allow_null=True, help_text="null unless awaiting a decision"),
+     "pausedAt": serializers.DateTimeField(allow_null=True),
+     "pauseReason": serializers.CharField(allow_null=True),
+     "pauseType": serializers.CharField(allow_null=True, help_text="RULE or TOOL_CALL"),
+     "timeoutPolicy": serializers.CharField(allow_null=True),
+     "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
+     "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
+     "pauseDetails": serializers.DictField(allow_null=True, help_text="RULE {type, reason, actions}; TOOL_CALL "
+                                                                      "{type, calls, executedUngatedCalls, "
+                                                                      "outcomeUnknown}"),
+     "lastDecision": inline_serializer(
+         "LastDecision",
+         {"verdict": serializers.CharField(), "decidedBy": serializers.CharField(),
+          "automated": serializers.BooleanField(), "note": serializers.CharField(),
+          "decidedAt": serializers.DateTimeField(allow_null=True)},
+         allow_null=True,
+     ),
+     "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},
+)
+
+
 class ApprovalStatusView(APIView):
     @extend_schema(
         summary="Pause summary (detail=full adds the snapshot; approver-only callers only while paused)",
         parameters=[OpenApiParameter("detail", str, enum=["summary", "full"], required=False)],
-        responses=OpenApiTypes.OBJECT,
+        responses=APPROVAL_STATUS,
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)

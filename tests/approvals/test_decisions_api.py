@@ -131,7 +131,7 @@ def test_approval_status_is_empty_once_decided(alice_client, approver_client):
     run_queued_tasks()
     status = alice_client.get(f"/agents/{conversation_id}/approval-status").json()
     assert status["state"] == "READY"
-    assert status["pausedAt"] == "" and status["pauseReason"] == "" and status["pauseDetails"] is None
+    assert status["pausedAt"] is None and status["pauseReason"] is None and status["pauseDetails"] is None
     assert status["lastDecision"]["verdict"] == "APPROVED"
     assert status["lastDecision"]["decidedBy"] == "approver"
 

@@ -477,7 +477,7 @@ def test_absurdly_deep_nesting_is_refused_instead_of_crashing() -> None:
         condition = {"type": "negation", "conditions": [condition]}
     errors = errors_of(agent(rules_task(rule(condition))))
     assert len(errors) == 1
-    assert "nested more than" in errors[0].message
+    assert "nested deeper than 64 levels" in errors[0].message  # approvals.body_rules, before any other check
 
 
 # --- properties -------------------------------------------------------------------------------------------
