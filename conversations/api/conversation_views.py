@@ -40,6 +40,18 @@ SNAPSHOT = inline_serializer(
         "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
     },
 )
+CANCEL_ANSWER = inline_serializer(
+    "CancelAnswer",
+    {
+        "conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
+        "output": serializers.ListField(child=serializers.CharField()),
+        "actions": serializers.ListField(child=serializers.CharField()),
+        "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+        "cancelRequested": inline_serializer(
+            "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
+            help_text="Present while a running turn was told to stop and had not stopped yet"),
+    },
+)
 SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
 DECISION = inline_serializer(
     "Decision",
@@ -161,7 +173,7 @@ def _cancel_answer(result: CancelResult) -> dict[str, Any]:
 
 class EndView(APIView):
     @extend_schema(summary="End the conversation (a pending approval is cancelled and audited; a running turn "
-                           "stops before its next task)", request=None, responses=SNAPSHOT)
+                           "stops before its next task)", request=None, responses=CANCEL_ANSWER)
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         ended = turns.end_conversation(conversation=conversation, actor=actor_for_user(request.user))
@@ -171,7 +183,7 @@ class EndView(APIView):
 class CancelView(APIView):
     @extend_schema(summary="Cancel a pending approval (200) or a running turn (202 while it stops before its "
                            "next task; 200 if it had not started)", request=None,
-                   responses={200: SNAPSHOT, 202: SNAPSHOT})
+                   responses={200: CANCEL_ANSWER, 202: CANCEL_ANSWER})
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
         result = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
