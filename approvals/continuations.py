@@ -4,12 +4,17 @@ Delivery is at-least-once, so the body starts with a claim: a pause is continued
 RESOLVING and has never been claimed. A claim whose lease ran out means an earlier attempt died part
 way (its worker was killed): running it again could repeat what it already did, so instead the pause
 goes back to PENDING, audited, for a human to decide again. A continuation is never applied twice.
+
+A cancel that lands after the decision is recorded on the pause (``cancel_requested_*``). One that
+comes before any worker claimed the continuation takes the claim itself, so the continuation never
+starts; one that comes later is honoured by the running continuation before its next task.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -37,6 +42,25 @@ def claim_continuation(pause_id: str) -> Pause | None:
     if not claimed:
         return None
     return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
+
+
+def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pause | None:
+    """A decided pause whose continuation no worker has claimed yet is cancelled before it starts.
+
+    The canceller takes the claim (the same compare-and-set a worker makes), so exactly one of them
+    wins: the continuation either never runs, or runs and sees the cancel request at its next task.
+    """
+    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
+        lease_until=at + timedelta(seconds=lease_seconds()), cancel_requested_at=at, cancel_requested_by=by
+    )
+    return Pause.objects.get(pk=pause_id) if claimed else None
+
+
+def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> bool:
+    """A cancel that lands while the continuation runs is kept on the pause; the first canceller counts."""
+    return bool(Pause.objects.filter(
+        pk=pause_id, status=PauseStatus.RESOLVING, cancel_requested_at__isnull=True
+    ).update(cancel_requested_at=at, cancel_requested_by=by))
 
 
 class ContinuationStillClaimed(RuntimeError):

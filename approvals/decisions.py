@@ -157,13 +157,21 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
 
 
 def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: bool = False) -> bool:
-    """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged."""
+    """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged.
+
+    A pause whose continuation was cancelled meanwhile is not restored: it ends cancelled (returns False).
+    """
     with transaction.atomic():
         pause = Pause.objects.select_for_update().filter(pk=pause_id, status=PauseStatus.RESOLVING).first()
         if pause is None:
             return False
         if not allow_live_lease and pause.lease_until is not None and pause.lease_until >= timezone.now():
             return False  # a worker is still continuing it
+        if pause.cancel_requested_at is not None:
+            handler_for(pause.surface).on_cancelled(pause, mode="CANCEL_GRACEFUL")
+            finish_pause(pause=pause, outcome="cancelled",
+                         detail={"cancelledBy": pause.cancel_requested_by, "reason": reason, "stoppedBefore": None})
+            return False
         previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
         disarm_timer(pause)
         Pause.objects.filter(pk=pause.pk).update(
@@ -198,12 +206,13 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
 
 
 def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = None) -> None:
-    """RESOLVING -> RESOLVED once the continuation committed (in its transaction)."""
+    """RESOLVING -> RESOLVED once the continuation committed (in its transaction); a pause already
+    finished is left alone and not audited again."""
     now = timezone.now()
-    Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(
+    won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(
         status=PauseStatus.RESOLVED, resolved_at=now, due_at=None, lease_until=None
     )
-    if outcome != "completed":
+    if won and outcome != "completed":
         append_audit_entry(
             subject_type=pause.subject_type,
             subject_id=pause.subject_id,

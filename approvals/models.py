@@ -96,6 +96,9 @@ class Pause(models.Model):
     decision_details = models.JSONField(default=dict, blank=True)
     # The continuation's lease while it runs on a worker (RESOLVING).
     lease_until = models.DateTimeField(null=True, blank=True)
+    # A cancel that landed after the decision (RESOLVING): its continuation stops before its next task.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=191, blank=True, default="")
     resolved_at = models.DateTimeField(null=True, blank=True)
     # django-q2 Schedule primary key of this pause's one-shot timer (deleted by key, never by name).
     schedule_id = models.BigIntegerField(null=True, blank=True)

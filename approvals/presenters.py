@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from approvals.models import Pause, PauseKind
+from approvals.models import Pause, PauseKind, Verdict
 from approvals.pause_kinds import details_provider_for
 from approvals.pauses import FINITE_POLICIES
 
@@ -82,12 +82,20 @@ def pause_details(pause: Pause, *, step_actions: list[str] | None = None) -> dic
 
 
 def decision_summary(pause: Pause) -> dict[str, Any] | None:
+    """The pause's decision. ``cancelledBy``/``cancelledAt`` say who cancelled and when: the pending pause
+    itself (verdict CANCELLED), or its continuation after the decision (which then stopped, or stops,
+    before its next task); null when nobody cancelled."""
     if not pause.verdict:
         return None
+    cancelled_by, cancelled_at = pause.cancel_requested_by, pause.cancel_requested_at
+    if pause.verdict == Verdict.CANCELLED and not cancelled_by:
+        cancelled_by, cancelled_at = pause.decided_by, pause.decided_at
     return {
         "verdict": pause.verdict,
         "decidedBy": pause.decided_by,
         "automated": pause.automated,
         "note": pause.note,
         "decidedAt": iso(pause.decided_at),
+        "cancelledBy": cancelled_by or None,
+        "cancelledAt": iso(cancelled_at),
     }

@@ -38,7 +38,8 @@ class ConversationSurface:
     def begin_resume(self, pause: Pause) -> bool:
         return bool(
             Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(
-                state=S.IN_PROGRESS, turn_started_at=timezone.now()
+                state=S.IN_PROGRESS, turn_started_at=timezone.now(), cancel_requested_at=None,
+                cancel_requested_by="",
             )
         )
 

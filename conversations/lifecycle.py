@@ -4,6 +4,10 @@ A task that *adds* PAUSE_CONVERSATION pauses the turn after it (a PAUSE already 
 never re-pauses); STOP_CONVERSATION beats PAUSE in the same step. A task may also raise PauseRequested
 (the LLM task does, when its tool loop meets a gated call). The bookmark is the workflow id and the
 absolute index of the task in that workflow.
+
+Before every task the turn asks whether a cancel of it was recorded (``turn.stop_if_cancelled``); a
+task may ask too before a side effect of its own (the next http call, the next tool). Either way the
+turn ends as ``cancelled`` before that task or side effect: nothing after it runs.
 """
 
 from __future__ import annotations
@@ -46,13 +50,21 @@ class PauseRequested(Exception):  # noqa: N818 - a signal, not an error
         self.matched_rules = matched_rules or []
 
 
+class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised where a running turn checks for a recorded cancel; ``by`` names who cancelled it."""
+
+    def __init__(self, by: str) -> None:
+        super().__init__(f"cancelled by {by}")
+        self.by = by
+
+
 class ConfigDrift(Exception):  # noqa: N818
     """The paused workflow no longer exists in the agent version being continued."""
 
 
 @dataclass
 class LifecycleOutcome:
-    kind: str  # "completed" | "paused" | "stopped"
+    kind: str  # "completed" | "paused" | "stopped" | "cancelled"
     workflow_id: str | None = None
     task_index: int | None = None
     pause_kind: str = "RULE"
@@ -63,6 +75,7 @@ class LifecycleOutcome:
     on_committed: Callable[[Any], None] | None = None
     after_commit: Callable[[Any], None] | None = None
     matched_rules: list[dict[str, Any]] = field(default_factory=list)
+    cancelled_by: str = ""
 
 
 def _start_position(workflows: list[dict[str, Any]], resume_at: tuple[str, int] | None) -> tuple[int, int]:
@@ -96,7 +109,11 @@ def run_lifecycle(
             task = tasks[index]
             actions_before = set(memory.current.actions)
             try:
+                turn.stop_if_cancelled()
                 runner_for(task["type"])(task, memory, turn)
+            except TurnCancelled as cancel:
+                return LifecycleOutcome(kind="cancelled", workflow_id=workflow["id"], task_index=index,
+                                        cancelled_by=cancel.by)
             except PauseRequested as pause:
                 return LifecycleOutcome(
                     kind="paused", workflow_id=workflow["id"], task_index=index, pause_kind=pause.kind,

@@ -77,6 +77,10 @@ class Conversation(models.Model):
     context = models.JSONField(default=dict, blank=True)
     # When the running turn (state IN_PROGRESS) started: crash recovery leaves younger turns alone.
     turn_started_at = models.DateTimeField(null=True, blank=True)
+    # A cancel (or end) of the running turn, committed on its own: the turn stops before its next task.
+    # Cleared when the next turn starts.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=191, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

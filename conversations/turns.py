@@ -2,8 +2,9 @@
 
 A turn runs outside any transaction (its http calls may be slow): it first moves the conversation
 to IN_PROGRESS with a compare-and-set, runs the pipeline, then commits the step, the new state and,
-when it paused, the Pause, in one transaction guarded by IN_PROGRESS. If a cancel won meanwhile, the
-turn's result is discarded.
+when it paused, the Pause, in one transaction guarded by IN_PROGRESS and by no cancel having been
+recorded. A cancel recorded meanwhile stops the turn before its next task (conversations.cancels);
+anything the turn raises leaves the conversation ERROR in the same request (conversations.turn_failures).
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.actors import Actor, system_actor
+from approvals.actors import system_actor
 from approvals.audit import append_audit_entry
 from approvals.decision_notices import rejection_text
-from approvals.decisions import cancel_pending_pause, finish_pause, open_pause_of
+from approvals.decisions import finish_pause
 from approvals.errors import NotDeployed, WrongState
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
-from approvals.selectors import current_pause_of
 from approvals.self_approval import effective_allow_self_approval
 from conversations.agents import agent_version, is_deployed
+from conversations.cancels import (
+    cancel_check,
+    cancel_conversation,
+    end_conversation,
+    finish_cancelled_turn,
+    finish_unstarted_continuation,
+)
 from conversations.lifecycle import LifecycleOutcome, run_lifecycle
 from conversations.memory_store import (
     caller_for,
@@ -35,6 +42,7 @@ from conversations.models import AgentVersion, Conversation, ConversationState, 
 from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
+from conversations.turn_failures import failure_text, run_guarded
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +72,7 @@ def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnC
         conversation_id=str(conversation.id),
         agent_id=str(conversation.agent_id),
         environment=conversation.environment,
+        check_cancelled=cancel_check(conversation.pk),
     )
 
 
@@ -84,7 +93,7 @@ def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext
         return run_lifecycle(document, memory, turn, resume_at=resume_at)
     except Exception as exc:  # the turn fails, the conversation records ERROR
         logger.exception("turn of conversation %s failed", turn.conversation_id)
-        memory.current.data["error"] = f"{type(exc).__name__}: {exc}"
+        memory.current.data["error"] = failure_text(exc)
         return exc
 
 
@@ -98,23 +107,25 @@ def _commit(
     resolving: Pause | None = None,
     raised_by_id: int | None = None,
 ) -> str:
-    """Write the turn's result if the conversation is still ours (IN_PROGRESS); returns the new state.
+    """Write the turn's result if the conversation is still ours (IN_PROGRESS, no cancel recorded);
+    returns the new state. A turn that was cancelled ends through finish_cancelled_turn.
 
     ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
     """
+    if isinstance(outcome, LifecycleOutcome) and outcome.kind == "cancelled":
+        return finish_cancelled_turn(
+            conversation, memory, row=row, resolving=resolving,
+            stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index})
     if isinstance(outcome, Exception):
         state = S.ERROR
     else:
         state = {"completed": S.READY, "stopped": S.ENDED, "paused": S.AWAITING_HUMAN}[outcome.kind]
     with transaction.atomic():
-        won = Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
-            state=state, properties=memory.properties
-        )
-        if not won:
-            current = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
-            if resolving is not None:
-                finish_pause(pause=resolving, outcome="discarded", detail={"state": current})
-            return current or S.ENDED
+        won = Conversation.objects.filter(
+            pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=True
+        ).update(state=state, properties=memory.properties)
+        if not won:  # a cancel landed during the last task, or the conversation was ended or interrupted
+            return finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
         if resolving is not None:
             finish_pause(
                 pause=resolving,
@@ -171,18 +182,27 @@ def start_conversation(
         agent=agent, agent_version=version.version, environment=environment, owner=user,
         state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
     )
-    memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
-    memory.current.actions.append(CONVERSATION_START)
-    outcome = _run(version.document, memory, _turn_context(conversation, version.document))
-    _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+
+    def turn() -> str:
+        memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
+        memory.current.actions.append(CONVERSATION_START)
+        outcome = _run(version.document, memory, _turn_context(conversation, version.document))
+        return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+
+    run_guarded(conversation, turn, user_input="")
     conversation.refresh_from_db()
     return conversation
 
 
 def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> Conversation:
-    """Run one turn. While paused the input is refused (409) and not consumed."""
+    """Run one turn. While paused the input is refused (409) and not consumed.
+
+    A turn that cannot start (agent no longer deployed) gives the conversation back as it was; once it
+    started, whatever it raises leaves the conversation ERROR with the error on the step (never
+    IN_PROGRESS), and the snapshot says so.
+    """
     won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(
-        state=S.IN_PROGRESS, turn_started_at=timezone.now()
+        state=S.IN_PROGRESS, turn_started_at=timezone.now(), cancel_requested_at=None, cancel_requested_by=""
     )
     if not won:
         state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
@@ -194,11 +214,15 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
     except Exception:
         Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(state=previous_state)
         raise
-    memory = memory_for_new_turn(
-        conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
-    )
-    outcome = _run(version.document, memory, _turn_context(conversation, version.document))
-    _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+
+    def turn() -> str:
+        memory = memory_for_new_turn(
+            conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
+        )
+        outcome = _run(version.document, memory, _turn_context(conversation, version.document))
+        return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+
+    run_guarded(conversation, turn, user_input=user_input)
     conversation.refresh_from_db()
     return conversation
 
@@ -245,14 +269,45 @@ def _tool_task_still_there(document: dict[str, Any], pause: Pause) -> bool:
 
 
 def continue_after_decision(pause: Pause) -> None:
-    """The continuation of a decided pause of a conversation, run on a django-q2 worker."""
+    """The continuation of a decided pause of a conversation, run on a django-q2 worker.
+
+    Whatever goes wrong before the pipeline runs means the continuation did not start (the pause is
+    restored, or ends cancelled if a cancel came meanwhile); once it runs, a failure leaves the
+    conversation ERROR and the pause failed, in the same run.
+    """
     from approvals.surfaces import ContinuationNotStarted
 
     conversation = Conversation.objects.select_related("agent").get(pk=pause.subject_id)
     if conversation.state != S.IN_PROGRESS:
-        with transaction.atomic():
-            finish_pause(pause=pause, outcome="discarded", detail={"state": conversation.state})
+        finish_unstarted_continuation(conversation, pause)
         return
+    try:
+        version, memory, row, resume_at = _prepare_continuation(conversation, pause)
+    except ContinuationNotStarted:
+        raise
+    except Exception as exc:
+        logger.exception("continuation of pause %s could not be prepared", pause.id)
+        raise ContinuationNotStarted(failure_text(exc)) from exc
+    turn = _turn_context(conversation, version.document)
+
+    def run_and_commit() -> str:
+        outcome: LifecycleOutcome | Exception = LifecycleOutcome(kind="completed")
+        if resume_at is not None:
+            outcome = _run(version.document, memory, turn, resume_at=resume_at)
+        # A pause met later in the same turn was still raised by the user whose turn it is, not its decider.
+        return _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
+                       raised_by_id=pause.raised_by_id)
+
+    run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
+
+
+def _prepare_continuation(
+    conversation: Conversation, pause: Pause
+) -> tuple[AgentVersion, ConversationMemory, ConversationStep, tuple[str, int] | None]:
+    """The agent version, the paused turn's memory with the decision applied, its step row, and where
+    the pipeline resumes (None: it does not run again, a rejected rule pause only posts the rejection)."""
+    from approvals.surfaces import ContinuationNotStarted
+
     if not is_deployed(
         agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
     ):
@@ -263,32 +318,26 @@ def continue_after_decision(pause: Pause) -> None:
     except LookupError as exc:
         raise ContinuationNotStarted(str(exc)) from None
     _apply_decision(memory, pause)
-    turn = _turn_context(conversation, version.document)
     if pause.kind == PauseKind.RULE and pause.verdict == Verdict.REJECTED:
         memory.current.output.append(rejection_text(pause))
-        outcome: LifecycleOutcome | Exception = LifecycleOutcome(kind="completed")
-    else:
-        bookmark = pause.bookmark
-        offset = 1 if pause.kind == PauseKind.RULE else 0
-        if pause.kind == PauseKind.TOOL_CALL and not _tool_task_still_there(version.document, pause):
-            memory.current.data.pop("hitl:tool_resume_pause", None)
-            for text in memory.current.data.pop("hitl:pending_output", []):
-                if text in memory.current.output:
-                    memory.current.output.remove(text)
-            memory.current.output.append(TOOL_DRIFT_TEXT)
-            append_audit_entry(
-                subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk, verb="hitl.tool.config_drift",
-                actor="system:toolgate", automated=True, conversation_id=conversation.pk, pause_id=pause.id,
-                epoch=pause.epoch,
-                detail={"reason": f"the paused llm task '{_paused_llm_task_id(pause)}' is no longer at its place "
-                                  "in the workflow"},
-            )
-            offset = 1  # no gated call runs; the rest of the turn does
-        outcome = _run(version.document, memory, turn,
-                       resume_at=(bookmark["workflowId"], int(bookmark["taskIndex"]) + offset))
-    # A pause met later in the same turn was still raised by the user whose turn it is, not by its decider.
-    _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
-            raised_by_id=pause.raised_by_id)
+        return version, memory, row, None
+    bookmark = pause.bookmark
+    offset = 1 if pause.kind == PauseKind.RULE else 0
+    if pause.kind == PauseKind.TOOL_CALL and not _tool_task_still_there(version.document, pause):
+        memory.current.data.pop("hitl:tool_resume_pause", None)
+        for text in memory.current.data.pop("hitl:pending_output", []):
+            if text in memory.current.output:
+                memory.current.output.remove(text)
+        memory.current.output.append(TOOL_DRIFT_TEXT)
+        append_audit_entry(
+            subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk, verb="hitl.tool.config_drift",
+            actor="system:toolgate", automated=True, conversation_id=conversation.pk, pause_id=pause.id,
+            epoch=pause.epoch,
+            detail={"reason": f"the paused llm task '{_paused_llm_task_id(pause)}' is no longer at its place "
+                              "in the workflow"},
+        )
+        offset = 1  # no gated call runs; the rest of the turn does
+    return version, memory, row, (bookmark["workflowId"], int(bookmark["taskIndex"]) + offset)
 
 
 def undo(*, conversation: Conversation) -> Conversation:
@@ -319,53 +368,6 @@ def _move_history(conversation: Conversation, *, undo: bool) -> Conversation:
         latest = steps.filter(undone=False).order_by("-index").first()
         locked.properties = latest.properties if latest else {}
         locked.save(update_fields=["properties", "updated_at"])
-    conversation.refresh_from_db()
-    return conversation
-
-
-def end_conversation(*, conversation: Conversation, actor: Actor) -> Conversation:
-    """End the conversation; a pending approval ends through the audited cancel path."""
-    with transaction.atomic():
-        pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
-        if pause is None or not cancel_pending_pause(pause=pause, actor=actor, mode="END_CONVERSATION"):
-            Conversation.objects.filter(pk=conversation.pk).exclude(state=S.ENDED).update(state=S.ENDED)
-    conversation.refresh_from_db()
-    return conversation
-
-
-def _audit_interrupted_turn(conversation: Conversation, actor: Actor) -> None:
-    """A running turn was interrupted; if it was a continuation, name the decided pause it belonged to."""
-    resolving = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
-    append_audit_entry(
-        subject_type=SubjectType.CONVERSATION,
-        subject_id=conversation.pk,
-        verb="hitl.turn.interrupted",
-        actor=actor.name,
-        automated=actor.automated,
-        conversation_id=conversation.pk,
-        pause_id=resolving.id if resolving else None,
-        epoch=resolving.epoch if resolving else None,
-        detail={"mode": "CANCEL_GRACEFUL"},
-    )
-
-
-def cancel_conversation(*, conversation: Conversation, actor: Actor) -> Conversation:
-    """Cancel a pending approval, or interrupt a running turn (its result is then discarded)."""
-    with transaction.atomic():
-        pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
-        if pause is not None and cancel_pending_pause(pause=pause, actor=actor):
-            pass
-        elif Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
-            state=S.EXECUTION_INTERRUPTED
-        ):
-            _audit_interrupted_turn(conversation, actor)
-        else:
-            state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
-            raise WrongState(
-                "Nothing to cancel: conversation is neither awaiting approval nor executing "
-                f"(current state: {state}). Use endConversation to close it.",
-                current_state=state,
-            )
     conversation.refresh_from_db()
     return conversation
 

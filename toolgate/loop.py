@@ -3,7 +3,8 @@
 Each model answer with tool calls is classified: ungated calls run, gated ones stop the loop before
 they run. The ungated calls of a mixed batch run first; then the loop returns a PendingBatch and the
 caller pauses the turn. Past ``maxPausesPerTurn`` the remaining gated calls get a DENIED result and
-never run (audited). Calls whose ids a human already approved are never re-gated.
+never run (audited). Calls whose ids a human already approved are never re-gated. A recorded cancel of
+the turn is honoured before every model call and every tool run (``ToolContext.stop_if_cancelled``).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def _assistant_message(content: str | None, calls: list[ToolCall]) -> dict[str, 
 
 def run_allowed(calls: list[ToolCall], toolset: ToolSet, context: ToolContext, state: LoopState) -> None:
     for call in calls:
+        context.stop_if_cancelled()
         result = run_call(call, toolset, context)
         state.messages.append(tool_message(call.id, result))
         state.trace.append({"type": "tool_call", "tool": call.name, "callId": call.id, "result": result})
@@ -128,6 +130,7 @@ def run_tool_loop(*, model: ChatModel, toolset: ToolSet, context: ToolContext, s
     """Call the model until it answers without tool calls, a gated call pauses, or iterations run out."""
     content: str | None = None
     while state.iteration < loop.max_iterations:
+        context.stop_if_cancelled()
         turn = model.complete(state.messages, toolset.for_model(), user_input=loop.user_input)
         content = turn.content
         if not turn.tool_calls:

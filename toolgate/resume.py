@@ -129,6 +129,7 @@ def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolConte
             result: Any = {"status": "REJECTED_BY_REVIEWER", "tool": call.tool_name, "note": decision.note,
                            "instruction": rejection_instruction(pause)}
         else:
+            context.stop_if_cancelled()
             result = execute_approved(call, decision, pause, toolset, context)
             cleared.add(call.call_id)
         messages.append(tool_message(call.call_id, result))

@@ -43,6 +43,12 @@ class ToolContext:
     search_history: Callable[[str, int], list[dict[str, Any]]] | None = None
     # a2a/dynamic: talk to another deployed agent in a nested conversation (registered by conversations)
     talk_to_agent: Callable[..., dict[str, Any]] | None = None
+    # raises when a cancel of the running turn was recorded: asked before every model call and tool run
+    check_cancelled: Callable[[], None] | None = None
+
+    def stop_if_cancelled(self) -> None:
+        if self.check_cancelled is not None:
+            self.check_cancelled()
 
 
 @dataclass

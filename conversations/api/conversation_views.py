@@ -20,9 +20,10 @@ from approvals.decision_input import parse_decision_body
 from approvals.decisions import decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
-from approvals.presenters import inbox_row_from_values
+from approvals.presenters import decision_summary, inbox_row_from_values
 from approvals.selectors import pending_inbox_rows
 from conversations import turns
+from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import conversation_for_decision, conversation_for_talk
 from conversations.snapshots import approval_status, snapshot
@@ -36,6 +37,18 @@ SNAPSHOT = inline_serializer(
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
         "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+    },
+)
+CANCEL_ANSWER = inline_serializer(
+    "CancelAnswer",
+    {
+        "conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
+        "output": serializers.ListField(child=serializers.CharField()),
+        "actions": serializers.ListField(child=serializers.CharField()),
+        "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+        "cancelRequested": inline_serializer(
+            "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
+            help_text="Present while a running turn was told to stop and had not stopped yet"),
     },
 )
 SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
@@ -163,21 +176,33 @@ class RedoView(APIView):
         return Response(snapshot(turns.redo(conversation=conversation)))
 
 
+def _cancel_answer(result: CancelResult) -> dict[str, Any]:
+    """The snapshot; ``cancelRequested`` {by, at} when a running turn was told to stop and still runs."""
+    body = snapshot(result.conversation)
+    if (requested := result.cancel_request()) is not None:
+        body["cancelRequested"] = requested
+    return body
+
+
 class EndView(APIView):
-    @extend_schema(summary="End the conversation (a pending approval is cancelled and audited)", request=None,
-                   responses=SNAPSHOT)
+    @extend_schema(summary="End the conversation (a pending approval is cancelled and audited; a running turn "
+                           "stops before its next task)", request=None, responses=CANCEL_ANSWER)
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         ended = turns.end_conversation(conversation=conversation, actor=actor_for_user(request.user))
-        return Response(snapshot(ended))
+        return Response(_cancel_answer(ended))
 
 
 class CancelView(APIView):
-    @extend_schema(summary="Cancel a pending approval or a running turn", request=None, responses=SNAPSHOT)
+    @extend_schema(summary="Cancel a pending approval (200) or a running turn (202 while it stops before its "
+                           "next task; 200 if it had not started)", request=None,
+                   responses={200: CANCEL_ANSWER, 202: CANCEL_ANSWER})
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
-        cancelled = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
-        return Response(snapshot(cancelled))
+        result = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
+        still_running = result.outcome == REQUESTED
+        return Response(_cancel_answer(result),
+                        status=status.HTTP_202_ACCEPTED if still_running else status.HTTP_200_OK)
 
 
 class ResumeView(APIView):
@@ -219,8 +244,11 @@ def _continuation_settled(pause_id: Any) -> bool:
     return status_now != PauseStatus.RESOLVING
 
 
-def _snapshot_of(conversation_id: Any) -> dict[str, Any]:
-    return snapshot(Conversation.objects.get(pk=conversation_id))
+def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
+    """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
+    body = snapshot(Conversation.objects.get(pk=conversation_id))
+    body["lastDecision"] = decision_summary(Pause.objects.get(pk=pause_id))
+    return body
 
 
 _resume_view = ResumeView.as_view()
@@ -240,7 +268,7 @@ async def resume_with_wait(request: HttpRequest, conversation_id: str) -> HttpRe
         if await sync_to_async(_continuation_settled)(pause_id):
             break
         await asyncio.sleep(0.05)
-    body = await sync_to_async(_snapshot_of)(conversation_pk)
+    body = await sync_to_async(_continued_answer)(conversation_pk, pause_id)
     return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
 
 

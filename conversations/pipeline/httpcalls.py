@@ -7,6 +7,7 @@ Rules:
 - The result is stored under the call's name in ``memory.current.outputs`` (so later tasks and templates
   read ``{memory.current.<name>.body.id}``): ``{"status", "body"}``, or ``{"error"}`` when the request
   could not be built or sent. A failed call never fails the turn.
+- A cancel of the turn recorded while a call is in flight stops the task before its next call.
 - ``fireAndForget`` calls are sent with a short timeout and their body is never read; they store
   ``{"sent": true, "status": <int or null>}``.
 - What was sent is appended to ``data["httpcalls:requests"]`` through the one redaction filter
@@ -38,11 +39,15 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
     timeout = float(settings.HITL_HTTP_TIMEOUT_SECONDS)
     step = memory.current
     caller_token = memory.caller.token if memory.caller else None
+    fired = 0
     for call in task.get("calls") or []:
         triggers = call.get("actions") or []
         name = call.get("name")
         if not name or not any(action in step.actions for action in triggers):
             continue
+        if fired:
+            turn.stop_if_cancelled()  # a cancel that landed during the previous call stops the next one
+        fired += 1
         try:
             built = build_request(task, call, memory.template_data(), caller_token=caller_token)
             record = sent_record(name, built)

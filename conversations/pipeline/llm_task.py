@@ -98,6 +98,7 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
         talk_to_agent=lambda **kwargs: talk_to_agent(caller_username=caller.username if caller else "",
                                                      parent_conversation_id=memory.conversation_id,
                                                      environment=turn.environment, **kwargs),
+        check_cancelled=turn.check_cancelled,
     )
 
 

@@ -23,6 +23,13 @@ class TurnContext:
     agent_id: str = ""
     environment: str = "production"
     extras: dict[str, Any] = field(default_factory=dict)
+    # Raises when a cancel of this turn was recorded (conversations.lifecycle.TurnCancelled); set by the
+    # services that run a stored conversation's turn, absent in pipeline unit tests.
+    check_cancelled: Callable[[], None] | None = None
+
+    def stop_if_cancelled(self) -> None:
+        if self.check_cancelled is not None:
+            self.check_cancelled()
 
 
 TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], None]

@@ -185,16 +185,19 @@ def test_end_conversation_cancels_a_pending_pause_and_audits_it(alice_client, ap
     assert resume(approver_client, conversation_id, {"verdict": "APPROVED"}).status_code == 409
 
 
-def test_cancel_during_a_continuation_interrupts_the_turn_and_discards_its_result(alice_client, approver_client):
+def test_cancel_before_the_continuation_starts_means_it_never_runs(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
     resume(approver_client, conversation_id, {"verdict": "APPROVED"})
     response = alice_client.post(f"/agents/{conversation_id}/cancel")
     assert response.status_code == 200 and response.json()["state"] == "EXECUTION_INTERRUPTED"
-    run_queued_tasks()  # the worker finds the conversation no longer running: nothing is written
+    assert "cancelRequested" not in response.json()  # nothing of the turn runs any more
+    run_queued_tasks()  # the worker finds the continuation taken by the cancel: nothing is written
     pause = Pause.objects.get(subject_id=conversation_id)
     assert pause.status == PauseStatus.RESOLVED
     snapshot = alice_client.get(f"/agents/{conversation_id}").json()
     assert snapshot["state"] == "EXECUTION_INTERRUPTED" and snapshot["output"] == []
+    last = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["lastDecision"]
+    assert (last["verdict"], last["decidedBy"], last["cancelledBy"]) == ("APPROVED", "approver", "alice")
     verbs = list(AuditEntry.objects.filter(subject_id=conversation_id).order_by("sequence")
                  .values_list("verb", flat=True))
-    assert verbs == ["hitl.pause", "hitl.approval", "hitl.turn.interrupted", "hitl.continuation.discarded"]
+    assert verbs == ["hitl.pause", "hitl.approval", "hitl.turn.interrupted", "hitl.continuation.cancelled"]
