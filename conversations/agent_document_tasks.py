@@ -33,6 +33,7 @@ from conversations.document_fields import (
 )
 from conversations.pipeline.expressions import Expression
 from conversations.pipeline.memory import RESERVED_ACTIONS
+from toolgate.http_call_config import read_call_processing
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport
@@ -294,9 +295,9 @@ def _check_call(report: DocumentReport, call: dict, path: str) -> None:
     expect_string(report, call.get("description"), child(path, "description"), required=False)
     expect_action_names(report, call.get("actions"), child(path, "actions"), required=False)
     expect_object(report, call.get("parameters"), child(path, "parameters"), required=False)
-    expect_object(report, call.get("preRequest"), child(path, "preRequest"), required=False)
-    expect_object(report, call.get("postResponse"), child(path, "postResponse"), required=False)
     expect_boolean(report, call.get("fireAndForget"), child(path, "fireAndForget"))
+    # declared features run or are refused: the runner reads these fields with the same function
+    report.errors.extend(read_call_processing(call, path)[1])
     request_path = child(path, "request")
     request = expect_object(report, call.get("request"), request_path)
     if request is None:
