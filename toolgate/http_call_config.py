@@ -11,7 +11,8 @@ before a stored call runs), never ignored:
 - ``postResponse.retryApiCallInstruction``: ``maxRetries`` (0..10, default 3), ``exponentialBackoffDelayInMillis``
   (0..10000, default 1000), ``maxBackoffDelayInMillis`` (0..10000; 0 or absent: 10000), ``retryOnHttpCodes``
   (integers 100..599, default ``[502, 503]``), ``responseValuePathMatchers`` (``[{valuePath, equals?,
-  contains?, trueIfNoMatch?}]``).
+  contains?, trueIfNoMatch?}]``). All the waits of one call, its retries all used, may total at most
+  10 s (``_check_total_wait``).
 - A property instruction: ``name`` (a literal name), exactly one of ``valueString`` (a template) and
   ``fromObjectPath`` (a path into the template data such as ``memory.current.createJob.body.id``),
   ``scope`` (``conversation``, the default, or ``step``), ``convertToObject`` (boolean) and, in
@@ -37,6 +38,7 @@ from toolgate.templates import TEMPLATE_ROOTS
 
 MAX_RETRIES = 10
 MAX_DELAY_MILLIS = 10_000
+MAX_TOTAL_WAIT_MILLIS = 10_000
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_MILLIS = 1000
 DEFAULT_RETRY_ON_HTTP_CODES = (502, 503)
@@ -107,6 +109,18 @@ class CallProcessing:
     delay_before_millis: int = 0
     post_properties: tuple[PropertyInstruction, ...] = ()
     retry: RetryInstruction | None = None
+
+    def wait_before_retry(self, retry_number: int) -> int:
+        """Milliseconds before retry ``retry_number`` (1-based): ``exponentialBackoffDelayInMillis`` × 2^(n−1),
+        at most ``maxBackoffDelayInMillis``; a backoff of 0 waits ``delayBeforeExecutingInMillis`` instead."""
+        retry = self.retry or RetryInstruction()
+        delay = min(retry.backoff_millis * 2 ** min(retry_number - 1, 20), retry.max_backoff_millis)
+        return delay if delay > 0 else self.delay_before_millis
+
+    def planned_wait_millis(self) -> int:
+        """Every wait of the call when it uses all its retries (the first delay included)."""
+        retries = self.retry.max_retries if self.retry is not None else 0
+        return self.delay_before_millis + sum(self.wait_before_retry(n) for n in range(1, retries + 1))
 
 
 @dataclass
@@ -220,7 +234,27 @@ def read_call_processing(call: dict[str, Any], path: str = "") -> tuple[CallProc
                                                    post_response=True) or (),
             retry=_retry(reader, post.get("retryApiCallInstruction"), _child(post_path, "retryApiCallInstruction")),
         )
+    _check_total_wait(reader, processing, path)
     return processing, reader.errors
+
+
+def _check_total_wait(reader: _Reader, processing: CallProcessing, path: str) -> None:
+    """A call waits (on the conversation's turn) at most MAX_TOTAL_WAIT_MILLIS in all, so a retry that could
+    only be made after a longer wait is refused rather than dropped."""
+    planned = processing.planned_wait_millis()
+    if planned <= MAX_TOTAL_WAIT_MILLIS or processing.retry is None:
+        return
+    waited, affordable = processing.delay_before_millis, 0
+    for retry_number in range(1, processing.retry.max_retries + 1):
+        waited += processing.wait_before_retry(retry_number)
+        if waited > MAX_TOTAL_WAIT_MILLIS:
+            break
+        affordable = retry_number
+    reader.error(_child(_child(path, "postResponse"), "retryApiCallInstruction"),
+                 f"would wait {planned} ms in all to make its {processing.retry.max_retries} retries, but the waits "
+                 f"of one call may total at most {MAX_TOTAL_WAIT_MILLIS} ms (delayBeforeExecutingInMillis "
+                 f"included): with these delays at most {affordable} retries fit; lower maxRetries, "
+                 "exponentialBackoffDelayInMillis or maxBackoffDelayInMillis")
 
 
 def _property_instructions(reader: _Reader, value: object, path: str, *,

@@ -13,8 +13,8 @@ Rules of ``run_http_call`` (the fields are read by toolgate.http_call_config):
   secret resolved by any attempt replaced by ``<REDACTED>``) under ``memory.current.<call name>`` in that
   data and through ``effects.store_attempt``, before the next attempt is built: attempt 2 may read
   ``{memory.current.<call name>.status}``. That is why such a call cannot be pinned.
-- Retries: see ``should_retry``; the wait before retry n is ``backoff_millis``; all waits of one call
-  together never exceed ``MAX_TOTAL_WAIT_SECONDS`` (a later wait is shortened to what is left).
+- Retries: see ``should_retry``; the wait before retry n is ``CallProcessing.wait_before_retry`` (a call
+  whose waits could total more than 10 s is refused, so a call never waits longer).
 - After the last attempt, ``postResponse.propertyInstructions`` run when it got an HTTP status that
   passes the instruction's ``httpCodeValidator``; they read the final result under
   ``memory.current.<call name>``.
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgate.http_call_config import (
-    CallProcessing,
     PropertyInstruction,
     RetryInstruction,
     read_call_processing,
@@ -51,7 +50,6 @@ from toolgate.http_requests import (
 from toolgate.templates import MISSING, lookup_path, render, value_as_text
 
 FIRE_AND_FORGET_TIMEOUT_SECONDS = 2.0
-MAX_TOTAL_WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -92,8 +90,7 @@ def run_http_call(
     secrets: list[str] = []
     for instruction in processing.pre_properties or ():
         _set_property(instruction, data, effects, secrets)
-    budget = _WaitBudget(sleep)
-    budget.wait(processing.delay_before_millis)
+    _wait(sleep, processing.delay_before_millis)
     fire_and_forget = bool(call.get("fireAndForget"))
     counted = processing.retry is not None and processing.retry.max_retries >= 1 and not fire_and_forget
     attempt = 0
@@ -110,7 +107,7 @@ def run_http_call(
         if fire_and_forget or not should_retry(processing.retry, retries_so_far=attempt - 1, result=result,
                                                data=data):
             break
-        budget.wait(backoff_millis(processing, retry_number=attempt))
+        _wait(sleep, processing.wait_before_retry(attempt))
     status = result.get("status")
     if isinstance(status, int) and not isinstance(status, bool):
         for instruction in processing.post_properties:
@@ -155,14 +152,6 @@ def value_path_matches(path: tuple[str, ...], equals: str | None, contains: str 
     if equals is None:
         return value if isinstance(value, bool) else True
     return False
-
-
-def backoff_millis(processing: CallProcessing, *, retry_number: int) -> int:
-    """The wait before retry ``retry_number`` (1-based): ``exponentialBackoffDelayInMillis`` × 2^(n−1), at
-    most ``maxBackoffDelayInMillis``; a backoff of 0 waits ``delayBeforeExecutingInMillis`` instead."""
-    retry = processing.retry or RetryInstruction()
-    delay = min(retry.backoff_millis * 2 ** min(retry_number - 1, 20), retry.max_backoff_millis)
-    return delay if delay > 0 else processing.delay_before_millis
 
 
 def property_value(instruction: PropertyInstruction, data: dict[str, Any]) -> Any:
@@ -236,15 +225,6 @@ def _working_copy(template_data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-class _WaitBudget:
-    """Sleeps for the waits of one call, together at most MAX_TOTAL_WAIT_SECONDS."""
-
-    def __init__(self, sleep: Callable[[float], None]) -> None:
-        self._sleep = sleep
-        self._left = MAX_TOTAL_WAIT_SECONDS
-
-    def wait(self, millis: int) -> None:
-        seconds = min(millis / 1000, self._left)
-        if seconds > 0:
-            self._sleep(seconds)
-            self._left -= seconds
+def _wait(sleep: Callable[[float], None], millis: int) -> None:
+    if millis > 0:
+        sleep(millis / 1000)

@@ -179,3 +179,21 @@ def test_pre_request_and_post_response_shapes_are_checked(call: dict[str, Any], 
 
 def test_a_fire_and_forget_call_may_still_set_properties_before_it_is_sent() -> None:
     assert errors(fireAndForget=True, preRequest={"propertyInstructions": [{"name": "a", "valueString": "b"}]}) == []
+
+
+def test_a_retry_that_could_wait_more_than_ten_seconds_in_all_is_refused() -> None:
+    error = only_error(postResponse={"retryApiCallInstruction": {"maxRetries": 10}})
+    assert error.field == f"{CALL}.postResponse.retryApiCallInstruction"
+    assert error.message == (
+        "would wait 75000 ms in all to make its 10 retries, but the waits of one call may total at most 10000 ms "
+        "(delayBeforeExecutingInMillis included): with these delays at most 3 retries fit; lower maxRetries, "
+        "exponentialBackoffDelayInMillis or maxBackoffDelayInMillis")
+    assert errors(preRequest={"delayBeforeExecutingInMillis": 1000},
+                  postResponse={"retryApiCallInstruction": {"maxRetries": 4, "maxBackoffDelayInMillis": 3000}}) == []
+    assert fields_of(preRequest={"delayBeforeExecutingInMillis": 1001},
+                     postResponse={"retryApiCallInstruction": {"maxRetries": 4, "maxBackoffDelayInMillis": 3000}}) == [
+        f"{CALL}.postResponse.retryApiCallInstruction"]
+
+
+def fields_of(**call: Any) -> list[str]:
+    return [error.field for error in errors(**call)]
