@@ -285,7 +285,7 @@ def _property_instruction(reader: _Reader, value: object, path: str, *,
     name = reader.string(entry.get("name"), _child(path, "name"), required=True)
     if name is not None and not _NAME.fullmatch(name):
         reader.error(_child(path, "name"), f"'{name}' may only contain A-Z a-z 0-9 _ - (a name is not a template)")
-    scope = entry.get("scope", "conversation")
+    scope = "conversation" if entry.get("scope") is None else entry["scope"]
     if scope not in PROPERTY_SCOPES:
         reader.error(_child(path, "scope"), f"{_shown(scope)} must be one of {', '.join(PROPERTY_SCOPES)}")
     value_string = reader.string(entry.get("valueString"), _child(path, "valueString"))

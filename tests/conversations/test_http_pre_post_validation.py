@@ -197,3 +197,25 @@ def test_a_retry_that_could_wait_more_than_ten_seconds_in_all_is_refused() -> No
 
 def fields_of(**call: Any) -> list[str]:
     return [error.field for error in errors(**call)]
+
+
+@pytest.mark.parametrize(("key", "reason"), [
+    ("saveResponse", "is not needed: the response is always stored under memory.current.<call name>"),
+    ("responseObjectName", "is not supported: the response is stored under memory.current.<call name>"),
+    ("responseHeaderObjectName", "is not supported: response headers are not stored"),
+    ("timeoutInMillis", "is not supported: every call uses HITL_HTTP_TIMEOUT_SECONDS"),
+    ("isBatchCalls", "is not supported: batch calls do not run here"),
+])
+def test_reference_call_fields_that_do_nothing_here_are_refused(key: str, reason: str) -> None:
+    error = only_error(**{key: "x"})
+    assert (error.field, error.message) == (f"{CALL}.{key}", f"'{key}' {reason}")
+
+
+def test_a_reference_request_content_type_is_refused_and_unknown_call_keys_are_warned_about() -> None:
+    doc = document(request={"method": "POST", "path": "/jobs", "contentType": "text/xml", "timeout": 3},
+                   retries=2)
+    report = validate_agent_document(doc)
+    assert [(error.field, error.message) for error in report.errors] == [
+        (f"{CALL}.request.contentType", "'contentType' is not supported: set a Content-Type header")]
+    assert [warning.field for warning in report.warnings] == [f"{CALL}.retries", f"{CALL}.request.timeout"]
+    assert all("is ignored" in warning.message for warning in report.warnings)
