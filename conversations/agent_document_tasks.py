@@ -30,9 +30,11 @@ from conversations.document_fields import (
     expect_string_map,
     json_type,
     lint_action_name,
+    warn_unknown_keys,
 )
 from conversations.pipeline.expressions import Expression
 from conversations.pipeline.memory import RESERVED_ACTIONS
+from toolgate.http_call_config import read_call_processing
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport
@@ -290,17 +292,44 @@ def check_httpcalls(report: DocumentReport, task: dict, path: str) -> None:
         _check_call(report, call, call_path)
 
 
+CALL_KEYS = ("name", "description", "actions", "parameters", "request", "preRequest", "postResponse",
+             "fireAndForget")
+REQUEST_KEYS = ("method", "path", "headers", "queryParams", "body")
+# Fields of the reference's ApiCall/Request that do nothing here: refused, because a user relying on one
+# would otherwise get a call that silently behaves differently (unknown keys are warned about instead).
+_REFERENCE_ONLY_KEYS = {
+    "saveResponse": "is not needed: the response is always stored under memory.current.<call name>",
+    "responseObjectName": "is not supported: the response is stored under memory.current.<call name>",
+    "responseHeaderObjectName": "is not supported: response headers are not stored",
+    "isBatchCalls": "is not supported: batch calls do not run here",
+    "iterationObjectName": "is not supported: batch calls do not run here",
+    "timeoutInMillis": "is not supported: every call uses HITL_HTTP_TIMEOUT_SECONDS",
+    "maxResponseSizeInBytes": "is not supported",
+}
+_REFERENCE_ONLY_REQUEST_KEYS = {"contentType": "is not supported: set a Content-Type header"}
+
+
+def _check_keys(report: DocumentReport, obj: dict, path: str, known: tuple[str, ...],
+                refused: dict[str, str], what: str) -> None:
+    for key in obj:
+        if key in refused:
+            report.error(child(path, key), f"'{key}' {refused[key]}")
+    warn_unknown_keys(report, {key: None for key in obj if key not in refused}, path, known, what)
+
+
 def _check_call(report: DocumentReport, call: dict, path: str) -> None:
+    _check_keys(report, call, path, CALL_KEYS, _REFERENCE_ONLY_KEYS, "call")
     expect_string(report, call.get("description"), child(path, "description"), required=False)
     expect_action_names(report, call.get("actions"), child(path, "actions"), required=False)
     expect_object(report, call.get("parameters"), child(path, "parameters"), required=False)
-    expect_object(report, call.get("preRequest"), child(path, "preRequest"), required=False)
-    expect_object(report, call.get("postResponse"), child(path, "postResponse"), required=False)
     expect_boolean(report, call.get("fireAndForget"), child(path, "fireAndForget"))
+    # declared features run or are refused: the runner reads these fields with the same function
+    report.errors.extend(read_call_processing(call, path)[1])
     request_path = child(path, "request")
     request = expect_object(report, call.get("request"), request_path)
     if request is None:
         return
+    _check_keys(report, request, request_path, REQUEST_KEYS, _REFERENCE_ONLY_REQUEST_KEYS, "request")
     method = request.get("method")
     if method is not None and (not isinstance(method, str) or method.upper() not in HTTP_METHODS):
         shown = f"'{method}'" if isinstance(method, str) else json_type(method)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 from urllib.parse import unquote
 
-from toolgate.http_requests import HttpCallError
+from toolgate.http_requests import BuiltRequest, HttpCallError
 from toolgate.tools import ToolCall, ToolContext, ToolNotFound, ToolSet
 
 logger = logging.getLogger(__name__)
@@ -41,22 +41,34 @@ def own_conversation_refusal(call: ToolCall, arguments: dict[str, Any], toolset:
     needle = context.conversation_id.lower()
     if not needle:
         return None
-    haystacks = [unquote(call.arguments or "")]
+    if needle in unquote(call.arguments or "").lower():
+        return dict(SELF_CONVERSATION)
     tool = toolset.tools.get(call.name)
     if tool is not None and tool.resolve is not None:
         try:
-            uri, query = tool.resolve(arguments, context).target()
+            built = tool.resolve(arguments, context)
+            if targets_conversation(built, needle):
+                return dict(SELF_CONVERSATION)
         except HttpCallError as exc:  # its message names no value (http_requests rules)
             return {"status": "NOT_EXECUTED", "reason": f"the request could not be built: {exc}"}
         except Exception as exc:
             logger.warning("tool %s refused: its request could not be resolved (%s)", call.name,
                            type(exc).__name__)
             return dict(UNCHECKABLE)
-        haystacks.append(unquote(uri))
-        haystacks.extend(unquote(f"{name}={value}") for name, value in query)
-    if any(needle in text.lower() for text in haystacks):
-        return dict(SELF_CONVERSATION)
     return None
+
+
+def targets_conversation(built: BuiltRequest, conversation_id: str) -> bool:
+    """Whether ``built``'s URI or one of its query pairs names the conversation (URL-decoded, any case).
+
+    Also checked on every attempt an http tool sends (a retry or a preRequest property instruction can
+    change the request after it was resolved here)."""
+    needle = conversation_id.lower()
+    if not needle:
+        return False
+    uri, query = built.target()
+    haystacks = [unquote(uri), *(unquote(f"{name}={value}") for name, value in query)]
+    return any(needle in text.lower() for text in haystacks)
 
 
 def run_call(call: ToolCall, toolset: ToolSet, context: ToolContext, *, arguments_text: str | None = None) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 TEMPLATE_ROOTS = ("memory", "properties", "context", "args")
 
 _MISSING = object()
+MISSING = _MISSING  # what lookup_path returns for a path that leads nowhere
 _TOKEN = re.compile(
     r"\{\{(?P<escaped>[^{}]*)\}\}"
     r"|\{(?P<path>(?:" + "|".join(TEMPLATE_ROOTS) + r")(?:\.[\w\-]+)*)\}"

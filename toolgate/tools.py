@@ -35,6 +35,8 @@ class ToolContext:
     caller_username: str = ""
     caller_token: str = ""
     template_data: dict[str, Any] = field(default_factory=dict)
+    # http calls with property instructions: write a property (name, value, scope "conversation" | "step")
+    set_property: Callable[[str, Any, str], None] | None = None
     # memory tools: read and write facts about the user (conversation properties)
     remember: Callable[[str, Any], None] | None = None
     forget: Callable[[str], bool] | None = None

@@ -92,7 +92,7 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
     return ToolContext(
         conversation_id=memory.conversation_id, agent_id=turn.agent_id, environment=turn.environment,
         caller_username=caller.username if caller else "", caller_token=caller.token if caller else "",
-        template_data=memory.template_data(),
+        template_data=memory.template_data(), set_property=memory.set_property,
         remember=lambda key, value: facts.__setitem__(key, value), forget=forget,
         recall_facts=lambda: dict(facts), search_history=search_history,
         talk_to_agent=lambda **kwargs: talk_to_agent(caller_username=caller.username if caller else "",

@@ -47,6 +47,14 @@ class ConversationMemory:
     properties: dict[str, Any] = field(default_factory=dict)
     caller: Caller | None = None
 
+    def set_property(self, name: str, value: Any, scope: str = "conversation") -> None:
+        """``conversation`` writes ``properties[name]``; ``step`` writes ``current.outputs["properties"][name]``
+        (read as ``{memory.current.properties.<name>}``, gone with the step)."""
+        if scope == "step":
+            self.current.outputs.setdefault("properties", {})[name] = value
+        else:
+            self.properties[name] = value
+
     @property
     def last(self) -> Step | None:
         return self.previous[-1] if self.previous else None

@@ -32,8 +32,5 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
             continue
         value = entry.get("value")
         value = render(value, memory.template_data()) if isinstance(value, str) else copy.deepcopy(value)
-        if entry.get("scope", "conversation") == "step":
-            step.outputs.setdefault("properties", {})[name] = value
-        else:
-            memory.properties[name] = value
+        memory.set_property(name, value, entry.get("scope", "conversation"))
         names_set.append(name)

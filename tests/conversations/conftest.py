@@ -42,6 +42,7 @@ class LoopbackServer:
     port: int
     received: list[ReceivedRequest] = field(default_factory=list)
     responses: dict[str, CannedResponse] = field(default_factory=dict)
+    sequences: dict[str, list[CannedResponse]] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -62,6 +63,16 @@ class LoopbackServer:
             canned = CannedResponse(status, json.dumps(json_body).encode(), "application/json", delay_seconds)
         self.responses[path] = canned
 
+    def respond_in_turn(self, path: str, *answers: tuple[int, Any]) -> None:
+        """Answer ``path`` with each ``(status, json body)`` in turn; the last one then repeats."""
+        self.sequences[path] = [CannedResponse(status, json.dumps(body).encode()) for status, body in answers]
+
+    def answer_for(self, path: str) -> CannedResponse:
+        sequence = self.sequences.get(path)
+        if sequence:
+            return sequence.pop(0) if len(sequence) > 1 else sequence[0]
+        return self.responses.get(path, CannedResponse())
+
 
 def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
@@ -78,7 +89,7 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                     body=body,
                 )
             )
-            canned = server.responses.get(parts.path, CannedResponse())
+            canned = server.answer_for(parts.path)
             if canned.delay_seconds:
                 time.sleep(canned.delay_seconds)
             try:

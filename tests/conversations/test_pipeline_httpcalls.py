@@ -10,6 +10,7 @@ import pytest
 from conversations.pipeline import httpcalls
 from conversations.pipeline.memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
+from toolgate import http_calls
 from toolgate.http_requests import (
     PrivateAddressError,
     SecretReferenceError,
@@ -222,7 +223,7 @@ def test_fire_and_forget_sends_but_does_not_store_the_body(loopback_server) -> N
 
 
 def test_fire_and_forget_does_not_wait_for_a_slow_server(loopback_server, monkeypatch) -> None:
-    monkeypatch.setattr(httpcalls, "FIRE_AND_FORGET_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(http_calls, "FIRE_AND_FORGET_TIMEOUT_SECONDS", 0.2)
     loopback_server.respond("/slow", json_body={}, delay_seconds=1.0)
     task = payments_task(loopback_server.url, request={"method": "POST", "path": "/slow"})
     task["calls"][0]["fireAndForget"] = True

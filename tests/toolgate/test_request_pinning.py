@@ -102,7 +102,7 @@ def test_an_amended_call_is_not_checked_the_reviewer_wrote_it(alice_client, appr
 
 @pytest.mark.parametrize(("extra", "pinned"), [
     ({"preRequest": {"propertyInstructions": []}}, False),
-    ({"fireAndForget": True, "preRequest": {"batchRequests": {}}}, False),
+    ({"preRequest": {"propertyInstructions": [{"name": "via", "valueString": "chat"}]}}, False),
     ({"postResponse": {"retryApiCallInstruction": {}}}, False),
     ({"postResponse": {"retryApiCallInstruction": {"maxRetries": 0}}}, True),
     ({"request": {"method": "POST", "path": "/transfers", "queryParams": {"version": "3"},

@@ -147,7 +147,7 @@ def test_an_http_tool_sends_the_request_built_from_args_and_template_data(
     loopback_server.respond("/accounts/a%2F1/transfers", status=201, json_body={"id": "t-9"})
     (tool,) = http_tools(payments_task(loopback_server, TRANSFER))
     context = ToolContext(
-        conversation_id="c", caller_token="tok-123", template_data={"properties": {"userName": "alice"}}
+        conversation_id="conv-1", caller_token="tok-123", template_data={"properties": {"userName": "alice"}}
     )
     result = tool.run({"account": "a/1", "amount": 12.5, "currency": "EUR"}, context)
     assert result == {"status": 201, "body": {"id": "t-9"}}
@@ -165,7 +165,7 @@ def test_an_http_tool_sends_the_request_built_from_args_and_template_data(
 def test_resolve_builds_the_same_request_without_sending_it(loopback_server: LoopbackServer) -> None:
     (tool,) = http_tools(payments_task(loopback_server, TRANSFER))
     context = ToolContext(
-        conversation_id="c", caller_token="tok", template_data={"properties": {"userName": "al"}}
+        conversation_id="conv-1", caller_token="tok", template_data={"properties": {"userName": "al"}}
     )
     built = tool.resolve({"account": "42", "amount": 3}, context)
     assert loopback_server.received == []
@@ -183,7 +183,7 @@ def test_args_cannot_smuggle_secret_references(loopback_server: LoopbackServer, 
     (tool,) = http_tools(payments_task(loopback_server, TRANSFER))
     tool.run(
         {"account": "1", "amount": "${env:HITL_TEST_SECRET}"},
-        ToolContext(conversation_id="c", caller_token="t"),
+        ToolContext(conversation_id="conv-1", caller_token="t"),
     )
     assert loopback_server.received[0].json()["amount"] == "${env:HITL_TEST_SECRET}"
 

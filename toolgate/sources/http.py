@@ -3,10 +3,13 @@
 Every call that declares ``parameters`` (the JSON schema of the model's arguments) becomes a tool named
 after the call. Its endpoint is ``<method lower-case>:<path as declared>`` (``post:/accounts/{args.id}``)
 for patterns such as ``http.post:/accounts/*``. The request is built by ``toolgate.http_requests``, the
-one builder, with the template data of the turn plus ``args`` (the model's arguments): ``run`` sends
-it and returns ``{"status": <http status>, "body": <parsed body>}`` (a ``fireAndForget`` call returns
-``{"sent": true, "status": <int or null>}``; a call that cannot be built or sent returns ``{"error"}``),
-and ``resolve`` builds the very same request without sending it, for request pinning.
+one builder, with the template data of the turn plus ``args`` (the model's arguments): ``run`` goes
+through ``toolgate.http_calls.run_http_call``, as a rule-fired call does (``preRequest``, the attempts,
+``postResponse``; property writes through ``ToolContext.set_property``; every attempt's request is checked
+by the self-conversation guard before it is sent) and returns ``{"status": <http status>, "body": <parsed
+body>}`` (a ``fireAndForget`` call returns ``{"sent": true, "status": <int or null>}``; a call that cannot
+be built or sent returns ``{"error"}``), and ``resolve`` builds the request of the first attempt without
+sending it and without running ``preRequest.propertyInstructions``, for request pinning.
 
 A call can never be pinned (``unpinnable_reason``) when its request is not fixed at approval time:
 ``preRequest.propertyInstructions`` present (even empty), ``fireAndForget`` with
@@ -22,19 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgate.http_requests import (
-    BuiltRequest,
-    HttpCallError,
-    build_request,
-    send_request,
-    send_without_waiting,
-    without_secrets,
-)
+from toolgate.execution import SELF_CONVERSATION, targets_conversation
+from toolgate.http_call_config import DEFAULT_MAX_RETRIES
+from toolgate.http_calls import CallEffects, run_http_call
+from toolgate.http_requests import BuiltRequest, build_request
 from toolgate.sources.openapi import CallShaper, openapi_calls, openapi_target
 from toolgate.tools import Tool, ToolContext
-
-FIRE_AND_FORGET_TIMEOUT_SECONDS = 2.0
-DEFAULT_RETRIES = 3
 
 
 def http_tools(httpcalls_task: dict[str, Any]) -> list[Tool]:
@@ -75,12 +71,13 @@ def http_tool(
         return build_request(task, call_for(args), data, caller_token=ctx.caller_token or None)
 
     def run(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        try:
-            built = resolve(args, ctx)
-        except HttpCallError as error:
-            return {"error": str(error)}
-        # a tool result never carries a resolved secret back (to the model, the journal or memory)
-        return without_secrets(_perform(built, fire_and_forget=bool(call.get("fireAndForget"))), built.secrets_used)
+        def own_conversation(built: BuiltRequest) -> dict[str, Any] | None:
+            return dict(SELF_CONVERSATION) if targets_conversation(built, ctx.conversation_id) else None
+
+        # the result never carries a resolved secret back (to the model, the journal or memory)
+        return run_http_call(task, call_for(args), {**ctx.template_data, "args": args},
+                             caller_token=ctx.caller_token or None,
+                             effects=CallEffects(set_property=ctx.set_property, check_attempt=own_conversation))
 
     method = str(request.get("method") or "GET").strip()
     return Tool(
@@ -113,21 +110,7 @@ def unpinnable_reason(call: dict[str, Any]) -> str | None:
         )
     retry = post.get("retryApiCallInstruction")
     if retry is not None:
-        retries = retry.get("maxRetries", DEFAULT_RETRIES) if isinstance(retry, dict) else DEFAULT_RETRIES
+        retries = retry.get("maxRetries", DEFAULT_MAX_RETRIES) if isinstance(retry, dict) else DEFAULT_MAX_RETRIES
         if not isinstance(retries, int | float) or isinstance(retries, bool) or retries >= 1:
             return "postResponse.retryApiCallInstruction may send the request again"
     return None
-
-
-def _perform(built: BuiltRequest, *, fire_and_forget: bool) -> dict[str, Any]:
-    from django.conf import settings
-
-    timeout = float(settings.HITL_HTTP_TIMEOUT_SECONDS)
-    try:
-        if fire_and_forget:
-            status = send_without_waiting(built, timeout=min(timeout, FIRE_AND_FORGET_TIMEOUT_SECONDS))
-            return {"sent": True, "status": status}
-        result = send_request(built, timeout=timeout)
-    except HttpCallError as error:
-        return {"error": str(error)}
-    return {"status": result.status, "body": result.body}
