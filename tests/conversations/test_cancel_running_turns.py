@@ -267,3 +267,20 @@ def test_a_dead_continuation_with_a_cancel_request_ends_cancelled_not_pending(al
     assert AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.continuation.cancelled").count() == 1
     assert not AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.restored").exists()
     assert paths(loopback_server) == []
+
+
+def test_cancel_stops_a_call_before_its_next_retry(alice_client, loopback_server):
+    """A retrying call is a loop of requests: a cancel that lands during one attempt stops the next."""
+    loopback_server.respond("/first", status=503, json_body={"busy": True}, delay_seconds=IN_FLIGHT_SECONDS)
+    document = shipping_agent(loopback_server.url, pause=False)
+    first = document["workflows"][0]["tasks"][2]["calls"][0]
+    first["postResponse"] = {"retryApiCallInstruction": {"maxRetries": 3, "exponentialBackoffDelayInMillis": 10}}
+    conversation_id = start(alice_client, deployed_agent(document))
+    saying = in_thread(lambda: alice_client.post(f"/agents/{conversation_id}", {"input": "ship it"},
+                                                 format="json"))
+
+    assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+
+    said = joined(*saying)
+    assert said.status_code == 200 and said.json()["state"] == "EXECUTION_INTERRUPTED"
+    assert paths(loopback_server) == ["/first"]  # no retry, and the next task's call never fired
