@@ -1,4 +1,5 @@
-"""A validation finding tied to the place in a document it is about."""
+"""A validation finding tied to the place in a document it is about, and the two helpers every document
+validator uses to name places and types (conversations' agent documents, toolgate's call configs)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,27 @@ class FieldError:
 
     def as_dict(self) -> dict[str, str]:
         return {"field": self.field, "message": self.message}
+
+
+def child(path: str, key: str | int) -> str:
+    """``workflows`` + 0 -> ``workflows[0]``; ``workflows[0]`` + ``id`` -> ``workflows[0].id``."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def json_type(value: object) -> str:
+    """The JSON name of ``value``'s type, as an error message says it (``got string``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

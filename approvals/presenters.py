@@ -94,7 +94,7 @@ def decision_summary(pause: Pause) -> dict[str, Any] | None:
         "verdict": pause.verdict,
         "decidedBy": pause.decided_by,
         "automated": pause.automated,
-        "note": pause.note,
+        "note": pause.note or None,  # a field with no value is null, never ""
         "decidedAt": iso(pause.decided_at),
         "cancelledBy": cancelled_by or None,
         "cancelledAt": iso(cancelled_at),

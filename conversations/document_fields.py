@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from approvals.edit_distance import near_miss
+from approvals.field_errors import child as child
+from approvals.field_errors import json_type as json_type
 from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
 from conversations.pipeline.memory import (
     CONVERSATION_END,
@@ -48,29 +50,6 @@ _WHAT_RESERVED_ACTION_DOES = {
 
 
 # --- JSON shapes -------------------------------------------------------------------------------------
-
-
-def child(path: str, key: str | int) -> str:
-    """``workflows`` + 0 -> ``workflows[0]``; ``workflows[0]`` + ``id`` -> ``workflows[0].id``."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def expect_object(report: DocumentReport, value: object, path: str, *, required: bool = True) -> dict | None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from approvals.edit_distance import near_miss
-from approvals.field_errors import FieldError
+from approvals.field_errors import FieldError, child, json_type
 from toolgate.templates import TEMPLATE_ROOTS
 
 MAX_RETRIES = 10
@@ -136,7 +136,7 @@ class _Reader:
                 self.error(path, "must be an object, got null")
             return None
         if not isinstance(value, dict):
-            self.error(path, f"must be an object, got {_type_of(value)}")
+            self.error(path, f"must be an object, got {json_type(value)}")
             return None
         return value
 
@@ -145,11 +145,11 @@ class _Reader:
             if key in known:
                 continue
             if key in _UNSUPPORTED:
-                self.error(_child(path, key), f"'{key}' {_UNSUPPORTED[key]}")
+                self.error(child(path, key), f"'{key}' {_UNSUPPORTED[key]}")
                 continue
             close = near_miss(str(key), known)
             hint = f" (did you mean '{close}'?)" if close else f" (allowed: {', '.join(known)})"
-            self.error(_child(path, key), f"'{key}' is not a {what} field{hint}")
+            self.error(child(path, key), f"'{key}' is not a {what} field{hint}")
 
     def integer(self, value: object, path: str, low: int, high: int, default: int) -> int:
         if value is None:
@@ -163,7 +163,7 @@ class _Reader:
         if value is None:
             return False
         if not isinstance(value, bool):
-            self.error(path, f"must be true or false, got {_type_of(value)}")
+            self.error(path, f"must be true or false, got {json_type(value)}")
             return False
         return value
 
@@ -173,7 +173,7 @@ class _Reader:
                 self.error(path, "is required")
             return None
         if not isinstance(value, str):
-            self.error(path, f"must be a string, got {_type_of(value)}")
+            self.error(path, f"must be a string, got {json_type(value)}")
             return None
         return value
 
@@ -181,14 +181,14 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, list):
-            self.error(path, f"must be an array of HTTP status codes, got {_type_of(value)}")
+            self.error(path, f"must be an array of HTTP status codes, got {json_type(value)}")
             return default
         codes = []
         for index, code in enumerate(value):
             if isinstance(code, int) and not isinstance(code, bool) and low <= code <= 599:
                 codes.append(code)
             else:
-                self.error(_child(path, index), f"must be an integer from {low} to 599, got {_shown(code)}")
+                self.error(child(path, index), f"must be an integer from {low} to 599, got {_shown(code)}")
         return tuple(codes)
 
     def path(self, value: object, path: str) -> tuple[str, ...] | None:
@@ -208,21 +208,21 @@ class _Reader:
 def read_call_processing(call: dict[str, Any], path: str = "") -> tuple[CallProcessing, list[FieldError]]:
     """The ``preRequest``/``postResponse`` of ``call`` and every error in them, under ``path`` (the call's)."""
     reader = _Reader()
-    pre = reader.object(call.get("preRequest"), _child(path, "preRequest"))
-    post = reader.object(call.get("postResponse"), _child(path, "postResponse"))
+    pre = reader.object(call.get("preRequest"), child(path, "preRequest"))
+    post = reader.object(call.get("postResponse"), child(path, "postResponse"))
     processing = CallProcessing()
     if pre is not None:
-        pre_path = _child(path, "preRequest")
+        pre_path = child(path, "preRequest")
         reader.keys(pre, pre_path, PRE_REQUEST_KEYS, "preRequest")
         processing = CallProcessing(
             pre_properties=_property_instructions(reader, pre.get("propertyInstructions"),
-                                                  _child(pre_path, "propertyInstructions"), post_response=False),
+                                                  child(pre_path, "propertyInstructions"), post_response=False),
             delay_before_millis=reader.integer(pre.get("delayBeforeExecutingInMillis"),
-                                               _child(pre_path, "delayBeforeExecutingInMillis"),
+                                               child(pre_path, "delayBeforeExecutingInMillis"),
                                                0, MAX_DELAY_MILLIS, 0),
         )
     if post is not None:
-        post_path = _child(path, "postResponse")
+        post_path = child(path, "postResponse")
         if call.get("fireAndForget") is True:
             reader.error(post_path, "has no effect on a fireAndForget call: its response is never read")
         reader.keys(post, post_path, POST_RESPONSE_KEYS, "postResponse")
@@ -230,9 +230,9 @@ def read_call_processing(call: dict[str, Any], path: str = "") -> tuple[CallProc
             pre_properties=processing.pre_properties,
             delay_before_millis=processing.delay_before_millis,
             post_properties=_property_instructions(reader, post.get("propertyInstructions"),
-                                                   _child(post_path, "propertyInstructions"),
+                                                   child(post_path, "propertyInstructions"),
                                                    post_response=True) or (),
-            retry=_retry(reader, post.get("retryApiCallInstruction"), _child(post_path, "retryApiCallInstruction")),
+            retry=_retry(reader, post.get("retryApiCallInstruction"), child(post_path, "retryApiCallInstruction")),
         )
     _check_total_wait(reader, processing, path)
     return processing, reader.errors
@@ -250,7 +250,7 @@ def _check_total_wait(reader: _Reader, processing: CallProcessing, path: str) ->
         if waited > MAX_TOTAL_WAIT_MILLIS:
             break
         affordable = retry_number
-    reader.error(_child(_child(path, "postResponse"), "retryApiCallInstruction"),
+    reader.error(child(child(path, "postResponse"), "retryApiCallInstruction"),
                  f"would wait {planned} ms in all to make its {processing.retry.max_retries} retries, but the waits "
                  f"of one call may total at most {MAX_TOTAL_WAIT_MILLIS} ms (delayBeforeExecutingInMillis "
                  f"included): with these delays at most {affordable} retries fit; lower maxRetries, "
@@ -262,11 +262,11 @@ def _property_instructions(reader: _Reader, value: object, path: str, *,
     if value is None:
         return None
     if not isinstance(value, list):
-        reader.error(path, f"must be an array, got {_type_of(value)}")
+        reader.error(path, f"must be an array, got {json_type(value)}")
         return ()
     instructions = []
     for index, item in enumerate(value):
-        instruction = _property_instruction(reader, item, _child(path, index), post_response=post_response)
+        instruction = _property_instruction(reader, item, child(path, index), post_response=post_response)
         if instruction is not None:
             instructions.append(instruction)
     return tuple(instructions)
@@ -278,27 +278,27 @@ def _property_instruction(reader: _Reader, value: object, path: str, *,
     if entry is None:
         return None
     if "httpCodeValidator" in entry and not post_response:
-        reader.error(_child(path, "httpCodeValidator"),
+        reader.error(child(path, "httpCodeValidator"),
                      "is only meaningful in postResponse: a preRequest instruction runs before any response")
         entry = {key: item for key, item in entry.items() if key != "httpCodeValidator"}
     reader.keys(entry, path, POST_PROPERTY_KEYS if post_response else PRE_PROPERTY_KEYS, "property instruction")
-    name = reader.string(entry.get("name"), _child(path, "name"), required=True)
+    name = reader.string(entry.get("name"), child(path, "name"), required=True)
     if name is not None and not _NAME.fullmatch(name):
-        reader.error(_child(path, "name"), f"'{name}' may only contain A-Z a-z 0-9 _ - (a name is not a template)")
+        reader.error(child(path, "name"), f"'{name}' may only contain A-Z a-z 0-9 _ - (a name is not a template)")
     scope = "conversation" if entry.get("scope") is None else entry["scope"]
     if scope not in PROPERTY_SCOPES:
-        reader.error(_child(path, "scope"), f"{_shown(scope)} must be one of {', '.join(PROPERTY_SCOPES)}")
-    value_string = reader.string(entry.get("valueString"), _child(path, "valueString"))
+        reader.error(child(path, "scope"), f"{_shown(scope)} must be one of {', '.join(PROPERTY_SCOPES)}")
+    value_string = reader.string(entry.get("valueString"), child(path, "valueString"))
     if value_string is not None and _SECRET_REFERENCE.search(value_string):
-        reader.error(_child(path, "valueString"),
+        reader.error(child(path, "valueString"),
                      "may not hold a secret reference: a secret is never written to conversation memory")
-    from_path = reader.path(entry.get("fromObjectPath"), _child(path, "fromObjectPath"))
+    from_path = reader.path(entry.get("fromObjectPath"), child(path, "fromObjectPath"))
     given = [key for key in ("valueString", "fromObjectPath") if entry.get(key) is not None]
     if len(given) != 1:
         reader.error(path, "needs exactly one of 'valueString' (a template) and 'fromObjectPath' (a path)"
                      + (", not both" if given else ""))
-    convert = reader.boolean(entry.get("convertToObject"), _child(path, "convertToObject"))
-    run_on, skip_on = _http_code_validator(reader, entry.get("httpCodeValidator"), _child(path, "httpCodeValidator"))
+    convert = reader.boolean(entry.get("convertToObject"), child(path, "convertToObject"))
+    run_on, skip_on = _http_code_validator(reader, entry.get("httpCodeValidator"), child(path, "httpCodeValidator"))
     if name is None or scope not in PROPERTY_SCOPES:
         return None
     return PropertyInstruction(name=name, scope=str(scope), value_string=value_string, from_object_path=from_path,
@@ -310,9 +310,9 @@ def _http_code_validator(reader: _Reader, value: object, path: str) -> tuple[tup
     if validator is None:
         return DEFAULT_RUN_ON_HTTP_CODES, DEFAULT_SKIP_ON_HTTP_CODES
     reader.keys(validator, path, HTTP_CODE_VALIDATOR_KEYS, "httpCodeValidator")
-    return (reader.status_codes(validator.get("runOnHttpCode"), _child(path, "runOnHttpCode"), 100,
+    return (reader.status_codes(validator.get("runOnHttpCode"), child(path, "runOnHttpCode"), 100,
                                 DEFAULT_RUN_ON_HTTP_CODES),
-            reader.status_codes(validator.get("skipOnHttpCode"), _child(path, "skipOnHttpCode"), 0,
+            reader.status_codes(validator.get("skipOnHttpCode"), child(path, "skipOnHttpCode"), 0,
                                 DEFAULT_SKIP_ON_HTTP_CODES))
 
 
@@ -321,25 +321,25 @@ def _retry(reader: _Reader, value: object, path: str) -> RetryInstruction | None
     if retry is None:
         return None
     reader.keys(retry, path, RETRY_KEYS, "retryApiCallInstruction")
-    max_backoff = reader.integer(retry.get("maxBackoffDelayInMillis"), _child(path, "maxBackoffDelayInMillis"),
+    max_backoff = reader.integer(retry.get("maxBackoffDelayInMillis"), child(path, "maxBackoffDelayInMillis"),
                                  0, MAX_DELAY_MILLIS, 0)
-    matchers_path = _child(path, "responseValuePathMatchers")
+    matchers_path = child(path, "responseValuePathMatchers")
     matchers = retry.get("responseValuePathMatchers")
     parsed: list[ValuePathMatcher] = []
     if matchers is not None and not isinstance(matchers, list):
-        reader.error(matchers_path, f"must be an array, got {_type_of(matchers)}")
+        reader.error(matchers_path, f"must be an array, got {json_type(matchers)}")
     for index, item in enumerate(matchers if isinstance(matchers, list) else []):
-        matcher = _matcher(reader, item, _child(matchers_path, index))
+        matcher = _matcher(reader, item, child(matchers_path, index))
         if matcher is not None:
             parsed.append(matcher)
     return RetryInstruction(
-        max_retries=reader.integer(retry.get("maxRetries"), _child(path, "maxRetries"), 0, MAX_RETRIES,
+        max_retries=reader.integer(retry.get("maxRetries"), child(path, "maxRetries"), 0, MAX_RETRIES,
                                    DEFAULT_MAX_RETRIES),
         backoff_millis=reader.integer(retry.get("exponentialBackoffDelayInMillis"),
-                                      _child(path, "exponentialBackoffDelayInMillis"), 0, MAX_DELAY_MILLIS,
+                                      child(path, "exponentialBackoffDelayInMillis"), 0, MAX_DELAY_MILLIS,
                                       DEFAULT_BACKOFF_MILLIS),
         max_backoff_millis=max_backoff or MAX_DELAY_MILLIS,
-        retry_on_http_codes=reader.status_codes(retry.get("retryOnHttpCodes"), _child(path, "retryOnHttpCodes"),
+        retry_on_http_codes=reader.status_codes(retry.get("retryOnHttpCodes"), child(path, "retryOnHttpCodes"),
                                                 100, DEFAULT_RETRY_ON_HTTP_CODES),
         matchers=tuple(parsed),
     )
@@ -351,33 +351,15 @@ def _matcher(reader: _Reader, value: object, path: str) -> ValuePathMatcher | No
         return None
     reader.keys(entry, path, MATCHER_KEYS, "responseValuePathMatchers")
     if entry.get("valuePath") is None:
-        reader.error(_child(path, "valuePath"), "is required")
-    value_path = reader.path(entry.get("valuePath"), _child(path, "valuePath"))
-    equals = reader.string(entry.get("equals"), _child(path, "equals"))
-    contains = reader.string(entry.get("contains"), _child(path, "contains"))
-    true_if_no_match = reader.boolean(entry.get("trueIfNoMatch"), _child(path, "trueIfNoMatch"))
+        reader.error(child(path, "valuePath"), "is required")
+    value_path = reader.path(entry.get("valuePath"), child(path, "valuePath"))
+    equals = reader.string(entry.get("equals"), child(path, "equals"))
+    contains = reader.string(entry.get("contains"), child(path, "contains"))
+    true_if_no_match = reader.boolean(entry.get("trueIfNoMatch"), child(path, "trueIfNoMatch"))
     if value_path is None:
         return None
     return ValuePathMatcher(value_path=value_path, equals=equals or None, contains=contains or None,
                             true_if_no_match=true_if_no_match)
-
-
-def _child(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def _type_of(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else type(value).__name__
 
 
 def _shown(value: object) -> str:
@@ -385,4 +367,4 @@ def _shown(value: object) -> str:
         return f"'{value}'"
     if isinstance(value, int | float) and not isinstance(value, bool):
         return repr(value)
-    return _type_of(value)
+    return json_type(value)

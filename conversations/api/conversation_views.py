@@ -294,8 +294,11 @@ APPROVAL_STATUS = inline_serializer(
      "lastDecision": inline_serializer(
          "LastDecision",
          {"verdict": serializers.CharField(), "decidedBy": serializers.CharField(),
-          "automated": serializers.BooleanField(), "note": serializers.CharField(),
-          "decidedAt": serializers.DateTimeField(allow_null=True)},
+          "automated": serializers.BooleanField(), "note": serializers.CharField(allow_null=True),
+          "decidedAt": serializers.DateTimeField(allow_null=True),
+          "cancelledBy": serializers.CharField(allow_null=True, help_text="who cancelled the pause or its "
+                                                                          "continuation; null when nobody did"),
+          "cancelledAt": serializers.DateTimeField(allow_null=True)},
          allow_null=True,
      ),
      "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},

@@ -37,6 +37,7 @@ def test_approval_status_empty_fields_are_null(alice_client, approver_client):
     run_queued_tasks()
     status = status_of(alice_client, decided)
     assert status["state"] == "READY" and status["lastDecision"]["verdict"] == "APPROVED"
+    assert status["lastDecision"]["note"] is None and status["lastDecision"]["cancelledBy"] is None
     assert_no_pause(status)
 
     cancelled = paused_conversation(alice_client)

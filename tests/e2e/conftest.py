@@ -209,22 +209,28 @@ class LiveStack:
             self.server = None
 
 
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveStack]:
+def running_stack(django_db_blocker, log_dir: Path, **extra_env: str) -> Iterator[LiveStack]:
+    """uvicorn and a q-cluster on the test database (``extra_env`` on top), stopped when done."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
         "DATABASE_URL": database_url(),
         "HITL_Q_SYNC": "false",
         "PYTHONUNBUFFERED": "1",
+        **extra_env,
     }
-    stack = LiveStack(env=env, log_dir=tmp_path_factory.mktemp("live-stack"), db_blocker=django_db_blocker)
+    stack = LiveStack(env=env, log_dir=log_dir, db_blocker=django_db_blocker)
     try:
         stack.start_server()
         stack.start_qcluster()
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveStack]:
+    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("live-stack"))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -6,13 +6,12 @@ tool call (sent by the q-cluster after approval) must reach the target and appea
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import CANARY_SECRET_NAME
-from tests.e2e.conftest import LiveStack, api_user, database_url, eventually
+from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
 from tests.factories import account_bot
 from tests.toolgate.agents import payments_agent
 
@@ -29,15 +28,7 @@ def everywhere(path: str) -> dict:
 
 @pytest.fixture(scope="module")
 def debug_stack(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveStack]:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test", "DATABASE_URL": database_url(),
-           "HITL_Q_SYNC": "false", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "DEBUG"}
-    stack = LiveStack(env=env, log_dir=tmp_path_factory.mktemp("debug-stack"), db_blocker=django_db_blocker)
-    try:
-        stack.start_server()
-        stack.start_qcluster()
-        yield stack
-    finally:
-        stack.stop()
+    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("debug-stack"), LOG_LEVEL="DEBUG")
 
 
 def deploy(admin, document: dict) -> str:
