@@ -1,8 +1,8 @@
 """The decision page of one pause: what the reviewer is asked to approve, and Approve / Reject.
 
 A thin adapter over the one decision service: the form becomes the same body the REST API accepts,
-``parse_decision_body`` validates it and ``decide_pause`` decides exactly the pause the page showed
-(``expected_pause_id``). A page left open while someone else decided says so and changes nothing.
+``parse_decision_body`` validates it and ``decide_and_continue`` decides exactly the pause the page showed
+(``expected_pause_id``) and runs its continuation in this process. A page left open while someone else decided says so and changes nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin_review import PauseReview, ReviewCall, describe_deadline, pause_review
 from approvals.admin_scope import may_read_turns, scoped_pauses
+from approvals.continuations import decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
-from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
@@ -155,7 +155,8 @@ def find_pause(request: HttpRequest, object_id: str) -> Pause:
 
 def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> Pause:
     decision = parse_decision_body(form.decision_body())
-    return decide_pause(
+    # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
+    return decide_and_continue(
         surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
         decision=decision, actor=actor_for_user(request.user),
         expected_pause_id=form.cleaned_data["expected_pause_id"],

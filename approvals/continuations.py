@@ -1,6 +1,13 @@
-"""The continuation task run by django-q2 workers after a decision.
+"""Running the continuation of a decided pause: in the deciding process, or as a django-q2 task.
 
-Delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is
+The deciding process (a web worker answering ``resume?wait``, the admin decision page) claims the
+continuation in the decision's own transaction (``decide_pause(continue_here=True)``) and runs it right
+after the commit (``run_claimed_continuation``), keeping its short lease alive with a heartbeat
+(approvals.leases). Everything else is handed to the q-cluster (``run_continuation``), the durable
+backstop. Either way a claim whose lease ran out means the process died: the pause goes back to PENDING,
+audited (approvals.recovery), and the continuation is never run twice.
+
+Task delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is
 RESOLVING and has never been claimed. A claim whose lease ran out means an earlier attempt died part
 way (its worker was killed): running it again could repeat what it already did, so instead the pause
 goes back to PENDING, audited, for a human to decide again. A continuation is never applied twice.
@@ -14,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
-from approvals.decisions import restore_pause
+from approvals.decisions import decide_pause, restore_pause
+from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseStatus
 from approvals.surfaces import ContinuationNotStarted, handler_for
 
@@ -28,20 +36,36 @@ logger = logging.getLogger(__name__)
 INTERRUPTED = "an earlier continuation attempt was interrupted before it finished"
 
 
-def lease_seconds() -> int:
-    """A lease never ends before django-q2 would kill the task: a worker still running keeps its claim."""
-    return max(settings.HITL_CONTINUATION_LEASE_SECONDS, int(settings.Q_CLUSTER.get("timeout") or 0) + 1)
-
-
 def claim_continuation(pause_id: str) -> Pause | None:
-    now = timezone.now()
-    lease = now + timedelta(seconds=lease_seconds())
     claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
-        lease_until=lease
+        lease_until=lease_expiry()
     )
     if not claimed:
         return None
     return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
+
+
+def renew_continuation_lease(pause_id: uuid.UUID | str, until: datetime) -> int:
+    return Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).update(lease_until=until)
+
+
+def run_claimed_continuation(pause: Pause) -> str:
+    """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
+    while it runs; a continuation that cannot start restores the pause. Returns the outcome."""
+    handler = handler_for(pause.surface)
+
+    def renew(until: datetime) -> None:
+        renew_continuation_lease(pause.id, until)
+        handler.renew_turn(pause.subject_id, until)
+
+    with kept_alive(renew, what=f"continuation {pause.id}"):
+        try:
+            handler.continue_pause(pause)
+        except ContinuationNotStarted as exc:
+            logger.warning("continuation of pause %s could not start: %s", pause.id, exc)
+            restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
+            return "restored"
+    return "continued"
 
 
 def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pause | None:
@@ -51,7 +75,7 @@ def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pau
     wins: the continuation either never runs, or runs and sees the cancel request at its next task.
     """
     claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
-        lease_until=at + timedelta(seconds=lease_seconds()), cancel_requested_at=at, cancel_requested_by=by
+        lease_until=lease_expiry(at), cancel_requested_at=at, cancel_requested_by=by
     )
     return Pause.objects.get(pk=pause_id) if claimed else None
 
@@ -61,6 +85,16 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
     return bool(Pause.objects.filter(
         pk=pause_id, status=PauseStatus.RESOLVING, cancel_requested_at__isnull=True
     ).update(cancel_requested_at=at, cancel_requested_by=by))
+
+
+def decide_and_continue(**decision: Any) -> Pause:
+    """``decide_pause`` and, once it committed, its continuation in this process (when inline continuations
+    are on; otherwise it is queued for the q-cluster). Returns the pause as the continuation left it."""
+    pause = decide_pause(**decision, continue_here=True)
+    if pause.claimed_here:
+        run_claimed_continuation(pause)
+        pause.refresh_from_db()
+    return pause
 
 
 class ContinuationStillClaimed(RuntimeError):
@@ -79,10 +113,4 @@ def run_continuation(pause_id: str) -> str:
         # django-q2 re-delivers only after its retry time, by when a worker past its timeout was killed;
         # a lease still alive then is on the edge of expiring: try again rather than drop the task.
         raise ContinuationStillClaimed(f"the continuation of pause {pause_id} is still claimed")
-    try:
-        handler_for(pause.surface).continue_pause(pause)
-    except ContinuationNotStarted as exc:
-        logger.warning("continuation of pause %s could not start: %s", pause_id, exc)
-        restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
-        return "restored"
-    return "continued"
+    return run_claimed_continuation(pause)

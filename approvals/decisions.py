@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -19,6 +20,7 @@ from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.errors import BadRequest, WrongState
+from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
@@ -58,8 +60,15 @@ def decide_pause(
     actor: Actor,
     expected_pause_id: uuid.UUID | None = None,
     what: str = "Conversation",
+    continue_here: bool = False,
 ) -> Pause:
     """Record a human or automated decision on the subject's pending pause and queue its continuation.
+
+    With ``continue_here`` (and ``HITL_CONTINUE_INLINE`` on), the caller's process claims the continuation
+    in this transaction instead, with a short lease, and must run it right after the commit
+    (``approvals.continuations.run_claimed_continuation``; ``continuations.decide_and_continue`` does both): if the
+    process dies first, the lease expires and recovery restores the pause. ``pause.claimed_here`` says
+    which happened.
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
     pause forbids this actor to decide it (separation of duties), and with the surface's own error
@@ -80,6 +89,7 @@ def decide_pause(
         kind_detail = validator(pause, decision) if validator else {}
         handler.check_can_continue(pause)
         now = timezone.now()
+        here = continue_here and continues_inline()
         won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
             status=PauseStatus.RESOLVING,
             verdict=decision.verdict,
@@ -89,7 +99,7 @@ def decide_pause(
             automated=actor.automated,
             decided_at=now,
             decision_details={"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
-            lease_until=None,
+            lease_until=lease_expiry(now) if here else None,
         )
         if not won or not handler.begin_resume(pause):
             raise _not_awaiting(surface, subject_id, what)
@@ -115,9 +125,16 @@ def decide_pause(
                 **kind_detail,
             },
         )
-        async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")
+        if not here:
+            async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")
         transaction.on_commit(lambda: metrics.count_resume(surface))
+    pause.claimed_here = here
     return pause
+
+
+def continues_inline() -> bool:
+    """Whether deciding processes run continuations themselves (off: a q-cluster-only deployment)."""
+    return bool(settings.HITL_CONTINUE_INLINE)
 
 
 def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRACEFUL") -> bool:

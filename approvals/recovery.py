@@ -78,7 +78,22 @@ def restore_dead_continuations(now: datetime) -> int:
 
 def interrupt_stale_turns(now: datetime) -> int:
     older_than = now - timedelta(seconds=settings.HITL_STALE_TURN_SECONDS)
-    return sum(handler.interrupt_stale_turns(older_than=older_than) for handler in registered_handlers())
+    return sum(handler.interrupt_stale_turns(now=now, older_than=older_than) for handler in registered_handlers())
+
+
+def recover_expired_leases(now: datetime | None = None) -> dict[str, int]:
+    """The fast part of recovery, swept every ``HITL_LEASE_SWEEP_SECONDS`` by the timer drainer: a dead
+    continuation's pause is back in the inbox, and a dead turn interrupted, within one lease plus a sweep."""
+    if not settings.HITL_CRASH_RECOVERY_ENABLED:
+        return {}
+    now = now or timezone.now()
+    report = {
+        "restoredContinuations": restore_dead_continuations(now),
+        "interruptedTurns": interrupt_stale_turns(now) if settings.HITL_RECOVER_IN_PROGRESS else 0,
+    }
+    if any(report.values()):
+        logger.warning("HITL crash recovery (expired leases): %s", report)
+    return report
 
 
 def run_recovery(now: datetime | None = None) -> dict[str, Any]:

@@ -36,8 +36,12 @@ class SurfaceHandler(Protocol):
     def continue_pause(self, pause: Pause) -> None:
         """Run the continuation of a decided pause (on a worker). Finishes the pause itself."""
 
-    def interrupt_stale_turns(self, *, older_than: datetime) -> int:
-        """Crash recovery: subjects running since before ``older_than`` with no open pause are interrupted."""
+    def renew_turn(self, subject_id: object, until: datetime) -> None:
+        """Push the running turn's lease of the subject to ``until`` (the heartbeat of a continuation)."""
+
+    def interrupt_stale_turns(self, *, now: datetime, older_than: datetime) -> int:
+        """Crash recovery: running subjects with no open pause whose turn lease expired before ``now`` (or,
+        without a lease, that started before ``older_than``) are interrupted."""
 
     def review_turns(self, pause: Pause, limit: int) -> list[dict]:
         """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,

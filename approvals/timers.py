@@ -9,7 +9,11 @@
 - The drainer is also the sweep: it fires any overdue PENDING pause, whether its schedule fired,
   was lost, was deleted by hand, or its fire failed (a failed fire may retry after a pause).
 - A fire goes through the same compare-and-set as a human decision, so a late, repeated or racing
-  fire never decides twice.
+  fire never decides twice. Its continuation is handed to the q-cluster, never run by the drainer, so
+  a slow continuation never delays the next deadline.
+- Every ``HITL_LEASE_SWEEP_SECONDS`` the drainer also runs the sweeps registered with
+  ``sweep_while_draining`` (crash recovery of expired leases), so a dead continuation is back in the
+  inbox within seconds, not at the next periodic recovery.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -177,6 +182,24 @@ def _release_drain_lock() -> None:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [DRAIN_LOCK_KEY])
 
 
+# Sweeps the drainer runs between batches. Registered by approvals.apps rather than imported here:
+# recovery builds on this module (it re-arms timers).
+_SWEEPS: list[Callable[[], object]] = []
+
+
+def sweep_while_draining(sweep: Callable[[], object]) -> None:
+    if sweep not in _SWEEPS:
+        _SWEEPS.append(sweep)
+
+
+def _run_sweeps() -> None:
+    for sweep in _SWEEPS:
+        try:
+            sweep()
+        except Exception:  # a failing sweep never stops the timers
+            logger.exception("sweep %s failed", getattr(sweep, "__name__", sweep))
+
+
 def drain_due_timers(run_seconds: float | None = None, poll_seconds: float = 0.25) -> dict[str, Any]:
     """Fire overdue pauses as they fall due for ``run_seconds``, then hand over to a fresh drainer.
 
@@ -189,8 +212,12 @@ def drain_due_timers(run_seconds: float | None = None, poll_seconds: float = 0.2
     fired = 0
     batch_size = settings.HITL_TIMEOUT_BATCH_SIZE
     stop_at = time.monotonic() + run_seconds
+    next_sweep = time.monotonic()
     try:
         while time.monotonic() < stop_at:
+            if time.monotonic() >= next_sweep:
+                _run_sweeps()
+                next_sweep = time.monotonic() + settings.HITL_LEASE_SWEEP_SECONDS
             count = fire_due_batch(batch_size=batch_size)
             fired += count
             if count >= batch_size:

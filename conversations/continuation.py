@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from approvals.audit import append_audit_entry
 from approvals.errors import NotDeployed
+from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from conversations.agents import is_deployed
@@ -38,8 +39,8 @@ class ConversationSurface:
     def begin_resume(self, pause: Pause) -> bool:
         return bool(
             Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(
-                state=S.IN_PROGRESS, turn_started_at=timezone.now(), cancel_requested_at=None,
-                cancel_requested_by="",
+                state=S.IN_PROGRESS, turn_started_at=timezone.now(), turn_alive_until=lease_expiry(),
+                cancel_requested_at=None, cancel_requested_by="",
             )
         )
 
@@ -55,13 +56,19 @@ class ConversationSurface:
 
         continue_after_decision(pause)
 
-    def interrupt_stale_turns(self, *, older_than: datetime) -> int:
-        """Turns left IN_PROGRESS by a dead process, with no open pause, become EXECUTION_INTERRUPTED."""
+    def renew_turn(self, subject_id: object, until: datetime) -> None:
+        renew_turn(subject_id, until)
+
+    def interrupt_stale_turns(self, *, now: datetime, older_than: datetime) -> int:
+        """Turns left IN_PROGRESS by a dead process, with no open pause, become EXECUTION_INTERRUPTED: their
+        lease expired (its heartbeat stopped), or, for a turn that has none, it started before ``older_than``."""
         open_pause = Pause.objects.filter(
             subject_type=SubjectType.CONVERSATION, subject_id=OuterRef("pk"), status__in=OPEN_STATUSES
         )
         stale = Conversation.objects.filter(state=S.IN_PROGRESS).filter(
-            Q(turn_started_at__lt=older_than) | Q(turn_started_at__isnull=True, updated_at__lt=older_than)
+            Q(turn_alive_until__lt=now)
+            | Q(turn_alive_until__isnull=True, turn_started_at__lt=older_than)
+            | Q(turn_alive_until__isnull=True, turn_started_at__isnull=True, updated_at__lt=older_than)
         ).exclude(Exists(open_pause))
         interrupted = 0
         for conversation_id in stale.values_list("id", flat=True):
@@ -86,6 +93,11 @@ class ConversationSurface:
             {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
             for row in list(rows)[::-1]
         ]
+
+
+def renew_turn(conversation_id: object, until: datetime) -> int:
+    """Push the lease of the conversation's running turn to ``until`` (its heartbeat)."""
+    return Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).update(turn_alive_until=until)
 
 
 def register() -> None:

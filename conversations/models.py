@@ -77,6 +77,8 @@ class Conversation(models.Model):
     context = models.JSONField(default=dict, blank=True)
     # When the running turn (state IN_PROGRESS) started: crash recovery leaves younger turns alone.
     turn_started_at = models.DateTimeField(null=True, blank=True)
+    # The running turn's lease, renewed by its heartbeat (approvals.leases); expired = its process died.
+    turn_alive_until = models.DateTimeField(null=True, blank=True)
     # A cancel (or end) of the running turn, committed on its own: the turn stops before its next task.
     # Cleared when the next turn starts.
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,7 @@ anything the turn raises leaves the conversation ERROR in the same request (conv
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.db import transaction
@@ -20,6 +21,7 @@ from approvals.audit import append_audit_entry
 from approvals.decision_notices import rejection_text
 from approvals.decisions import finish_pause
 from approvals.errors import NotDeployed, WrongState
+from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
@@ -31,6 +33,7 @@ from conversations.cancels import (
     finish_cancelled_turn,
     finish_unstarted_continuation,
 )
+from conversations.continuation import renew_turn
 from conversations.lifecycle import LifecycleOutcome, run_lifecycle
 from conversations.memory_store import (
     caller_for,
@@ -181,6 +184,7 @@ def start_conversation(
     conversation = Conversation.objects.create(
         agent=agent, agent_version=version.version, environment=environment, owner=user,
         state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
+        turn_alive_until=lease_expiry(),
     )
 
     def turn() -> str:
@@ -189,7 +193,8 @@ def start_conversation(
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
 
-    run_guarded(conversation, turn, user_input="")
+    with _turn_kept_alive(conversation):
+        run_guarded(conversation, turn, user_input="")
     conversation.refresh_from_db()
     return conversation
 
@@ -202,7 +207,8 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
     IN_PROGRESS), and the snapshot says so.
     """
     won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(
-        state=S.IN_PROGRESS, turn_started_at=timezone.now(), cancel_requested_at=None, cancel_requested_by=""
+        state=S.IN_PROGRESS, turn_started_at=timezone.now(), turn_alive_until=lease_expiry(),
+        cancel_requested_at=None, cancel_requested_by="",
     )
     if not won:
         state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
@@ -222,9 +228,15 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
 
-    run_guarded(conversation, turn, user_input=user_input)
+    with _turn_kept_alive(conversation):
+        run_guarded(conversation, turn, user_input=user_input)
     conversation.refresh_from_db()
     return conversation
+
+
+def _turn_kept_alive(conversation: Conversation) -> AbstractContextManager[None]:
+    """The turn's lease is renewed while it runs; if this process dies, recovery interrupts it in seconds."""
+    return kept_alive(lambda until: renew_turn(conversation.pk, until), what=f"turn of {conversation.pk}")
 
 
 def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:

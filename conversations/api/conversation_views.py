@@ -16,8 +16,9 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin, is_owner
 from approvals.actors import actor_for_user
+from approvals.continuations import decide_and_continue
 from approvals.decision_input import parse_decision_body
-from approvals.decisions import decide_pause
+from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
 from approvals.presenters import decision_summary, inbox_row_from_values
@@ -218,18 +219,19 @@ class ResumeView(APIView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         decision = parse_decision_body(json_body(request, required=True))
+        wait = clamp_wait(request.query_params.get("wait"))
         conversation = conversation_for_decision(request.user, conversation_id)
-        actor = actor_for_user(request.user)
-        pause = decide_pause(
-            surface=Surface.REGULAR, subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk,
-            decision=decision, actor=actor,
-        )
-        response = Response({
+        decide = {"surface": Surface.REGULAR, "subject_type": SubjectType.CONVERSATION,
+                  "subject_id": conversation.pk, "decision": decision, "actor": actor_for_user(request.user)}
+        if wait > 0 and continues_inline():
+            # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
+            pause = decide_and_continue(**decide)
+            return Response(_continued_answer(conversation.pk, pause.id))
+        pause = decide_pause(**decide)
+        return Response({
             "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
             "decidedBy": pause.decided_by, "state": ConversationState.IN_PROGRESS,
         })
-        response.hitl_wait = (pause.id, conversation.pk)  # picked up by resume_with_wait
-        return response
 
 
 def clamp_wait(value: Any) -> float:
@@ -255,13 +257,14 @@ _resume_view = ResumeView.as_view()
 
 
 async def resume_with_wait(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """``?wait=N`` waits for the continuation without holding a worker thread, then returns the snapshot."""
+    """The resume route. With inline continuations the view itself runs the continuation and answers with
+    the continued snapshot. In a q-cluster-only deployment (``HITL_CONTINUE_INLINE=false``) ``?wait=N``
+    waits here for the q-cluster, without holding a worker thread, then answers the same way."""
     response = await sync_to_async(_resume_view)(request, conversation_id=conversation_id)
     wait = clamp_wait(request.GET.get("wait"))
-    target = getattr(response, "hitl_wait", None)
-    if response.status_code != 200 or target is None or wait <= 0:
+    if response.status_code != 200 or wait <= 0 or continues_inline():
         return response
-    pause_id, conversation_pk = target
+    pause_id, conversation_pk = response.data["pauseId"], response.data["conversationId"]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while loop.time() < deadline:

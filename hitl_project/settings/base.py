@@ -143,8 +143,14 @@ HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_0
 HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
 HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
 HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
-# How long a worker may hold a continuation before crash recovery may take it back.
-HITL_CONTINUATION_LEASE_SECONDS = env.int("HITL_CONTINUATION_LEASE_SECONDS", default=120)
+# The process that makes a decision runs its continuation (resume?wait, the admin page); off: every
+# continuation is handed to the q-cluster (a q-cluster-only deployment, the web runs none).
+HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
+# Leases of running continuations and turns (approvals.leases): short, renewed by a heartbeat while the
+# work runs; crash recovery sweeps expired ones every HITL_LEASE_SWEEP_SECONDS.
+HITL_CONTINUATION_LEASE_SECONDS = env.int("HITL_CONTINUATION_LEASE_SECONDS", default=15)
+HITL_LEASE_RENEW_SECONDS = env.float("HITL_LEASE_RENEW_SECONDS", default=5.0)
+HITL_LEASE_SWEEP_SECONDS = env.float("HITL_LEASE_SWEEP_SECONDS", default=5.0)
 
 # No secret in any log line (toolgate.log_redaction): every record is redacted as it is created, the
 # console handler filters again, and httpx/httpcore, which log each request's full URL, stay at WARNING.

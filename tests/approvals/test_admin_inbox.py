@@ -235,11 +235,12 @@ def test_approve_from_the_decision_page_continues_the_conversation(alice, approv
     })
     assert response.status_code == 302 and response["Location"] == INBOX
     pause.refresh_from_db()
+    # the reviewer's own process ran the continuation: nothing was queued for the q-cluster
     assert (pause.status, pause.verdict, pause.decided_by, pause.note) == (
-        "RESOLVING", "APPROVED", "approver", "checked with the manager")
+        "RESOLVED", "APPROVED", "approver", "checked with the manager")
     entry = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.approval")
     assert (entry.actor, entry.verdict, entry.note) == ("approver", "APPROVED", "checked with the manager")
-    assert run_queued_tasks() == 1
+    assert run_queued_tasks() == 0
     after = snapshot(alice, Pause.objects.get(pk=pause.pk))
     assert after["state"] == "READY" and after["output"] == ["Deletion APPROVED."]
 
@@ -250,7 +251,7 @@ def test_reject_with_a_note_posts_the_note_to_the_conversation(alice, approver):
         "expected_pause_id": str(pause.pk), "verdict": "REJECTED", "note": "not without a ticket",
     })
     assert response.status_code == 302
-    assert run_queued_tasks() == 1
+    assert run_queued_tasks() == 0  # continued by the reviewer's process
     assert snapshot(alice, pause)["output"] == [
         "This action was rejected by a human reviewer. Reason: not without a ticket"]
 
@@ -285,13 +286,13 @@ def test_a_race_lost_inside_the_service_is_reported_as_already_decided(alice, ap
     from approvals import admin_decision
 
     pause = paused_pause(alice)
-    real = admin_decision.decide_pause
+    real = admin_decision.decide_and_continue
 
     def someone_else_first(**kwargs):
         client_for(approver).post(f"/agents/{pause.subject_id}/resume", {"verdict": "REJECTED"}, format="json")
         return real(**kwargs)
 
-    monkeypatch.setattr(admin_decision, "decide_pause", someone_else_first)
+    monkeypatch.setattr(admin_decision, "decide_and_continue", someone_else_first)
     response = logged_in(make_user("admin2", "admin")).post(
         page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
     assert response.status_code == 409
@@ -369,7 +370,7 @@ def test_per_call_verdicts_and_amended_arguments_reach_the_service(alice, approv
     })
     assert response.status_code == 302, response.content.decode()[:2000]
     pause.refresh_from_db()
-    assert pause.status == PauseStatus.RESOLVING
+    assert pause.status != PauseStatus.PENDING
     assert pause.decision_details == {"toolDecisions": {
         "call-1": {"verdict": "APPROVED", "amendedArguments": '{"amount": 100, "iban": "DE00"}'},
         "call-2": {"verdict": "REJECTED", "note": "no emails today"},
@@ -404,7 +405,7 @@ def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkey
         raise BadRequest("bad amendment", errors=[
             {"field": "toolDecisions.call-2.amendedArguments", "message": "unknown argument 'cc'"}])
 
-    monkeypatch.setattr(admin_decision, "decide_pause", refuse)
+    monkeypatch.setattr(admin_decision, "decide_and_continue", refuse)
     response = logged_in(approver).post(page(pause), {
         "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "call_1_amended": '{"cc": "x"}'})
     assert response.status_code == 200
@@ -555,7 +556,7 @@ def test_access_matrix_for_deciding_one_pause(role):
     assert response.status_code == (302 if decides else page_status)
     if page_status == 302:
         assert "/admin/login/" in response["Location"]
-    assert (Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING) is decides
+    assert (Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED) is decides  # continued by the page
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -155,15 +155,6 @@ def test_periodic_maintenance_schedules_exist_after_migrate():
     assert {"hitl-timer-drain", "hitl-recovery", "hitl-retention"} <= names
 
 
-def test_a_continuation_lease_outlives_django_q2s_task_timeout(settings):
-    from approvals.continuations import lease_seconds
-
-    settings.HITL_CONTINUATION_LEASE_SECONDS = 2
-    assert lease_seconds() == settings.Q_CLUSTER["timeout"] + 1  # a running worker keeps its claim
-    settings.HITL_CONTINUATION_LEASE_SECONDS = 10_000
-    assert lease_seconds() == 10_000
-
-
 def test_a_duplicate_delivery_never_runs_a_continuation_whose_claim_is_alive(alice_client, approver_client):
     from approvals.continuations import ContinuationStillClaimed
 

@@ -266,7 +266,7 @@ def test_self_approval_refused_on_the_admin_decision_page(approver):
     assert 'id="hitl-approve"' in approver_page and 'id="hitl-only-cancel"' not in approver_page
     response = logged_in(approver).post(page, {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
     assert response.status_code == 302
-    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
 
 
 def test_self_approval_refused_in_admin_bulk(alice):

@@ -135,16 +135,20 @@ def test_cancel_during_running_continuation_stops_before_next_task(alice_client,
     assert alice_client.post(f"/agents/{conversation_id}", {"input": "hi"}, format="json").json()["state"] == "READY"
 
 
-def test_cancel_during_continuation_is_visible_to_approver(alice_client, approver_client, loopback_server):
+@pytest.mark.parametrize("inline", [True, False], ids=["continued-by-the-approver", "q-cluster-only"])
+def test_cancel_during_continuation_is_visible_to_approver(alice_client, approver_client, loopback_server,
+                                                           settings, inline):
+    settings.HITL_CONTINUE_INLINE = inline
     conversation_id = paused_shipping(alice_client, loopback_server)
     approving = in_thread(lambda: approver_client.post(f"/agents/{conversation_id}/resume?wait=30",
                                                        {"verdict": "APPROVED"}, format="json"))
-    running = in_thread(worker)
+    running = None if inline else in_thread(worker)
 
     assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
 
     answer = joined(*approving)
-    joined(*running)
+    if running is not None:
+        joined(*running)
     assert answer.status_code == 200, answer.content
     waited = answer.json()
     assert waited["state"] == "EXECUTION_INTERRUPTED"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from html.parser import HTMLParser
 from urllib.parse import urljoin
 
@@ -13,7 +12,7 @@ import pytest
 from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
-from tests.e2e.conftest import LiveStack, api_user, eventually
+from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
 from tests.factories import account_bot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,6 +55,11 @@ def wait_for_state(owner: httpx.Client, conversation_id: str, state: str, timeou
     return eventually(current, timeout=timeout, what=f"conversation {conversation_id} to be {state}")
 
 
+def assert_no_continuation_task() -> None:
+    assert not [q for q in OrmQ.objects.all() if q.func() == CONTINUATION]
+    assert not Task.objects.filter(func=CONTINUATION).exists()
+
+
 def expect_continuation_results(expected: list[str]) -> None:
     """The q-cluster's monitor records a task's result after the task committed its own work: poll."""
 
@@ -89,7 +93,7 @@ def paused(people) -> str:
     return conversation_id
 
 
-def test_readme_flow_approval_and_rejection_continue_on_the_q_cluster(people):
+def test_readme_flow_approval_and_rejection_continue_in_the_deciding_process(people):
     admin, alice, approver = people["admin"], people["alice"], people["approver"]
     agent_id = deployed_demo_agent(admin)
     conversation_id = start_conversation(alice, agent_id)
@@ -113,7 +117,7 @@ def test_readme_flow_approval_and_rejection_continue_on_the_q_cluster(people):
     assert approved.status_code == 200, approved.text
     assert approved.json()["state"] == "READY"
     assert approved.json()["output"] == ["Deletion APPROVED."]
-    expect_continuation_results(["continued"])  # run by the q-cluster, not in-process
+    assert_no_continuation_task()  # the web worker that decided ran it
 
     ask_for_deletion(alice, conversation_id)
     rejected = approver.post(f"/agents/{conversation_id}/resume?wait=20",
@@ -121,7 +125,7 @@ def test_readme_flow_approval_and_rejection_continue_on_the_q_cluster(people):
     assert rejected.status_code == 200, rejected.text
     assert rejected.json()["state"] == "READY"
     assert rejected.json()["output"] == [f"{REJECTED_TEXT} Reason: not without a ticket"]
-    expect_continuation_results(["continued", "continued"])
+    assert_no_continuation_task()
 
     inbox_after = approver.get("/agents/pending-approvals").json()
     assert conversation_id not in [row["conversationId"] for row in inbox_after]
@@ -184,12 +188,10 @@ def test_continuation_queued_while_no_q_cluster_runs_is_run_by_the_next_one(live
     pause_id = str(Pause.objects.get(subject_id=paused).id)
     live_stack.stop_qcluster()
     try:
-        # ?wait gives up after its time and answers with the snapshot as it is: still running
-        started = time.monotonic()
-        decided = approver.post(f"/agents/{paused}/resume?wait=1", json={"verdict": "APPROVED", "note": "ok"})
+        # without ?wait the continuation is handed to the q-cluster, which is not running
+        decided = approver.post(f"/agents/{paused}/resume", json={"verdict": "APPROVED", "note": "ok"})
         assert decided.status_code == 200, decided.text
         assert decided.json()["state"] == "IN_PROGRESS"
-        assert time.monotonic() - started >= 1.0
 
         [queued] = [q for q in OrmQ.objects.all() if q.func() == CONTINUATION]
         assert queued.args() == (pause_id,)
@@ -275,3 +277,24 @@ def test_live_stack_runs_on_the_pytest_database(live_stack):
     with live_stack.client(token) as client:
         inbox = client.get("/agents/pending-approvals")
     assert inbox.status_code == 200, inbox.text  # the token exists only in the test database
+
+
+@pytest.fixture(scope="module")
+def qcluster_only_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("qcluster-only"),
+                             HITL_CONTINUE_INLINE="false")
+
+
+def test_a_q_cluster_only_deployment_continues_on_the_q_cluster(qcluster_only_stack):
+    """HITL_CONTINUE_INLINE=false: the web process runs no continuation; ?wait waits for the q-cluster."""
+    admin = qcluster_only_stack.client(api_user("admin", "admin"))
+    alice = qcluster_only_stack.client(api_user("alice"))
+    approver = qcluster_only_stack.client(api_user("approver", "approver"))
+    conversation_id = start_conversation(alice, deployed_demo_agent(admin))
+    ask_for_deletion(alice, conversation_id)
+    approved = approver.post(f"/agents/{conversation_id}/resume?wait=20", json={"verdict": "APPROVED"})
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["state"] == "READY" and approved.json()["output"] == ["Deletion APPROVED."]
+    expect_continuation_results(["continued"])  # run by the q-cluster
+    for client in (admin, alice, approver):
+        client.close()
