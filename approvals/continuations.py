@@ -89,11 +89,11 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
 
 def decide_and_continue(**decision: Any) -> Pause:
     """``decide_pause`` and, once it committed, its continuation in this process (when inline continuations
-    are on; otherwise it is queued for the q-cluster). Returns the pause as the continuation left it."""
+    are on; otherwise it is queued for the q-cluster). Returns the pause as decided (read it again for
+    what the continuation made of it)."""
     pause = decide_pause(**decision, continue_here=True)
     if pause.claimed_here:
         run_claimed_continuation(pause)
-        pause.refresh_from_db()
     return pause
 
 

@@ -37,6 +37,7 @@ def _conversation_id(pause: Pause) -> uuid.UUID | None:
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
     return (
         Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
+        .select_related("owner")
         .order_by("-paused_at")
         .first()
     )
@@ -90,20 +91,22 @@ def decide_pause(
         handler.check_can_continue(pause)
         now = timezone.now()
         here = continue_here and continues_inline()
-        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
-            status=PauseStatus.RESOLVING,
-            verdict=decision.verdict,
-            note=decision.note,
-            decided_by=actor.name,
-            decided_by_user=actor.user_id,
-            automated=actor.automated,
-            decided_at=now,
-            decision_details={"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
-            lease_until=lease_expiry(now) if here else None,
-        )
+        decided = {
+            "status": PauseStatus.RESOLVING,
+            "verdict": decision.verdict,
+            "note": decision.note,
+            "decided_by": actor.name,
+            "decided_by_user_id": actor.user_id,
+            "automated": actor.automated,
+            "decided_at": now,
+            "decision_details": {"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
+            "lease_until": lease_expiry(now) if here else None,
+        }
+        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(**decided)
         if not won or not handler.begin_resume(pause):
             raise _not_awaiting(surface, subject_id, what)
-        pause.refresh_from_db()
+        for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
+            setattr(pause, field, value)
         disarm_timer(pause)
         append_audit_entry(
             subject_type=subject_type,

@@ -161,7 +161,8 @@ def test_a_long_continuation_keeps_its_short_claim_alive(alice_client, approver,
 
     sweeper = threading.Thread(target=sweep_while_it_runs)
     sweeper.start()
-    continued = decide_and_continue(**decision_for(pause, approver))
+    decide_and_continue(**decision_for(pause, approver))
+    continued = Pause.objects.get(pk=pause.pk)
     sweeper.join(10)
     assert continued.status == PauseStatus.RESOLVED
     assert sweeps and all(report["restoredContinuations"] == 0 for report in sweeps)
