@@ -247,6 +247,9 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(values) - values[3] - values[4], sum(values)  # busy, total (idle and iowait are not busy)
 
 
+METER_SESSIONS = 2
+
+
 class CostMeter:
     """What a timed run cost, per cycle: PostgreSQL transactions and CPU, with the load average.
 
@@ -266,7 +269,8 @@ class CostMeter:
     itself; over HTTP it is the client, shown apart, not counted), and PostgreSQL: the backends of
     the database, the background processes (checkpointer, WAL writer...) and a share of the backends
     that exited during the run. Those are the postmaster's reaped children, of every database; the
-    run is given the share of them its database opened (sessions opened on it / on all databases),
+    run is given the share of them its database opened (sessions opened on it, less the meter's own
+    two, / sessions opened on all databases),
     so other work on a shared machine adds little. Live backends of other databases are left out.
     """
 
@@ -309,7 +313,9 @@ class CostMeter:
         before = self.cpu_before["postgres"]
         for key, (kind, seconds) in self.cpu_after["postgres"].items():
             spent[kind] += seconds - before.get(key, (kind, 0.0))[1]
-        share = self.count("sessions") / self.count("all_sessions") if self.count("all_sessions") else 0.0
+        # The meter's own two short connections (begin's read, end's wait) are among the sessions counted.
+        opened = max(0, self.count("sessions") - METER_SESSIONS)
+        share = opened / self.count("all_sessions") if self.count("all_sessions") else 0.0
         spent["exited"] = spent["postmaster"] * share
         return spent
 
@@ -353,8 +359,8 @@ class CostMeter:
             f"{self.db} / {cycles} cycles) {load}",
             f"CPU per cycle: {f['cpu_ms_per_cycle']:.1f} ms ({', '.join(parts)}) {load}",
             f"  postgres: {f['postgres_exited_cpu_ms_per_cycle']:.1f} of it exited backends "
-            f"({self.count('sessions')} of the {self.count('all_sessions')} sessions opened on the server "
-            f"during the run were on {self.db}; all exited backends: "
+            f"({self.count('sessions') - METER_SESSIONS} of the {self.count('all_sessions')} sessions opened "
+            f"on the server during the run were on {self.db}, besides this meter's; all exited backends: "
             f"{f['postgres_exited_all_cpu_ms_per_cycle']:.1f})",
         ]
         if not self.count_self:
