@@ -270,8 +270,8 @@ class CostMeter:
     the database, the background processes (checkpointer, WAL writer...) and a share of the backends
     that exited during the run. Those are the postmaster's reaped children, of every database; the
     run is given the share of them its database opened (sessions opened on it, less the meter's own
-    two, / sessions opened on all databases),
-    so other work on a shared machine adds little. Live backends of other databases are left out.
+    two, over those opened on all databases), so other work on a shared machine adds little. Live
+    backends of other databases are left out.
     """
 
     def __init__(self, *, db: str, groups: dict[str, int], count_self: bool) -> None:
