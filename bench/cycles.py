@@ -1,24 +1,46 @@
 #!/usr/bin/env python
-"""Full pause -> decision -> continuation cycles per second against a live server.
+"""Full pause -> decision -> continuation cycles per second, over HTTP or in process.
 
 A cycle (3 requests): alice starts a conversation, says "please delete my account" (the rules pause
 it: AWAITING_HUMAN), the approver resumes it with `?wait=10`, which returns the continued snapshot
-once the q-cluster ran the continuation; the cycle counts if its output is "Deletion APPROVED.".
-C clients (one thread each, keep-alive connections) run cycles back to back for D seconds.
+once the continuation ran; the cycle counts if its output is "Deletion APPROVED.".
+C clients (one thread each, keep-alive connections) each run --warmup untimed cycles, then cycles
+back to back for D seconds.
+
+--in-process sends the same requests through DRF's test client inside this process (no HTTP, no
+ASGI server; each thread its own persistent database connection), against the same database and
+the same q-cluster; uvicorn still runs (it creates the agent) but serves nothing during the run.
+
+Besides cycles/s and latencies it prints, per cycle: PostgreSQL transactions (the database's
+`pg_stat_database.xact_commit` delta) and CPU (uvicorn + q-cluster process groups, this process when
+in process, PostgreSQL), with the 1-minute load average (see CostMeter in _stack.py).
 
     .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 1 uvicorn worker
     .venv/bin/python bench/cycles.py --workers 2 --nodelay    # two workers with TCP_NODELAY
+    .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the test client
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 import time
 from collections import Counter
+from typing import Any
 
-from _stack import Stack, add_stack_args, machine_line, print_latency, say, start_conversation
+from _stack import (
+    CostMeter,
+    Stack,
+    Window,
+    add_stack_args,
+    machine_line,
+    print_latency,
+    say,
+    start_conversation,
+    summarize,
+)
 
 
 class Results:
@@ -52,50 +74,89 @@ def one_cycle(stack: Stack, alice, approver, results: Results) -> None:
         results.phases["resume?wait"].append(t3 - t2)
 
 
-def client_loop(stack: Stack, until: float, results: Results) -> None:
-    alice, approver = stack.client("alice"), stack.client("approver")
-    while time.perf_counter() < until:
-        try:
-            one_cycle(stack, alice, approver, results)
-        except Exception as exc:  # count and go on: the figures say how many failed
-            with results.lock:
-                results.errors[str(exc)[:160]] += 1
+def clients(stack: Stack, in_process: bool) -> tuple[Any, Any]:
+    if in_process:
+        from say_rules_only import InProcessClient
+
+        return InProcessClient(stack.tokens["alice"]), InProcessClient(stack.tokens["approver"])
+    return stack.client("alice"), stack.client("approver")
+
+
+def client_loop(stack: Stack, window: Window, warmup: int, results: Results, in_process: bool) -> None:
+    alice, approver = clients(stack, in_process)
+    try:
+        for _ in range(warmup):
+            try:
+                one_cycle(stack, alice, approver, Results())
+            except Exception as exc:
+                with results.lock:
+                    results.errors[f"warm-up: {str(exc)[:150]}"] += 1
+        window.ready.wait()
+        while time.perf_counter() < window.until:
+            try:
+                one_cycle(stack, alice, approver, results)
+            except Exception as exc:  # count and go on: the figures say how many failed
+                with results.lock:
+                    results.errors[str(exc)[:160]] += 1
+        window.finished.wait()
+    finally:
+        if in_process:  # this thread's connection: its backend reports its counts when it exits
+            from django.db import connection
+
+            connection.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4")
     parser.add_argument("-d", "--duration", type=float, default=20.0, help="seconds of cycles (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed cycles first (default 3)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="through DRF's test client in this process instead of HTTP")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
     add_stack_args(parser)
     args = parser.parse_args()
 
     with Stack.from_args(args) as stack:
-        warm = Results()
-        alice, approver = stack.client("alice"), stack.client("approver")
-        for _ in range(args.warmup):
-            one_cycle(stack, alice, approver, warm)
+        meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=args.in_process)
+        window = Window(clients=args.clients, duration=args.duration, meter=meter)
         results = Results()
-        start = time.perf_counter()
-        until = start + args.duration
-        threads = [threading.Thread(target=client_loop, args=(stack, until, results)) for _ in range(args.clients)]
+        threads = [threading.Thread(target=client_loop,
+                                    args=(stack, window, args.warmup, results, args.in_process))
+                   for _ in range(args.clients)]
         for thread in threads:
             thread.start()
+        window.wait()
         for thread in threads:
             thread.join()
-        wall = time.perf_counter() - start
+    meter.end_transactions()
+    wall = meter.wall
+    cycles = len(results.cycles)
 
     print(machine_line())
-    print(f"cycles: {args.clients} clients for {args.duration:.0f} s, uvicorn --workers {args.workers}"
-          f"{' +TCP_NODELAY' if args.nodelay else ''}, q-cluster {args.q_workers} workers")
-    print(f"throughput: {len(results.cycles) / wall:.1f} cycles/s ({len(results.cycles)} cycles in {wall:.1f} s, "
-          f"{3 * len(results.cycles) / wall:.0f} req/s)")
+    where = ("IN PROCESS (DRF test client, no HTTP)" if args.in_process else
+             f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}")
+    print(f"cycles: {args.clients} clients for {args.duration:.0f} s, {where}, "
+          f"q-cluster {args.q_workers} workers")
+    print(f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s, "
+          f"{3 * cycles / wall:.0f} req/s) [load {meter.load_before:.2f} -> {meter.load_after:.2f}]")
     print_latency("cycle latency", results.cycles)
     for name, samples in results.phases.items():
         print_latency(f"  {name}", samples)
+    for line in meter.lines(cycles):
+        print(line)
     print(f"errors: {sum(results.errors.values())}")
     for message, count in results.errors.most_common(5):
         print(f"  {count} x {message}")
+    if args.json:
+        cycle, resume = summarize(results.cycles), summarize(results.phases["resume?wait"])
+        figures = {
+            "cycles_per_s": cycles / wall, "cycles": cycles, "errors": sum(results.errors.values()),
+            "cycle_p50_ms": cycle["p50"], "cycle_p95_ms": cycle["p95"],
+            "resume_p50_ms": resume["p50"], "resume_p95_ms": resume["p95"], **meter.figures,
+        }
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=1)
     return 0
 
 

@@ -1,0 +1,187 @@
+#!/usr/bin/env python
+"""Ours and the peer (LangGraph interrupt -> resume on PostgresSaver) side by side, interleaved.
+
+1. sets up the peer: ../shared/bench/peer_langgraph/setup.sh makes its virtualenv outside the repo
+   ($LG_VENV, default ~/.cache/lg-venv) and its database; run only when that python cannot import
+   LangGraph yet, or with --setup (it installs from the package index);
+2. runs, --rounds times (default 2), each scenario as its own script with the same clients and
+   duration: peer over HTTP, ours over HTTP, peer in process, ours in process
+   (peer_cycles.py under the peer's python, cycles.py under ours; each stops what it started);
+3. prints every figure of every run with the 1-minute load average at its end, and the ratios
+   ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
+   cycle, cycle and resume latency (lower is better).
+
+Ours runs `uvicorn --workers W` (with TCP_NODELAY when W > 1, as docs/operations.md says) and a
+q-cluster with --q-workers; the peer `uvicorn --workers W` in its thread_nodelay configuration.
+Nothing is asserted: it prints. About 3-4 minutes with the defaults.
+
+    .venv/bin/python bench/compare_peer.py                        # 4 clients, 15 s, 2 rounds
+    .venv/bin/python bench/compare_peer.py -d 10 --rounds 1 --db hitl_bench_me --peer-db lgbench_me
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, load_average, machine_line, stop_group
+from peer_cycles import PEER_DIR
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = (("peer", "HTTP"), ("ours", "HTTP"), ("peer", "in process"), ("ours", "in process"))
+# (key in the figures, label, unit, decimals)
+FIGURES = (
+    ("cycles_per_s", "cycles/s", "", 1),
+    ("cpu_ms_per_cycle", "CPU per cycle", " ms", 1),
+    ("xact_per_cycle", "transactions per cycle", "", 1),
+    ("cycle_p50_ms", "cycle p50", " ms", 0),
+    ("cycle_p95_ms", "cycle p95", " ms", 0),
+    ("resume_p50_ms", "resume p50", " ms", 1),
+    ("resume_p95_ms", "resume p95", " ms", 1),
+)
+
+
+def peer_python(venv: Path) -> str:
+    return str(venv / "bin" / "python")
+
+
+def peer_ready(venv: Path) -> bool:
+    probe = "import langgraph.checkpoint.postgres, fastapi, uvicorn, httpx"
+    return Path(peer_python(venv)).exists() and subprocess.run(
+        [peer_python(venv), "-c", probe], capture_output=True).returncode == 0
+
+
+def set_up_peer(venv: Path, peer_dir: Path, db: str, force: bool) -> None:
+    if peer_ready(venv) and not force:
+        print(f"peer: virtualenv {venv} ready (--setup runs setup.sh again)", flush=True)
+        return
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = LOG_DIR / "compare-peer-setup.log"
+    print(f"peer: bash {peer_dir / 'setup.sh'} (LG_VENV={venv}, log {log}) ...", flush=True)
+    with open(log, "w") as out:
+        done = subprocess.run(["bash", str(peer_dir / "setup.sh")], cwd=peer_dir, stdout=out,
+                              stderr=subprocess.STDOUT, env=dict(os.environ, LG_VENV=str(venv), LG_DB=db))
+    if done.returncode != 0 or not peer_ready(venv):
+        sys.exit(f"peer setup failed ({done.returncode}):\n{log.read_text()[-3000:]}")
+
+
+def peer_versions(venv: Path) -> str:
+    code = ("from importlib.metadata import version as v; "
+            "print(', '.join(f'{p} {v(p)}' for p in ('langgraph', 'langgraph-checkpoint-postgres', 'psycopg', "
+            "'fastapi', 'uvicorn')))")
+    return subprocess.run([peer_python(venv), "-c", code], capture_output=True, text=True).stdout.strip()
+
+
+def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[str]:
+    common = ["-c", str(args.clients), "-d", str(args.duration), "--workers", str(args.workers),
+              "--json", str(out)]
+    if mode == "in process":
+        common.append("--in-process")
+    if side == "peer":
+        return [peer_python(args.lg_venv), str(HERE / "peer_cycles.py"), *common, "--db", args.peer_db,
+                "--peer-dir", str(args.peer_dir)]
+    nodelay = ["--nodelay"] if args.workers > 1 else []
+    return [PYTHON, str(HERE / "cycles.py"), *common, "--db", args.db, "--q-workers", str(args.q_workers),
+            *nodelay]
+
+
+def run(argv: list[str], *, timeout: float, log: Path) -> str | None:
+    """Runs one scenario in its own process group; its stdout is returned (None if it failed), its
+    stderr goes to ``log``."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                                text=True, start_new_session=True)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except BaseException:  # timeout, Ctrl-C, SIGTERM: stop it (it stops its own stack on SIGTERM)
+            stop_group(proc, grace=30)
+            raise
+    if proc.returncode != 0:
+        print(f"  FAILED: exited with {proc.returncode}; {log}:\n{log.read_text()[-2000:]}", flush=True)
+        return None
+    return stdout
+
+
+def cell(run: dict | None, key: str, decimals: int) -> str:
+    if run is None:
+        return "failed"
+    return "-" if math.isnan(run[key]) else f"{run[key]:.{decimals}f} ({run['load1_after']:.2f})"
+
+
+def mean(runs: list[dict | None], key: str) -> float:
+    values = [r[key] for r in runs if r is not None and not math.isnan(r[key])]
+    return statistics.fmean(values) if values else math.nan
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-c", "--clients", type=int, default=4, help="client threads of every run (default 4)")
+    parser.add_argument("-d", "--duration", type=float, default=15.0, help="seconds of each run (default 15)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the four scenarios (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers of both (default 2)")
+    parser.add_argument("--q-workers", type=int, default=2, help="our q-cluster's workers (default 2)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"our database (default {DEFAULT_DB})")
+    parser.add_argument("--peer-db", default="lgbench", help="the peer's database (default lgbench)")
+    parser.add_argument("--lg-venv", type=Path,
+                        default=Path(os.environ.get("LG_VENV", "~/.cache/lg-venv")).expanduser(),
+                        help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv)")
+    parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
+    parser.add_argument("--setup", action="store_true", help="run the peer's setup.sh even if its venv works")
+    args = parser.parse_args()
+
+    set_up_peer(args.lg_venv, args.peer_dir, args.peer_db, args.setup)
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
+    started = time.monotonic()
+    load_at_start = load_average()
+    results: dict[tuple[str, str], list[dict | None]] = {scenario: [] for scenario in SCENARIOS}
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="compare-peer-") as tmp:
+        for round_no in range(1, args.rounds + 1):
+            for side, mode in SCENARIOS:
+                out = Path(tmp) / f"{side}-{mode.replace(' ', '-')}-{round_no}.json"
+                log = LOG_DIR / f"compare-{side}-{mode.replace(' ', '-')}-{round_no}.log"
+                print(f"\n== round {round_no}: {side}, {mode} ==", flush=True)
+                stdout = run(command(side, mode, args, out), timeout=args.duration + 300, log=log)
+                if stdout is not None:
+                    print("".join(f"  {line}\n" for line in stdout.splitlines()), end="", flush=True)
+                results[(side, mode)].append(json.loads(out.read_text()) if stdout is not None else None)
+                time.sleep(1.0)
+
+    print(f"\n# ours and the peer side by side ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)")
+    nodelay = " +TCP_NODELAY" if args.workers > 1 else ""
+    print(f"ours: commit {commit}, uvicorn --workers {args.workers}{nodelay}, "
+          f"q-cluster {args.q_workers} workers, database {args.db}")
+    print(f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
+          f"database {args.peer_db}")
+    print(f"{machine_line()}; shared with other work: 1-min load average {load_at_start:.2f} at the start, "
+          f"{load_average():.2f} at the end; {time.monotonic() - started:.0f} s in all")
+    print(f"{args.clients} clients, {args.duration:.0f} s per run, {args.rounds} rounds interleaved "
+          "(peer HTTP, ours HTTP, peer in process, ours in process); each cell: the figure (the 1-min load "
+          "average at the end of that run); ratio: ours/peer of the means")
+    rounds = range(args.rounds)
+    header = ["figure", *[f"peer r{i + 1}" for i in rounds], *[f"ours r{i + 1}" for i in rounds], "ours/peer"]
+    print("\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for mode in ("HTTP", "in process"):
+        peer, ours = results[("peer", mode)], results[("ours", mode)]
+        for key, label, unit, decimals in FIGURES:
+            cells = [cell(r, key, decimals) for r in peer + ours]
+            ratio = mean(ours, key) / mean(peer, key) if mean(peer, key) else math.nan
+            print(f"| {mode}: {label}{unit} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    errors = {f"{side} {mode}": sum(r["errors"] for r in runs if r) for (side, mode), runs in results.items()}
+    print("\nerrors: " + ", ".join(f"{name} {count}" for name, count in errors.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
