@@ -1,9 +1,12 @@
 """Running an agent's workflows task by task, and noticing when a task asks to pause or stop.
 
 A task that *adds* PAUSE_CONVERSATION pauses the turn after it (a PAUSE already present before the task
-never re-pauses); STOP_CONVERSATION beats PAUSE in the same step. A task may also raise PauseRequested
+never re-pauses); STOP_CONVERSATION beats PAUSE in the same step. A task may also return a PauseRequest
 (the LLM task does, when its tool loop meets a gated call). The bookmark is the workflow id and the
 absolute index of the task in that workflow.
+
+A continuation enters at a ResumePoint, checked once for config drift (``config_drift``) before it runs;
+the task it names is the only one that sees it (``TurnContext.resume``).
 
 Before every task the turn asks whether a cancel of it was recorded (``turn.stop_if_cancelled``); a
 task may ask too before a side effect of its own (the next http call, the next tool). Either way the
@@ -12,10 +15,10 @@ turn ends as ``cancelled`` before that task or side effect: nothing after it run
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+from approvals.models import PauseKind
 from conversations.pipeline.memory import (
     CONVERSATION_END,
     PAUSE_CONVERSATION,
@@ -24,30 +27,78 @@ from conversations.pipeline.memory import (
 )
 from conversations.pipeline.registry import TurnContext, runner_for
 
+if TYPE_CHECKING:
+    from toolgate.batches import PendingBatch
+    from toolgate.models import PendingToolBatch
+    from toolgate.no_progress import GuardTrip
 
-class PauseRequested(Exception):  # noqa: N818 - a signal, not an error
-    """Raised by a task that must wait for a human before it can finish (e.g. a gated tool call).
+
+@dataclass(frozen=True)
+class PauseRequest:
+    """What a task returns when the turn must wait for a human before it can finish.
 
     ``timeout_config`` ({"timeoutPolicy", "approvalTimeout"}) replaces the agent's hitlConfig for this
-    pause's deadline; ``on_committed(pause)`` runs inside the transaction that opens the pause (to store
-    what belongs to it); ``after_commit(pause)`` runs once that transaction committed.
-    ``matched_rules`` are the tool rules that tuned the gated calls (they may forbid self-approval).
+    pause's deadline; ``matched_rules`` are the tool rules that tuned the gated calls (they may forbid
+    self-approval). What belongs to the pause is data the commit step stores with it, in the transaction
+    that opens it: ``tool_batch`` (the gated calls of a TOOL_CALL pause) and ``guard_trip`` (a no-progress
+    guard that tripped on this pause: audited there, and acted on once the pause is committed).
     """
 
-    def __init__(self, kind: str, reason: str, details: dict[str, Any] | None = None,
-                 tool_names: list[str] | None = None, *, timeout_config: dict[str, Any] | None = None,
-                 on_committed: Callable[[Any], None] | None = None,
-                 after_commit: Callable[[Any], None] | None = None,
-                 matched_rules: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
-        self.details = details or {}
-        self.tool_names = tool_names or []
-        self.timeout_config = timeout_config
-        self.on_committed = on_committed
-        self.after_commit = after_commit
-        self.matched_rules = matched_rules or []
+    kind: str
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    tool_names: list[str] = field(default_factory=list)
+    timeout_config: dict[str, Any] | None = None
+    matched_rules: list[dict[str, Any]] = field(default_factory=list)
+    tool_batch: PendingBatch | None = None
+    guard_trip: GuardTrip | None = None
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where the continuation of a decided pause enters the pipeline: the first task to run (workflow id,
+    absolute index) and, for a tool pause, the frozen batch the llm task there re-enters its loop with
+    (its ``pause`` is the decided pause whose verdicts apply)."""
+
+    workflow_id: str
+    task_index: int
+    pause_id: str
+    kind: str
+    tool_batch: PendingToolBatch | None = None
+
+    def past_paused_task(self) -> ResumePoint:
+        """The same turn going on after the paused task, without re-entering it."""
+        return replace(self, task_index=self.task_index + 1, tool_batch=None)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Why a resume point no longer fits the agent version being continued."""
+
+    reason: str
+    workflow_gone: bool  # the turn cannot go on at all; otherwise only the paused llm task moved
+
+
+def config_drift(document: dict[str, Any], point: ResumePoint) -> Drift | None:
+    """The config-drift rule, checked once before a continuation runs: the paused workflow must still
+    exist in the agent version being continued and, for a tool pause, the task at the point's index must
+    still be the llm task that paused (same id, still an llm task). Returns what drifted, or None.
+
+    A drifted tool pause applies nothing of its batch and the rest of the turn runs; a gone workflow
+    fails the turn.
+    """
+    workflow = next((w for w in document.get("workflows") or [] if w.get("id") == point.workflow_id), None)
+    if workflow is None:
+        return Drift(f"Paused workflow '{point.workflow_id}' no longer exists (config drift)", workflow_gone=True)
+    if point.kind != PauseKind.TOOL_CALL:
+        return None
+    paused_task_id = point.tool_batch.llm_task_id if point.tool_batch is not None else None
+    tasks = workflow.get("tasks") or []
+    task = tasks[point.task_index] if 0 <= point.task_index < len(tasks) else None
+    if task is None or task.get("type") != "llm" or task.get("id") != paused_task_id:
+        return Drift(f"the paused llm task '{paused_task_id}' is no longer at its place in the workflow",
+                     workflow_gone=False)
+    return None
 
 
 class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error
@@ -59,33 +110,47 @@ class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error
 
 
 class ConfigDrift(Exception):  # noqa: N818
-    """The paused workflow no longer exists in the agent version being continued."""
+    """The paused workflow no longer exists in the agent version being continued (the turn fails)."""
 
 
-@dataclass
-class LifecycleOutcome:
-    kind: str  # "completed" | "paused" | "stopped" | "cancelled"
-    workflow_id: str | None = None
-    task_index: int | None = None
-    pause_kind: str = "RULE"
-    reason: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    tool_names: list[str] = field(default_factory=list)
-    timeout_config: dict[str, Any] | None = None
-    on_committed: Callable[[Any], None] | None = None
-    after_commit: Callable[[Any], None] | None = None
-    matched_rules: list[dict[str, Any]] = field(default_factory=list)
-    cancelled_by: str = ""
+@dataclass(frozen=True)
+class Completed:
+    """Every task ran."""
 
 
-def _start_position(workflows: list[dict[str, Any]], resume_at: tuple[str, int] | None) -> tuple[int, int]:
-    if resume_at is None:
+@dataclass(frozen=True)
+class Stopped:
+    """A task added STOP_CONVERSATION or CONVERSATION_END."""
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The turn waits for a human; the bookmark is the task that asked (the task after it resumes a RULE pause)."""
+
+    workflow_id: str
+    task_index: int
+    request: PauseRequest
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """A recorded cancel stopped the turn before the task at (workflow_id, task_index)."""
+
+    workflow_id: str
+    task_index: int
+    by: str
+
+
+LifecycleOutcome = Completed | Stopped | Paused | Cancelled
+
+
+def _start_position(workflows: list[dict[str, Any]], resume: ResumePoint | None) -> tuple[int, int]:
+    if resume is None:
         return 0, 0
-    workflow_id, task_index = resume_at
     for position, workflow in enumerate(workflows):
-        if workflow.get("id") == workflow_id:
-            return position, task_index
-    raise ConfigDrift(f"Paused workflow '{workflow_id}' no longer exists (config drift)")
+        if workflow.get("id") == resume.workflow_id:
+            return position, resume.task_index
+    raise LookupError(f"no workflow '{resume.workflow_id}' to resume in: check config_drift first")
 
 
 def run_lifecycle(
@@ -93,37 +158,32 @@ def run_lifecycle(
     memory: ConversationMemory,
     turn: TurnContext,
     *,
-    resume_at: tuple[str, int] | None = None,
+    resume: ResumePoint | None = None,
 ) -> LifecycleOutcome:
-    """Run from the start, or from ``resume_at`` = (workflow id, absolute task index) onwards.
+    """Run from the start, or from ``resume`` (a point config_drift found no gone workflow in) onwards.
 
     An index equal to the number of tasks is valid and runs nothing of that workflow.
     """
     workflows = document.get("workflows") or []
-    first_workflow, first_task = _start_position(workflows, resume_at)
+    first_workflow, first_task = _start_position(workflows, resume)
     for position in range(first_workflow, len(workflows)):
         workflow = workflows[position]
         tasks = workflow.get("tasks") or []
         start = first_task if position == first_workflow else 0
         for index in range(start, len(tasks)):
             task = tasks[index]
+            entered = resume is not None and (position, index) == (first_workflow, first_task)
             actions_before = set(memory.current.actions)
             try:
                 turn.stop_if_cancelled()
-                runner_for(task["type"])(task, memory, turn)
+                request = runner_for(task["type"])(task, memory, replace(turn, resume=resume) if entered else turn)
             except TurnCancelled as cancel:
-                return LifecycleOutcome(kind="cancelled", workflow_id=workflow["id"], task_index=index,
-                                        cancelled_by=cancel.by)
-            except PauseRequested as pause:
-                return LifecycleOutcome(
-                    kind="paused", workflow_id=workflow["id"], task_index=index, pause_kind=pause.kind,
-                    reason=pause.reason, details=pause.details, tool_names=pause.tool_names,
-                    timeout_config=pause.timeout_config, on_committed=pause.on_committed,
-                    after_commit=pause.after_commit, matched_rules=pause.matched_rules,
-                )
+                return Cancelled(workflow_id=workflow["id"], task_index=index, by=cancel.by)
+            if isinstance(request, PauseRequest):
+                return Paused(workflow_id=workflow["id"], task_index=index, request=request)
             actions = memory.current.actions
             if STOP_CONVERSATION in actions or CONVERSATION_END in actions:
-                return LifecycleOutcome(kind="stopped")
+                return Stopped()
             if PAUSE_CONVERSATION in actions and PAUSE_CONVERSATION not in actions_before:
-                return LifecycleOutcome(kind="paused", workflow_id=workflow["id"], task_index=index)
-    return LifecycleOutcome(kind="completed")
+                return Paused(workflow_id=workflow["id"], task_index=index, request=PauseRequest(PauseKind.RULE))
+    return Completed()

@@ -17,7 +17,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.actors import system_actor
-from approvals.audit import append_audit_entry
 from approvals.decision_notices import rejection_text
 from approvals.decisions import finish_pause
 from approvals.errors import NotDeployed, WrongState
@@ -34,7 +33,18 @@ from conversations.cancels import (
     finish_unstarted_continuation,
 )
 from conversations.continuation import renew_turn
-from conversations.lifecycle import LifecycleOutcome, run_lifecycle
+from conversations.lifecycle import (
+    Cancelled,
+    Completed,
+    ConfigDrift,
+    LifecycleOutcome,
+    Paused,
+    PauseRequest,
+    ResumePoint,
+    Stopped,
+    config_drift,
+    run_lifecycle,
+)
 from conversations.memory_store import (
     caller_for,
     memory_for_new_turn,
@@ -90,14 +100,22 @@ def _require_deployed(conversation: Conversation) -> None:
 
 
 def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext,
-         resume_at: tuple[str, int] | None = None) -> LifecycleOutcome | Exception:
+         resume: ResumePoint | None = None) -> LifecycleOutcome | Exception:
     register_builtin_tasks()
     try:
-        return run_lifecycle(document, memory, turn, resume_at=resume_at)
-    except Exception as exc:  # the turn fails, the conversation records ERROR
-        logger.exception("turn of conversation %s failed", turn.conversation_id)
-        memory.current.data["error"] = failure_text(exc)
-        return exc
+        return run_lifecycle(document, memory, turn, resume=resume)
+    except Exception as exc:
+        return _failed(memory, turn, exc)
+
+
+def _failed(memory: ConversationMemory, turn: TurnContext, exc: Exception) -> Exception:
+    """The turn fails: the conversation records ERROR, the error is on the step."""
+    logger.error("turn of conversation %s failed", turn.conversation_id, exc_info=exc)
+    memory.current.data["error"] = failure_text(exc)
+    return exc
+
+
+STATE_AFTER = {Completed: S.READY, Stopped: S.ENDED, Paused: S.AWAITING_HUMAN}
 
 
 def _commit(
@@ -115,14 +133,11 @@ def _commit(
 
     ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
     """
-    if isinstance(outcome, LifecycleOutcome) and outcome.kind == "cancelled":
+    if isinstance(outcome, Cancelled):
         return finish_cancelled_turn(
             conversation, memory, row=row, resolving=resolving,
             stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index})
-    if isinstance(outcome, Exception):
-        state = S.ERROR
-    else:
-        state = {"completed": S.READY, "stopped": S.ENDED, "paused": S.AWAITING_HUMAN}[outcome.kind]
+    state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
     with transaction.atomic():
         won = Conversation.objects.filter(
             pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=True
@@ -135,39 +150,53 @@ def _commit(
                 outcome="failed" if state == S.ERROR else "completed",
                 detail={"error": memory.current.data.get("error")} if state == S.ERROR else None,
             )
-        if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
-            if outcome.pause_kind == PauseKind.RULE:
-                memory.current.data["hitl:status"] = "awaiting_approval"
-                memory.current.outputs["hitl:status"] = "awaiting_approval"
+        if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
+            memory.current.data["hitl:status"] = "awaiting_approval"
+            memory.current.outputs["hitl:status"] = "awaiting_approval"
         save_step(conversation, memory.current, memory.properties, row=row)
-        if state == S.AWAITING_HUMAN and isinstance(outcome, LifecycleOutcome):
-            hitl_config = document.get("hitlConfig")
-            allow_self_approval = effective_allow_self_approval(hitl_config, outcome.matched_rules)
-            if outcome.timeout_config is not None:
-                hitl_config = outcome.timeout_config
-            pause = open_pause(
-                surface=Surface.REGULAR,
-                kind=outcome.pause_kind,
-                subject_type=SubjectType.CONVERSATION,
-                subject_id=conversation.pk,
-                owner_id=conversation.owner_id,
-                reason=outcome.reason if outcome.pause_kind != PauseKind.RULE else rule_pause_reason(
-                    document.get("hitlConfig")),
-                hitl_config=hitl_config,
-                bookmark={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index},
-                details={**outcome.details, "actions": list(memory.current.actions)},
-                tool_names=outcome.tool_names,
-                agent_id=conversation.agent_id,
-                agent_version=conversation.agent_version,
-                raised_by_id=raised_by_id,
-                allow_self_approval=allow_self_approval,
-            )
-            if outcome.on_committed is not None:
-                outcome.on_committed(pause)
-            if outcome.after_commit is not None:
-                after = outcome.after_commit
-                transaction.on_commit(lambda: after(pause))
+        if isinstance(outcome, Paused):
+            _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
     return state
+
+
+def _open_pause(conversation: Conversation, document: dict[str, Any], memory: ConversationMemory,
+                paused: Paused, *, raised_by_id: int | None) -> Pause:
+    """Open the pause the turn asked for, with what its request carries, inside the turn's commit."""
+    request = paused.request
+    hitl_config = document.get("hitlConfig")
+    pause = open_pause(
+        surface=Surface.REGULAR,
+        kind=request.kind,
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=conversation.pk,
+        owner_id=conversation.owner_id,
+        reason=request.reason if request.kind != PauseKind.RULE else rule_pause_reason(hitl_config),
+        hitl_config=request.timeout_config if request.timeout_config is not None else hitl_config,
+        bookmark={"workflowId": paused.workflow_id, "taskIndex": paused.task_index},
+        details={**request.details, "actions": list(memory.current.actions)},
+        tool_names=request.tool_names,
+        agent_id=conversation.agent_id,
+        agent_version=conversation.agent_version,
+        raised_by_id=raised_by_id,
+        allow_self_approval=effective_allow_self_approval(hitl_config, request.matched_rules),
+    )
+    _store_with_pause(pause, request)
+    return pause
+
+
+def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
+    """A pause and what belongs to it commit together: the gated batch, and the audit of a guard that
+    tripped on it. A trip that rejects or cancels the pause acts once the pause is committed."""
+    from toolgate.batches import store_batch
+    from toolgate.no_progress import act_on_trip, record_trip
+
+    if request.tool_batch is not None:
+        store_batch(pause, request.tool_batch)
+    trip = request.guard_trip
+    if trip is not None and request.tool_batch is not None:
+        record_trip(pause, trip, request.tool_batch)
+        if trip.decides_the_pause:
+            transaction.on_commit(lambda: act_on_trip(pause, trip))
 
 
 def start_conversation(
@@ -252,32 +281,21 @@ def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
     step.outputs["hitlDecisionAutomated"] = pause.automated  # a timeout or a guard, not a human
     memory.properties["hitlVerdict"] = pause.verdict
     step.actions[:] = [a for a in step.actions if a != PAUSE_CONVERSATION]
-    if pause.kind == PauseKind.TOOL_CALL:
-        # the LLM task at the bookmark re-enters its tool loop with this pause's frozen batch
-        step.data["hitl:tool_resume_pause"] = str(pause.id)
 
 
-TOOL_DRIFT_TEXT = ("The pending approval could not be applied because the agent's configuration changed. "
-                   "No gated action was executed.")
-
-
-def _paused_llm_task_id(pause: Pause) -> str | None:
+def _resume_point(pause: Pause) -> ResumePoint:
+    """Where the decided pause's turn goes on: after the task that paused on a rule, back into the llm
+    task that paused on tools, with its frozen batch (the decision applied is this pause's)."""
     from toolgate.models import PendingToolBatch
 
-    return PendingToolBatch.objects.filter(pause=pause).values_list("llm_task_id", flat=True).first()
-
-
-def _tool_task_still_there(document: dict[str, Any], pause: Pause) -> bool:
-    """The llm task that paused is still at the bookmark (same id, still an llm task)."""
-    batch = _paused_llm_task_id(pause)
-    for workflow in document.get("workflows") or []:
-        if workflow.get("id") == pause.bookmark.get("workflowId"):
-            tasks = workflow.get("tasks") or []
-            index = int(pause.bookmark.get("taskIndex", -1))
-            if 0 <= index < len(tasks):
-                task = tasks[index]
-                return task.get("type") == "llm" and task.get("id") == batch
-    return False
+    batch = None
+    if pause.kind == PauseKind.TOOL_CALL:
+        batch = PendingToolBatch.objects.filter(pause=pause).first()
+        if batch is not None:
+            batch.pause = pause
+    offset = 1 if pause.kind == PauseKind.RULE else 0
+    return ResumePoint(workflow_id=pause.bookmark["workflowId"], task_index=int(pause.bookmark["taskIndex"]) + offset,
+                       pause_id=str(pause.id), kind=pause.kind, tool_batch=batch)
 
 
 def continue_after_decision(pause: Pause) -> None:
@@ -294,7 +312,7 @@ def continue_after_decision(pause: Pause) -> None:
         finish_unstarted_continuation(conversation, pause)
         return
     try:
-        version, memory, row, resume_at = _prepare_continuation(conversation, pause)
+        version, memory, row, resume = _prepare_continuation(conversation, pause)
     except ContinuationNotStarted:
         raise
     except Exception as exc:
@@ -303,9 +321,11 @@ def continue_after_decision(pause: Pause) -> None:
     turn = _turn_context(conversation, version.document)
 
     def run_and_commit() -> str:
-        outcome: LifecycleOutcome | Exception = LifecycleOutcome(kind="completed")
-        if resume_at is not None:
-            outcome = _run(version.document, memory, turn, resume_at=resume_at)
+        outcome: LifecycleOutcome | Exception = Completed()
+        if isinstance(resume, ConfigDrift):
+            outcome = _failed(memory, turn, resume)
+        elif resume is not None:
+            outcome = _run(version.document, memory, turn, resume=resume)
         # A pause met later in the same turn was still raised by the user whose turn it is, not its decider.
         return _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
                        raised_by_id=pause.raised_by_id)
@@ -315,10 +335,12 @@ def continue_after_decision(pause: Pause) -> None:
 
 def _prepare_continuation(
     conversation: Conversation, pause: Pause
-) -> tuple[AgentVersion, ConversationMemory, ConversationStep, tuple[str, int] | None]:
+) -> tuple[AgentVersion, ConversationMemory, ConversationStep, ResumePoint | ConfigDrift | None]:
     """The agent version, the paused turn's memory with the decision applied, its step row, and where
-    the pipeline resumes (None: it does not run again, a rejected rule pause only posts the rejection)."""
+    the pipeline resumes (None: it does not run again, a rejected rule pause only posts the rejection;
+    ConfigDrift: the paused workflow is gone, the turn fails)."""
     from approvals.surfaces import ContinuationNotStarted
+    from conversations.pipeline.llm_task import apply_config_drift
 
     if not is_deployed(
         agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
@@ -333,23 +355,14 @@ def _prepare_continuation(
     if pause.kind == PauseKind.RULE and pause.verdict == Verdict.REJECTED:
         memory.current.output.append(rejection_text(pause))
         return version, memory, row, None
-    bookmark = pause.bookmark
-    offset = 1 if pause.kind == PauseKind.RULE else 0
-    if pause.kind == PauseKind.TOOL_CALL and not _tool_task_still_there(version.document, pause):
-        memory.current.data.pop("hitl:tool_resume_pause", None)
-        for text in memory.current.data.pop("hitl:pending_output", []):
-            if text in memory.current.output:
-                memory.current.output.remove(text)
-        memory.current.output.append(TOOL_DRIFT_TEXT)
-        append_audit_entry(
-            subject_type=SubjectType.CONVERSATION, subject_id=conversation.pk, verb="hitl.tool.config_drift",
-            actor="system:toolgate", automated=True, conversation_id=conversation.pk, pause_id=pause.id,
-            epoch=pause.epoch,
-            detail={"reason": f"the paused llm task '{_paused_llm_task_id(pause)}' is no longer at its place "
-                              "in the workflow"},
-        )
-        offset = 1  # no gated call runs; the rest of the turn does
-    return version, memory, row, (bookmark["workflowId"], int(bookmark["taskIndex"]) + offset)
+    point = _resume_point(pause)
+    drift = config_drift(version.document, point)
+    if drift is None:
+        return version, memory, row, point
+    if point.kind == PauseKind.TOOL_CALL:
+        apply_config_drift(memory, point, conversation_id=conversation.pk, pause=pause, reason=drift.reason)
+        point = point.past_paused_task()  # no gated call runs; the rest of the turn does
+    return version, memory, row, ConfigDrift(drift.reason) if drift.workflow_gone else point
 
 
 def undo(*, conversation: Conversation) -> Conversation:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from approvals.models import Pause, TimeoutPolicy
+from approvals import metrics
+from approvals.actors import system_actor
+from approvals.audit import append_audit_entry
+from approvals.models import Pause, SubjectType, TimeoutPolicy
 from toolgate.batches import PendingBatch
 from toolgate.models import PendingToolBatch
 from toolgate.precedence import clamp_max_auto_approvals, on_no_progress
@@ -27,6 +30,11 @@ from toolgate.precedence import clamp_max_auto_approvals, on_no_progress
 class GuardTrip:
     guard: str  # "no_progress" | "auto_approve_cap"
     action: str  # WAIT_FOR_HUMAN | AUTO_REJECT | ABORT
+
+    @property
+    def decides_the_pause(self) -> bool:
+        """AUTO_REJECT and ABORT end the new pause at once (WAIT_FOR_HUMAN only changes its deadline)."""
+        return self.action in ("AUTO_REJECT", "ABORT")
 
 
 def check_guard(batch: PendingBatch, resumed: Pause | None, previous: PendingToolBatch | None) -> GuardTrip | None:
@@ -40,3 +48,36 @@ def check_guard(batch: PendingBatch, resumed: Pause | None, previous: PendingToo
     if would_auto_approve and batch.auto_approve_count >= clamp_max_auto_approvals(batch.effective_config):
         return GuardTrip("auto_approve_cap", action)
     return None
+
+
+def wait_for_human_timeout(trip: GuardTrip | None, timeout_config: dict) -> dict:
+    """The new pause's deadline: WAIT_FOR_HUMAN makes it wait indefinitely, whatever the rules said."""
+    if trip is not None and trip.action == "WAIT_FOR_HUMAN":
+        return {"timeoutPolicy": TimeoutPolicy.WAIT_INDEFINITELY, "approvalTimeout": ""}
+    return timeout_config
+
+
+def record_trip(pause: Pause, trip: GuardTrip, batch: PendingBatch) -> None:
+    """Count and audit a trip, in the transaction that opens the pause it tripped on."""
+    metrics.count_tool_guard(trip.guard)
+    append_audit_entry(
+        subject_type=SubjectType.CONVERSATION, subject_id=pause.subject_id, verb=f"hitl.tool.{trip.guard}",
+        actor="system:no-progress", automated=True, conversation_id=pause.subject_id, pause_id=pause.id,
+        epoch=pause.epoch, detail={"guard": trip.guard, "action": trip.action, "fingerprint": batch.fingerprint,
+                                   "autoApproveCount": batch.auto_approve_count},
+    )
+
+
+def act_on_trip(pause: Pause, trip: GuardTrip) -> None:
+    """Reject or cancel the new pause as ``system:no-progress``; runs once the pause is committed (a
+    decision is made on a committed pause, like any other)."""
+    from approvals.decision_input import DecisionInput
+    from approvals.decisions import cancel_pending_pause, decide_pause
+
+    actor = system_actor("no-progress")
+    if trip.action == "AUTO_REJECT":
+        decide_pause(surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
+                     decision=DecisionInput(verdict="REJECTED", note="Automatic reject-all: repeated tool-call "
+                                            "pause made no progress"), actor=actor, expected_pause_id=pause.id)
+    elif trip.action == "ABORT":
+        cancel_pending_pause(pause=pause, actor=actor, mode="NO_PROGRESS_ABORT")

@@ -34,12 +34,9 @@ OUTCOME_UNKNOWN = {"status": "EXECUTION_OUTCOME_UNKNOWN",
                    "message": "a previous execution attempt was interrupted; it may or may not have taken effect "
                               "- verify externally before retrying"}
 TRUNCATED = {"status": "NOT_EXECUTED", "reason": "arguments exceeded the persistable size cap"}
+# What the step says when the paused llm task drifted away (conversations.lifecycle.config_drift).
 CONFIG_DRIFT_TEXT = ("The pending approval could not be applied because the agent's configuration changed. "
                      "No gated action was executed.")
-
-
-class ConfigDrift(Exception):  # noqa: N818
-    pass
 
 
 @dataclass
@@ -136,11 +133,10 @@ def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolConte
     return cleared
 
 
-def resume_state(batch: PendingToolBatch, llm_task_id: str, toolset: ToolSet, context: ToolContext,
+def resume_state(batch: PendingToolBatch, toolset: ToolSet, context: ToolContext,
                  rebuild_messages: Any) -> LoopState:
-    """The loop state to continue from, with every verdict of the batch applied."""
-    if batch.llm_task_id != llm_task_id:
-        raise ConfigDrift(f"task '{batch.llm_task_id}' is no longer at its place in the workflow")
+    """The loop state to continue from, with every verdict of the batch applied (the batch's llm task is
+    the one running: the resume point was checked for config drift before the continuation ran)."""
     messages = list(batch.transcript) if batch.transcript is not None else rebuild_messages(batch)
     cleared = apply_verdicts(batch, toolset, context, messages)
     return LoopState(messages=messages, iteration=batch.iteration_index + 1, trace=list(batch.trace),

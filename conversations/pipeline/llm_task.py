@@ -1,10 +1,10 @@
 """The ``llm`` task: a model with tools, behind the approval gate (the loop itself is in toolgate).
 
 A fresh turn builds the chat messages (system message, recent history, the user's input) and runs the
-tool loop. When the loop meets gated calls, the task raises PauseRequested: the pause, its batch and
-its deadline are committed together, and the step shows why it stalled (the pending message). When the
-continuation of that pause reaches this task again, it re-enters the loop from the frozen transcript
-with the reviewer's verdicts applied.
+tool loop. When the loop meets gated calls, the task returns a PauseRequest carrying the batch: the
+pause, its batch and its deadline are committed together, and the step shows why it stalled (the pending
+message). The continuation of that pause enters at this task with the batch on its resume point
+(``turn.resume``) and re-enters the loop from the frozen transcript with the reviewer's verdicts applied.
 """
 
 from __future__ import annotations
@@ -14,28 +14,24 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals import metrics
-from approvals.actors import system_actor
 from approvals.audit import append_audit_entry
-from approvals.models import Pause, SubjectType, TimeoutPolicy
-from conversations.lifecycle import PauseRequested
+from approvals.models import Pause, PauseKind, SubjectType
+from conversations.lifecycle import PauseRequest, ResumePoint
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
 from toolgate.approval_config import validate_tool_approvals
-from toolgate.batches import PendingBatch, store_batch
+from toolgate.batches import PendingBatch
 from toolgate.loop import LoopSettings, LoopState, run_tool_loop
 from toolgate.models import PendingToolBatch
-from toolgate.no_progress import GuardTrip, check_guard
+from toolgate.no_progress import check_guard, wait_for_human_timeout
 from toolgate.precedence import UNDETERMINED, effective_tool_approvals
 from toolgate.providers import chat_model_for
-from toolgate.resume import CONFIG_DRIFT_TEXT, ConfigDrift, resume_state
+from toolgate.resume import CONFIG_DRIFT_TEXT, resume_state
 from toolgate.sources import toolset_for
 from toolgate.tools import ToolContext
 
 MAX_ITERATIONS_DEFAULT = 8
 HISTORY_DEFAULT = 10
-RESUME_KEY = "hitl:tool_resume_pause"
-PENDING_KEY = "hitl:pending_output"
 
 
 def _readable(config: Any, path: str) -> Any:
@@ -102,67 +98,49 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
     )
 
 
-def _drop_pending_output(memory: ConversationMemory) -> None:
-    for text in memory.current.data.pop(PENDING_KEY, []):
+def shown_while_pending(interim: str, pending: str) -> list[str]:
+    """What a tool pause adds to the step's output while it waits: the model's interim text, then the
+    pending message (once, when they are the same)."""
+    if interim == pending:
+        return [pending]
+    return [text for text in (interim, pending) if text]
+
+
+def drop_pending_output(memory: ConversationMemory, batch: PendingToolBatch) -> None:
+    """The turn goes on: what the pause showed while it waited leaves the step (the last occurrence of each)."""
+    for text in shown_while_pending(batch.interim_text, batch.pending_message):
         for index in range(len(memory.current.output) - 1, -1, -1):
             if memory.current.output[index] == text:
                 del memory.current.output[index]
                 break
 
 
-def _guard_effects(trip: GuardTrip | None, batch: PendingBatch) -> tuple[Any, Any]:
-    """What a guard trip does to the new pause: (inside the commit, after the commit)."""
-    if trip is None:
-        return None, None
-    if trip.action == "WAIT_FOR_HUMAN":
-        batch.timeout_config = {"timeoutPolicy": TimeoutPolicy.WAIT_INDEFINITELY, "approvalTimeout": ""}
-
-    def record(pause: Pause) -> None:
-        metrics.count_tool_guard(trip.guard)
-        append_audit_entry(
-            subject_type=SubjectType.CONVERSATION, subject_id=pause.subject_id, verb=f"hitl.tool.{trip.guard}",
-            actor="system:no-progress", automated=True, conversation_id=pause.subject_id, pause_id=pause.id,
-            epoch=pause.epoch, detail={"guard": trip.guard, "action": trip.action, "fingerprint": batch.fingerprint,
-                                       "autoApproveCount": batch.auto_approve_count},
-        )
-
-    def act(pause: Pause) -> None:
-        from approvals.decision_input import DecisionInput
-        from approvals.decisions import cancel_pending_pause, decide_pause
-
-        actor = system_actor("no-progress")
-        if trip.action == "AUTO_REJECT":
-            decide_pause(surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
-                         decision=DecisionInput(verdict="REJECTED", note="Automatic reject-all: repeated tool-call "
-                                                "pause made no progress"), actor=actor, expected_pause_id=pause.id)
-        elif trip.action == "ABORT":
-            cancel_pending_pause(pause=pause, actor=actor, mode="NO_PROGRESS_ABORT")
-
-    return record, (act if trip.action in ("AUTO_REJECT", "ABORT") else None)
+def apply_config_drift(memory: ConversationMemory, point: ResumePoint, *, conversation_id: Any, pause: Pause,
+                       reason: str) -> None:
+    """A tool pause that drifted (conversations.lifecycle.config_drift) applies nothing of its batch: the
+    step says so instead of what it showed while waiting, and the ledger records why."""
+    if point.tool_batch is not None:
+        drop_pending_output(memory, point.tool_batch)
+    memory.current.output.append(CONFIG_DRIFT_TEXT)
+    append_audit_entry(
+        subject_type=SubjectType.CONVERSATION, subject_id=conversation_id, verb="hitl.tool.config_drift",
+        actor="system:toolgate", automated=True, conversation_id=conversation_id, pause_id=pause.id,
+        epoch=pause.epoch, detail={"reason": reason},
+    )
 
 
 def _pause(batch: PendingBatch, memory: ConversationMemory, resumed: Pause | None,
-           previous: PendingToolBatch | None) -> PauseRequested:
+           previous: PendingToolBatch | None) -> PauseRequest:
     trip = check_guard(batch, resumed, previous)
-    record, act = _guard_effects(trip, batch)
+    batch.timeout_config = wait_for_human_timeout(trip, batch.timeout_config)
     memory.current.data["hitl:tool_pause_count"] = batch.pause_count_this_turn
-    shown = [text for text in (batch.interim_text, batch.pending_message) if text]
-    if batch.interim_text == batch.pending_message:
-        shown = [batch.pending_message]
-    memory.current.output.extend(shown)
-    memory.current.data[PENDING_KEY] = shown
-
-    def on_committed(pause: Pause) -> None:
-        store_batch(pause, batch)
-        if record is not None:
-            record(pause)
-
-    return PauseRequested("TOOL_CALL", batch.reason, tool_names=batch.tool_names,
-                          timeout_config=batch.timeout_config, on_committed=on_committed, after_commit=act,
-                          matched_rules=batch.matched_rules)
+    memory.current.output.extend(shown_while_pending(batch.interim_text, batch.pending_message))
+    return PauseRequest(PauseKind.TOOL_CALL, batch.reason, tool_names=batch.tool_names,
+                        timeout_config=batch.timeout_config, matched_rules=batch.matched_rules,
+                        tool_batch=batch, guard_trip=trip)
 
 
-def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:
+def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> PauseRequest | None:
     document = turn.agent_document
     toolset = toolset_for(task, document)
     context = tool_context(memory, turn)
@@ -171,13 +149,10 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
         max_iterations=max(1, min(50, int(task.get("maxToolIterations", MAX_ITERATIONS_DEFAULT)))),
         user_input=memory.current.input,
     )
-    resumed: Pause | None = None
-    previous: PendingToolBatch | None = None
-    pause_id = memory.current.data.pop(RESUME_KEY, None)
-    if pause_id:
-        _drop_pending_output(memory)
-        previous = PendingToolBatch.objects.select_related("pause").get(pk=pause_id)
-        resumed = previous.pause
+    previous = turn.resume.tool_batch if turn.resume is not None else None
+    resumed: Pause | None = previous.pause if previous is not None else None
+    if previous is not None:
+        drop_pending_output(memory, previous)
 
         def rebuild(batch: PendingToolBatch) -> list[dict[str, Any]]:
             messages = initial_messages(task, memory)
@@ -186,16 +161,7 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
                 for c in batch.calls.all()]})
             return messages
 
-        try:
-            state = resume_state(previous, task["id"], toolset, context, rebuild)
-        except ConfigDrift as drift:
-            memory.current.output.append(CONFIG_DRIFT_TEXT)
-            append_audit_entry(
-                subject_type=SubjectType.CONVERSATION, subject_id=resumed.subject_id, verb="hitl.tool.config_drift",
-                actor="system:toolgate", automated=True, conversation_id=resumed.subject_id, pause_id=resumed.id,
-                epoch=resumed.epoch, detail={"reason": str(drift)},
-            )
-            return
+        state = resume_state(previous, toolset, context, rebuild)
     else:
         state = LoopState(messages=initial_messages(task, memory),
                           pauses_so_far=int(memory.current.data.get("hitl:tool_pause_count", 0)))
@@ -203,8 +169,9 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
                             state=state, loop=loop)
     memory.current.data[f"llm:{task['id']}:trace"] = json.loads(json.dumps(outcome.trace, default=str))[-50:]
     if outcome.batch is not None:
-        raise _pause(outcome.batch, memory, resumed, previous)
+        return _pause(outcome.batch, memory, resumed, previous)
     reply = outcome.reply or ""
     if reply:
         memory.current.output.append(reply)
     memory.current.outputs[task["id"]] = reply
+    return None

@@ -1,17 +1,22 @@
 """Which function runs a lifecycle task of a given ``type``.
 
-A task runner is ``run(task: dict, memory: ConversationMemory, turn: TurnContext) -> None``: it reads
-the task's configuration and mutates ``memory.current`` (actions, output, outputs, data) and
-``memory.properties``. Later layers (the LLM task of toolgate) register their own types here.
+A task runner is ``run(task: dict, memory: ConversationMemory, turn: TurnContext) -> PauseRequest | None``:
+it reads the task's configuration and mutates ``memory.current`` (actions, output, outputs, data) and
+``memory.properties``; it returns None to let the turn go on, or a PauseRequest
+(conversations.lifecycle) to make it wait for a human. Later layers (the LLM task of toolgate) register
+their own types here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conversations.pipeline.memory import ConversationMemory
+
+if TYPE_CHECKING:
+    from conversations.lifecycle import PauseRequest, ResumePoint
 
 
 @dataclass
@@ -26,13 +31,15 @@ class TurnContext:
     # Raises when a cancel of this turn was recorded (conversations.lifecycle.TurnCancelled); set by the
     # services that run a stored conversation's turn, absent in pipeline unit tests.
     check_cancelled: Callable[[], None] | None = None
+    # Set only for the task a continuation enters at (conversations.lifecycle.run_lifecycle).
+    resume: ResumePoint | None = None
 
     def stop_if_cancelled(self) -> None:
         if self.check_cancelled is not None:
             self.check_cancelled()
 
 
-TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], None]
+TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], "PauseRequest | None"]
 
 _RUNNERS: dict[str, TaskRunner] = {}
 

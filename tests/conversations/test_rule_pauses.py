@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus
-from conversations.models import Conversation, ConversationStep
+from conversations.models import AgentVersion, Conversation, ConversationStep
 from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
 from tests.queue_drain import queued_count, run_queued_tasks
 
@@ -194,3 +194,18 @@ def test_reply_after_a_decision_can_react_to_the_verdict_property(alice_client, 
     resume(approver_client, conversation_id)
     run_queued_tasks()
     assert "You were approved." in say(alice_client, conversation_id, "hello").json()["output"]
+
+
+def test_a_rule_pause_whose_workflow_is_gone_fails_its_continuation(alice_client, approver_client):
+    agent_id = deployed_agent()
+    conversation_id = paused_conversation(alice_client, agent_id)
+    version = AgentVersion.objects.get(agent_id=agent_id)
+    version.document["workflows"][0]["id"] = "main-v2"
+    version.save()
+    assert resume(approver_client, conversation_id).status_code == 200
+    run_queued_tasks()
+    assert Conversation.objects.get(pk=conversation_id).state == "ERROR"
+    step = ConversationStep.objects.filter(conversation_id=conversation_id).latest("index")
+    assert step.data["error"] == "ConfigDrift: Paused workflow 'main' no longer exists (config drift)"
+    assert Pause.objects.get(subject_id=conversation_id).status == PauseStatus.RESOLVED
+    assert AuditEntry.objects.filter(subject_id=conversation_id, verb="hitl.continuation.failed").count() == 1
