@@ -8,9 +8,12 @@ absolute index of the task in that workflow.
 A continuation enters at a ResumePoint, checked once for config drift (``config_drift``) before it runs;
 the task it names is the only one that sees it (``TurnContext.resume``).
 
-Before every task the turn asks whether a cancel of it was recorded (``turn.stop_if_cancelled``); a
-task may ask too before a side effect of its own (the next http call, the next tool). Either way the
-turn ends as ``cancelled`` before that task or side effect: nothing after it runs.
+A cancel of a running turn is honoured before every side effect: a task that has one asks first
+(``turn.stop_if_cancelled``: the httpcalls task before each call and retry, the llm task before each
+model call and tool run), and the turn ends as ``cancelled`` there, so nothing after it runs. Tasks
+without side effects (parser, rules, properties, output, templating) do not ask, which saves a query
+each; a cancel that lands during them is seen by the next task that has one, or by the commit, which
+refuses to land a turn whose cancel was recorded.
 """
 
 from __future__ import annotations
@@ -175,7 +178,6 @@ def run_lifecycle(
             entered = resume is not None and (position, index) == (first_workflow, first_task)
             actions_before = set(memory.current.actions)
             try:
-                turn.stop_if_cancelled()
                 request = runner_for(task["type"])(task, memory, replace(turn, resume=resume) if entered else turn)
             except TurnCancelled as cancel:
                 return Cancelled(workflow_id=workflow["id"], task_index=index, by=cancel.by)

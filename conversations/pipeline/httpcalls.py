@@ -12,8 +12,7 @@ Rules:
   read ``{memory.current.<name>.body.id}``), after every attempt: ``{"status", "body"}`` (plus
   ``"attempts"`` with a retry instruction), or ``{"error"}`` when the request could not be built or sent.
   A failed call never fails the turn.
-- A cancel of the turn recorded while a call is in flight stops the task before its next call, and
-  before a retry of the call in flight.
+- A cancel of the turn stops it before each call, and before each retry of a call in flight.
 - ``fireAndForget`` calls are sent with a short timeout and their body is never read; they store
   ``{"sent": true, "status": <int or null>}``.
 - What was sent, every attempt, is appended to ``data["httpcalls:requests"]`` through the one redaction
@@ -35,15 +34,12 @@ from toolgate.redaction import redact, redact_headers, redact_query_pairs, redac
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:
     step = memory.current
     caller_token = memory.caller.token if memory.caller else None
-    fired = 0
     for call in task.get("calls") or []:
         triggers = call.get("actions") or []
         name = call.get("name")
         if not name or not any(action in step.actions for action in triggers):
             continue
-        if fired:
-            turn.stop_if_cancelled()  # a cancel that landed during the previous call stops the next one
-        fired += 1
+        turn.stop_if_cancelled()  # a cancel recorded meanwhile stops the turn before this call
 
         def store(result: dict[str, Any], name: str = name) -> None:
             step.outputs[name] = result
