@@ -102,8 +102,24 @@ def append_audit_entry(
     return entry
 
 
+_LOCK_HEAD_SQL = (
+    "INSERT INTO {table} (subject_type, subject_id, last_sequence, last_hash) VALUES (%s, %s, 0, '') "
+    "ON CONFLICT (subject_type, subject_id) DO UPDATE SET last_sequence = {table}.last_sequence "
+    "RETURNING id, last_sequence, last_hash"
+)
+
+
 def _locked_head(subject_type: str, subject_id: uuid.UUID) -> AuditHead:
-    """The subject's head row, created if missing, locked until the transaction ends."""
+    """The subject's head row, created if missing, locked until the transaction ends.
+
+    On PostgreSQL one statement: an upsert takes the row lock whether it inserts or updates (a
+    concurrent first append waits for the other's commit, then locks the row it made)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table), [subject_type, subject_id])
+            head_id, last_sequence, last_hash = cursor.fetchone()
+        return AuditHead(pk=head_id, subject_type=subject_type, subject_id=subject_id,
+                         last_sequence=last_sequence, last_hash=last_hash)
     heads = AuditHead.objects.select_for_update().filter(subject_type=subject_type, subject_id=subject_id)
     head = heads.first()
     if head is None:

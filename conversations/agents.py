@@ -6,10 +6,10 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from approvals.errors import BadRequest, Conflict, NotFound
+from approvals.errors import BadRequest, Conflict, NotDeployed, NotFound
 from conversations.agent_document import DocumentReport, validate_agent_document
 from conversations.models import Agent, AgentVersion, Deployment, Environment
 
@@ -93,6 +93,25 @@ def undeploy_agent(*, agent_id: uuid.UUID | str, version: int | None, environmen
     if not deployments.exists():
         raise Conflict(f"Agent {agent_id} is not deployed in {environment}.")
     deployments.delete()
+
+
+def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> AgentVersion:
+    """The newest version of a live agent deployed in ``environment``, in one query; NotFound (unknown
+    or deleted agent) or NotDeployed."""
+    try:
+        key = agent_id if isinstance(agent_id, uuid.UUID) else uuid.UUID(str(agent_id))
+    except (ValueError, TypeError):
+        raise NotFound("Agent not found.") from None
+    environment = _environment(environment)
+    deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
+                                         environment=environment)
+    row = (AgentVersion.objects.select_related("agent")
+           .filter(agent_id=key, agent__deleted_at__isnull=True).filter(Exists(deployed))
+           .order_by("-version").first())
+    if row is None:
+        live_agent(key)  # unknown or deleted: NotFound
+        raise NotDeployed(f"Agent {key} is not deployed in {environment}.")
+    return row
 
 
 def deployed_versions(*, agent_id: uuid.UUID | str, environment: str) -> list[int]:

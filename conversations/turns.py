@@ -24,7 +24,7 @@ from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
-from conversations.agents import agent_version, is_deployed
+from conversations.agents import is_deployed, newest_deployed_version
 from conversations.cancels import (
     cancel_check,
     cancel_conversation,
@@ -203,15 +203,9 @@ def start_conversation(
     *, user: Any, agent_id: Any, environment: str, context: dict[str, Any] | None = None
 ) -> Conversation:
     """Start on the newest version deployed in ``environment``; the conversation stays on it."""
-    from conversations.agents import deployed_versions, live_agent
-
-    agent = live_agent(agent_id)
-    versions = deployed_versions(agent_id=agent.pk, environment=environment)
-    if not versions:
-        raise NotDeployed(f"Agent {agent.pk} is not deployed in {environment}.")
-    version = agent_version(agent.pk, versions[-1])
+    version = newest_deployed_version(agent_id=agent_id, environment=environment)
     conversation = Conversation.objects.create(
-        agent=agent, agent_version=version.version, environment=environment, owner=user,
+        agent=version.agent, agent_version=version.version, environment=environment, owner=user,
         state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
         turn_alive_until=lease_expiry(),
     )
