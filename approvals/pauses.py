@@ -74,7 +74,7 @@ def open_pause(
         allow_self_approval = effective_allow_self_approval(hitl_config)
     policy, timeout = effective_timeout(hitl_config)
     paused_at = timezone.now()
-    pause = Pause.objects.create(
+    pause = Pause(
         surface=surface,
         kind=kind,
         subject_type=subject_type,
@@ -94,7 +94,8 @@ def open_pause(
         details=details or {},
         tool_names=tool_names or [],
     )
-    arm_timer(pause)
+    arm_timer(pause, unsaved=True)  # the schedule first, so the pause is written once with its key
+    pause.save(force_insert=True)
     transaction.on_commit(lambda: metrics.count_pause(surface))
     append_audit_entry(
         subject_type=subject_type,

@@ -54,9 +54,10 @@ def timer_name(pause_id: uuid.UUID | str) -> str:
     return f"{TIMER_PREFIX}{pause_id}"
 
 
-def arm_timer(pause: Pause) -> Schedule | None:
+def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
     """Create the pause's one-shot schedule, a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its deadline
-    (or after now if overdue); caller's transaction.
+    (or after now if overdue); caller's transaction. ``unsaved``: the pause is about to be inserted, so
+    only its ``schedule_id`` is set (no UPDATE).
 
     The drainer fires pauses at their deadline and deletes the schedule with the decision; a schedule
     due at the same instant would make django-q2's scheduler lock and enqueue thousands of rows during
@@ -72,7 +73,8 @@ def arm_timer(pause: Pause) -> Schedule | None:
         repeats=1,
         next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
     )
-    Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
+    if not unsaved:
+        Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
     pause.schedule_id = schedule.pk
     return schedule
 
