@@ -75,7 +75,7 @@ def _clone_paused(job: tuple[str, int]) -> list[str]:
             Conversation(agent_id=template.agent_id, agent_version=template.agent_version,
                          environment=template.environment, owner_id=template.owner_id, state=template.state,
                          properties=template.properties, context=template.context,
-                         turn_started_at=template.turn_started_at)
+                         turn_started_at=template.turn_started_at, step_count=template.step_count)
             for _ in range(count)
         ])
         ConversationStep.objects.bulk_create([

@@ -150,6 +150,11 @@ HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True
 HITL_TIMEOUT_BATCH_SIZE = env.int("HITL_TIMEOUT_BATCH_SIZE", default=100)
 HITL_AUDIT_KEY = env.str("HITL_AUDIT_KEY", default=SECRET_KEY)
 HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_000)
+# A turn loads the newest HITL_MEMORY_WINDOW_STEPS steps of its conversation (default: an llm task's
+# default conversationHistoryLimit); older ones are read only when a task asks for them. A snapshot
+# (the answer of start, say, resume ...) shows the newest HITL_SNAPSHOT_STEPS steps and "stepCount".
+HITL_MEMORY_WINDOW_STEPS = env.int("HITL_MEMORY_WINDOW_STEPS", default=10)
+HITL_SNAPSHOT_STEPS = env.int("HITL_SNAPSHOT_STEPS", default=50)
 HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
 HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
 HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
