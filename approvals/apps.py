@@ -11,13 +11,16 @@ def _ensure_schedules(sender, using="default", **kwargs) -> None:  # noqa: ANN00
 
 
 def _on_worker_start(sender, proc_name="", **kwargs) -> None:  # noqa: ANN001
-    """A q-cluster worker (re)started: run crash recovery and make sure a timer drainer is running."""
+    """A q-cluster worker (re)started, on either cluster: run crash recovery and make sure a timer
+    drainer is running, both queued for the timer cluster."""
+    from django.conf import settings
     from django_q.tasks import async_task
 
     from approvals.timers import DRAIN_FUNC
 
-    async_task("approvals.recovery.run_recovery", task_name="hitl-recovery-at-start", group="hitl")
-    async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl")
+    cluster = settings.HITL_TIMER_CLUSTER
+    async_task("approvals.recovery.run_recovery", task_name="hitl-recovery-at-start", group="hitl", cluster=cluster)
+    async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl", cluster=cluster)
 
 
 class ApprovalsConfig(AppConfig):

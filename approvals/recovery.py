@@ -1,6 +1,7 @@
 """Crash recovery and retention: repair what a dead process left behind, and never end a live pause.
 
-Run by a periodic django-q2 schedule, when q-cluster workers start, and by ``manage.py hitl_recover``:
+Run by a periodic django-q2 schedule and when q-cluster workers start (both on the timer cluster,
+``settings.HITL_TIMER_CLUSTER``), and by ``manage.py hitl_recover``:
 
 - a finite pause whose timer is missing gets it back at its original deadline (overdue ones fire at once);
 - a continuation whose worker died (RESOLVING, lease expired) goes back to PENDING with its deadline,
@@ -133,15 +134,16 @@ def run_retention(now: datetime | None = None) -> int:
 
 
 def ensure_maintenance_schedules() -> None:
-    """The periodic schedules of recovery and retention; idempotent."""
+    """The periodic schedules of recovery and retention, on the timer cluster; idempotent."""
     Schedule.objects.update_or_create(
         name="hitl-recovery",
         defaults={"func": "approvals.recovery.run_recovery", "schedule_type": Schedule.MINUTES,
-                  "minutes": max(1, settings.HITL_RECOVERY_INTERVAL_SECONDS // 60), "repeats": -1},
+                  "minutes": max(1, settings.HITL_RECOVERY_INTERVAL_SECONDS // 60), "repeats": -1,
+                  "cluster": settings.HITL_TIMER_CLUSTER},
     )
     sweep_minutes = max(1, int(positive_duration(settings.HITL_PENDING_SWEEP_INTERVAL).total_seconds() // 60))
     Schedule.objects.update_or_create(
         name="hitl-retention",
         defaults={"func": "approvals.recovery.run_retention", "schedule_type": Schedule.MINUTES,
-                  "minutes": sweep_minutes, "repeats": -1},
+                  "minutes": sweep_minutes, "repeats": -1, "cluster": settings.HITL_TIMER_CLUSTER},
     )

@@ -6,6 +6,9 @@
   their deadline: it polls the partial index on ``due_at`` a few times a second, claims overdue
   pauses in batches with ``FOR UPDATE SKIP LOCKED`` and fires each in its own transaction. One
   drainer runs at a time across all clusters (an advisory lock); a periodic schedule restarts it.
+- All of it runs on the timer cluster (``settings.HITL_TIMER_CLUSTER``): its schedules name that
+  cluster and its tasks are enqueued on that queue, so a backlog of continuations on the default
+  cluster never delays a deadline.
 - The drainer is also the sweep: it fires any overdue PENDING pause, whether its schedule fired,
   was lost, was deleted by hand, or its fire failed (a failed fire may retry after a pause).
 - A fire goes through the same compare-and-set as a human decision, so a late, repeated or racing
@@ -72,6 +75,7 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
         schedule_type=Schedule.ONCE,
         repeats=1,
         next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
+        cluster=settings.HITL_TIMER_CLUSTER,
     )
     if not unsaved:
         Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
@@ -223,20 +227,25 @@ def drain_due_timers(run_seconds: float | None = None, poll_seconds: float = 0.2
             count = fire_due_batch(batch_size=batch_size)
             fired += count
             if count >= batch_size:
-                async_task(BURST_FUNC, task_name="hitl-timer-burst", group="hitl")
+                async_task(BURST_FUNC, task_name="hitl-timer-burst", group="hitl",
+                           cluster=settings.HITL_TIMER_CLUSTER)
                 continue
             if count == 0:
                 time.sleep(poll_seconds)
     finally:
         _release_drain_lock()
     if run_seconds > 0 and settings.HITL_TIMER_DRAIN_CHAIN:
-        async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl")
+        async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl", cluster=settings.HITL_TIMER_CLUSTER)
     return {"status": "drained", "fired": fired}
 
 
 def ensure_timer_schedules() -> None:
-    """The periodic schedule that (re)starts the drainer; idempotent (run after migrate and at start)."""
+    """The periodic schedule that (re)starts the drainer, on the timer cluster; idempotent (run after
+    migrate). Timers armed before timers had their own cluster are moved to it."""
+    cluster = settings.HITL_TIMER_CLUSTER
     Schedule.objects.update_or_create(
         name="hitl-timer-drain",
-        defaults={"func": DRAIN_FUNC, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+        defaults={"func": DRAIN_FUNC, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1,
+                  "cluster": cluster},
     )
+    Schedule.objects.filter(func=TIMER_FUNC).exclude(cluster=cluster).update(cluster=cluster)

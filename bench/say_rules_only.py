@@ -3,8 +3,8 @@
 
 Each request is `POST /agents/{conversationId}` with "hello" (parser -> behavior rules -> output ->
 templating, answered "Hello!"), over keep-alive connections (httpx), as alice. A new conversation is
-started every --per-conversation says: the snapshot returns every step, so a conversation that
-grows without bound measures the snapshot, not the turn (see --per-conversation 0).
+started every --per-conversation says (a say reads and returns a bounded window of steps, so
+--per-conversation 0, one growing conversation, costs the same; bench/say_growth.py shows it).
 
     .venv/bin/python bench/say_rules_only.py                      # 500 says, 1 client, 1 worker
     .venv/bin/python bench/say_rules_only.py --workers 2          # two uvicorn workers

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Mass drain: N pauses (default 10,000) fall due at the same instant; how long until one q-cluster
-has decided them all, and is every pause decided exactly once?
+"""Mass drain: N pauses (default 10,000) fall due at the same instant; how long until the q-clusters
+have decided them all, and is every pause decided exactly once?
 
 1. recreates the database ``hitl_bench_timers`` (``--reuse-db`` keeps it), migrates, creates alice
    and one deployed AUTO_REJECT agent with ``approvalTimeout`` PT1H;
@@ -9,8 +9,8 @@ has decided them all, and is every pause decided exactly once?
    conversation's row and its two step rows and opens each pause with the real ``open_pause`` (the
    Pause row, its one-shot django-q2 schedule and its ``hitl.pause`` audit entry), one transaction
    per batch. So every pause is exactly what the say turn would have made;
-3. starts ONE ``manage.py qcluster`` with ``HITL_Q_WORKERS`` workers (default 2) and waits until it
-   works;
+3. starts the two q-clusters (default and ``hitl-timers``, ``--q-workers`` each, default 2) and waits
+   until the timer drainer runs;
 4. moves every pause's deadline to one instant D a few seconds ahead (``--lead``, 5 s): ``due_at``
    of the pauses and ``next_run`` of their schedules, in one transaction (the ``hitl.pause`` audit
    entries keep the PT1H deadline they were opened with: the ledger is append-only);
@@ -75,7 +75,7 @@ def _clone_paused(job: tuple[str, int]) -> list[str]:
             Conversation(agent_id=template.agent_id, agent_version=template.agent_version,
                          environment=template.environment, owner_id=template.owner_id, state=template.state,
                          properties=template.properties, context=template.context,
-                         turn_started_at=template.turn_started_at)
+                         turn_started_at=template.turn_started_at, step_count=template.step_count)
             for _ in range(count)
         ])
         ConversationStep.objects.bulk_create([
@@ -145,7 +145,7 @@ def waiting_on_locks() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--pauses", type=int, default=10_000, help="pauses falling due at once (10000)")
-    parser.add_argument("--q-workers", type=int, default=2, help="HITL_Q_WORKERS of the q-cluster (default 2)")
+    parser.add_argument("--q-workers", type=int, default=2, help="workers of each q-cluster (default 2)")
     parser.add_argument("--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)")
     parser.add_argument("--lead", type=float, default=5.0, help="seconds from the deadline move to D (default 5)")
     parser.add_argument("--processes", type=int, default=2, help="processes creating the pauses (default 2)")
@@ -188,7 +188,8 @@ def main() -> int:
               f"({len(pause_ids) / creation:.0f}/s, {args.processes} processes)", flush=True)
 
         ready = bench.start_qcluster()
-        print(f"q-cluster: {args.q_workers} workers, batch size {batch}, up in {ready:.1f} s", flush=True)
+        print(f"q-clusters (default, hitl-timers): {args.q_workers} workers each, batch size {batch}, "
+              f"drainer up in {ready:.1f} s", flush=True)
 
         fired_before = timeouts_fired()
         due = timezone.now() + timedelta(seconds=args.lead)
@@ -225,7 +226,7 @@ def main() -> int:
         lateness = [(r[2] - due).total_seconds() for r in rows if r[2] is not None]
         early = [x for x in lateness if x < 0]
         elapsed = (span["last"] - due).total_seconds() if span["last"] else float("nan")
-        print(f"\nmass drain: {args.pauses} pauses due at D, one q-cluster, {args.q_workers} workers, "
+        print(f"\nmass drain: {args.pauses} pauses due at D, two q-clusters, {args.q_workers} workers each, "
               f"batch size {batch}")
         print(f"  first decision D+{(span['first'] - due).total_seconds():.3f} s, "
               f"last decision D+{elapsed:.3f} s (poll saw none pending at "

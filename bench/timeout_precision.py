@@ -3,7 +3,9 @@
 
 1. recreates the database ``hitl_bench_timers`` (``--reuse-db`` keeps it), migrates, creates the
    user alice and one AUTO_REJECT agent per whole second of timeout (PT5S ... PT60S), deployed;
-2. starts ONE ``manage.py qcluster`` (``HITL_Q_WORKERS``, default 2) and waits until it works;
+2. starts the two q-clusters of the deployed topology (docs/operations.md): the default one
+   (continuations) and ``hitl-timers`` (timers, recovery), ``--q-workers`` each (default 2), and
+   waits until the timer drainer runs;
 3. creates N paused conversations (default 1,000) with the real services, in-process (start, then
    "please delete my account"), each on an agent picked uniformly at random, so the timeouts are
    spread uniformly over 5-60 s (and the deadlines over 5 s .. 60 s + the creation time);
@@ -87,7 +89,7 @@ def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
     return created
 
 
-# --- the bench stack: a database, Django here, one q-cluster ------------------------------------
+# --- the bench stack: a database, Django here, the two q-clusters ---------------------------------
 
 
 class TimerBench:
@@ -97,8 +99,8 @@ class TimerBench:
         self.q_workers = q_workers
         self.extra_env = extra_env or {}
         self.label = label
-        self.qcluster: subprocess.Popen[Any] | None = None
-        self._log: Any = None
+        self.qclusters: list[subprocess.Popen[Any]] = []
+        self._logs: list[Any] = []
         self.user_id = 0
 
     def prepare(self, *, fresh: bool) -> None:
@@ -150,36 +152,59 @@ class TimerBench:
         return created
 
     def start_qcluster(self, timeout: float = 60.0) -> float:
-        """Start one q-cluster; returns once it ran its start-up recovery (seconds it took)."""
-        from django_q.models import Task
+        """Start the default q-cluster and the timer cluster (``--q-workers`` workers each); returns once
+        the timer drainer runs, i.e. holds its advisory lock (seconds it took)."""
+        from django.conf import settings
 
         t0 = time.monotonic()
-        before = Task.objects.filter(func="approvals.recovery.run_recovery").count()
         env = dict(os.environ)
-        env.update({"HITL_Q_WORKERS": str(self.q_workers), **self.extra_env})
+        env.update({"HITL_Q_WORKERS": str(self.q_workers), "HITL_TIMER_Q_WORKERS": str(self.q_workers),
+                    **self.extra_env})
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        self._log = open(LOG_DIR / f"bench-{self.label}-qcluster.log", "w")
-        self.qcluster = subprocess.Popen([PYTHON, "manage.py", "qcluster"], cwd=ROOT, env=env, stdout=self._log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         atexit.register(self.stop)
-        while Task.objects.filter(func="approvals.recovery.run_recovery").count() <= before:
-            if self.qcluster.poll() is not None:
-                raise RuntimeError(f"the q-cluster exited ({self.qcluster.returncode}); see {self._log.name}")
+        for suffix, cluster in (("", None), ("-timers", settings.HITL_TIMER_CLUSTER)):
+            log = open(LOG_DIR / f"bench-{self.label}-qcluster{suffix}.log", "w")  # closed in stop()
+            self._logs.append(log)
+            cluster_env = {**env, "Q_CLUSTER_NAME": cluster} if cluster else env
+            self.qclusters.append(subprocess.Popen(
+                [PYTHON, "manage.py", "qcluster"], cwd=ROOT, env=cluster_env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True))
+        while not drainer_running():
+            for proc, log in zip(self.qclusters, self._logs, strict=True):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a q-cluster exited ({proc.returncode}); see {log.name}")
             if time.monotonic() - t0 > timeout:
-                raise RuntimeError(f"the q-cluster ran nothing within {timeout:.0f} s; see {self._log.name}")
+                raise RuntimeError(f"no timer drainer ran within {timeout:.0f} s; see {self._logs[-1].name}")
             time.sleep(0.1)
         return time.monotonic() - t0
 
     def stop(self) -> None:
-        if self.qcluster is not None:
-            stop_group(self.qcluster, grace=3.0)  # its drainer is always busy: do not wait 25 s for it
-            self.qcluster = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        for proc in self.qclusters:
+            stop_group(proc, grace=3.0)  # a drainer is always busy: do not wait 25 s for it
+        self.qclusters.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
 
 
 # --- measurements --------------------------------------------------------------------------------
+
+
+def drainer_running() -> bool:
+    """A timer drainer holds its advisory lock on this database (django-q2 keeps no successful task
+    row to look at)."""
+    from django.db import connection
+
+    from approvals.timers import DRAIN_LOCK_KEY
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0"
+            " AND objid = %s AND objsubid = 1"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
+            [DRAIN_LOCK_KEY],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def deadlines(pause_ids: Sequence[Any]) -> dict[Any, datetime]:
@@ -245,12 +270,12 @@ def main() -> int:
     parser.add_argument("-n", "--pauses", type=int, default=1000, help="paused conversations (default 1000)")
     parser.add_argument("--min", type=int, default=5, help="shortest timeout, seconds (default 5)")
     parser.add_argument("--max", type=int, default=60, help="longest timeout, seconds (default 60)")
-    parser.add_argument("--q-workers", type=int, default=2, help="HITL_Q_WORKERS of the q-cluster (default 2)")
+    parser.add_argument("--q-workers", type=int, default=2, help="workers of each q-cluster (default 2)")
     parser.add_argument("--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)")
     parser.add_argument("--processes", type=int, default=2, help="processes creating the pauses (default 2)")
     parser.add_argument("--backlog", type=int, default=0,
-                        help="queue this many trivial tasks (math.floor) when the pauses are created, like a "
-                             "burst of continuations: shows how a queue backlog delays the timer drainer")
+                        help="queue this many trivial tasks (math.floor) on the default queue when the pauses "
+                             "are created, like a burst of continuations: timers must not wait behind them")
     parser.add_argument("--seed", type=int, default=1, help="random seed of the timeouts")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"database (default {DEFAULT_DB}; recreated)")
     parser.add_argument("--reuse-db", action="store_true", help="keep the database instead of recreating it")
@@ -269,11 +294,12 @@ def main() -> int:
     try:
         ready = bench.start_qcluster()
         batch = extra_env.get("HITL_TIMEOUT_BATCH_SIZE", settings.HITL_TIMEOUT_BATCH_SIZE)
-        print(f"q-cluster: {args.q_workers} workers, batch size {batch}, up in {ready:.1f} s", flush=True)
+        print(f"q-clusters (default, {settings.HITL_TIMER_CLUSTER}): {args.q_workers} workers each, "
+              f"batch size {batch}, drainer up in {ready:.1f} s", flush=True)
 
         if args.backlog:
             queue_backlog(args.backlog)
-            print(f"queued {args.backlog} trivial tasks ahead of everything else", flush=True)
+            print(f"queued {args.backlog} trivial tasks on the default queue", flush=True)
         rng = random.Random(args.seed)
         picks = [rng.choice(timeouts) for _ in range(args.pauses)]
         t0 = time.monotonic()
@@ -308,7 +334,7 @@ def main() -> int:
         lateness = [(r[2] - due[r[0]]).total_seconds() for r in rows if r[2] is not None]
         wrong_due = [r for r in rows if due[r[0]] != r[4] + timedelta(seconds=int(r[5][2:-1]))]
         early = [x for x in lateness if x < 0]
-        print(f"\nlateness (decided_at - due_at), {args.pauses} pauses, one q-cluster with {args.q_workers} workers:")
+        print(f"\nlateness (decided_at - due_at), {args.pauses} pauses, two q-clusters with {args.q_workers} workers each:")
         print_seconds("  lateness", lateness)
         print(f"  within 2 s: {sum(1 for x in lateness if x <= 2) / max(1, len(lateness)) * 100:.1f} %   "
               f"decided early: {len(early)}   not decided: {len(undecided)}   "

@@ -1,14 +1,39 @@
-"""Loading a conversation's memory from its step rows, and writing a turn's step back."""
+"""Loading a conversation's memory from its step rows, and writing a turn's step back.
+
+A turn loads a bounded window, so its cost does not grow with the conversation: the newest
+``HITL_MEMORY_WINDOW_STEPS`` live steps (default 10, an llm task's default conversationHistoryLimit),
+in one query, without the per-step ``properties`` snapshot (only undo reads it). What reaches further
+back reads the database on demand (conversations.pipeline.memory): an llm task with a longer history,
+the ``anyStep``/``never`` conditions, and the recall tool, which searches in SQL.
+
+Live steps are the indexes 0..n-1 of a conversation and undone steps the tail after them: undo marks
+the newest live step, redo the oldest undone one, and a new step first deletes the undone tail.
+``Conversation.step_count`` is n, kept in the same transactions. So the newest steps are the index
+range ``[n - count, n)``, read through the (conversation, index) unique index with n taken from the
+conversation's row by primary key in the same statement: bounded whatever the planner guesses a
+conversation's length to be (``ORDER BY index DESC LIMIT count`` alone may make it fetch and sort all).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Max
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import IntegerField, QuerySet, TextField, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Lower, StrIndex
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.memory import Caller, ConversationMemory, Step
+
+# " ".join([input, *output]) of a step row, as the recall tool matches it in memory.
+_SEARCHED_TEXT = (
+    "input || coalesce((SELECT string_agg(' ' || part.value, '' ORDER BY part.position)"
+    " FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(output) = 'array' THEN output ELSE '[]' END)"
+    " WITH ORDINALITY AS part(value, position)), '')"
+)
 
 
 def step_from_row(row: ConversationStep) -> Step:
@@ -30,36 +55,92 @@ def caller_for(user: Any) -> Caller | None:
     return Caller(username=user.get_username(), token=token)
 
 
-def live_steps(conversation: Conversation) -> list[ConversationStep]:
-    return list(ConversationStep.objects.filter(conversation=conversation, undone=False).order_by("index"))
+def _live(conversation_id: Any) -> QuerySet[ConversationStep]:
+    return ConversationStep.objects.filter(conversation_id=conversation_id, undone=False)
+
+
+def _step_count_minus(conversation_id: Any, count: int) -> RawSQL:
+    """The conversation's ``step_count`` minus ``count``, read by primary key in the statement that uses it."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    return RawSQL(f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)', [count, conversation_id],
+                  output_field=IntegerField())
+
+
+def newest_live(conversation_id: Any, count: int) -> QuerySet[ConversationStep]:
+    """The newest ``count`` live steps, newest first: the index range [step_count - count, step_count)."""
+    return _live(conversation_id).filter(
+        index__gte=_step_count_minus(conversation_id, max(0, count)), index__lt=_step_count_minus(conversation_id, 0)
+    ).order_by("-index")
+
+
+def newest_steps(conversation_id: Any, count: int) -> list[ConversationStep]:
+    """The newest ``count`` live steps, oldest first, without their ``properties``; one query."""
+    return list(newest_live(conversation_id, count).defer("properties"))[::-1]
+
+
+def memory_window() -> int:
+    return max(1, int(settings.HITL_MEMORY_WINDOW_STEPS))
+
+
+def _load_steps(conversation_id: Any) -> Any:
+    def load(start: int, stop: int) -> list[Step]:
+        rows = _live(conversation_id).filter(index__gte=start, index__lt=stop).order_by("index")
+        return [step_from_row(row) for row in rows.defer("properties")]
+
+    return load
+
+
+def _search_steps(conversation_id: Any, before_index: int | None) -> Any:
+    """The recall tool's search over the live steps before ``before_index`` (None: all), in SQL."""
+
+    def search(needle: str, limit: int) -> list[dict[str, Any]]:
+        rows = _live(conversation_id)
+        if before_index is not None:
+            rows = rows.filter(index__lt=before_index)
+        if connection.vendor != "postgresql":  # the try-it-out SQLite fallback: match in Python
+            found = [(i, text, out) for i, text, out in rows.order_by("index").values_list("index", "input", "output")
+                     if needle in " ".join([text, *out]).lower()][-limit:]
+        else:
+            haystack = Lower(RawSQL(_SEARCHED_TEXT, [], output_field=TextField()))
+            found = list(
+                rows.annotate(at=StrIndex(haystack, Lower(Value(needle)))).filter(at__gt=0)
+                .order_by("-index").values_list("index", "input", "output")[:limit]
+            )[::-1]
+        return [{"turn": index, "input": text, "output": list(output)} for index, text, output in found]
+
+    return search
+
+
+def _memory(conversation: Conversation, *, current: Step, previous: list[ConversationStep],
+            before_index: int | None, caller: Caller | None) -> ConversationMemory:
+    return ConversationMemory(
+        conversation_id=str(conversation.id),
+        current=current,
+        previous=[step_from_row(row) for row in previous],
+        properties=dict(conversation.properties),
+        caller=caller,
+        first_index=previous[0].index if previous else 0,
+        load_steps=_load_steps(conversation.pk),
+        search_steps=_search_steps(conversation.pk, before_index),
+    )
 
 
 def memory_for_new_turn(
     conversation: Conversation, *, user_input: str, context: dict[str, Any], caller: Caller | None
 ) -> ConversationMemory:
-    previous = [step_from_row(row) for row in live_steps(conversation)]
-    return ConversationMemory(
-        conversation_id=str(conversation.id),
-        current=Step(input=user_input, context=context),
-        previous=previous,
-        properties=dict(conversation.properties),
-        caller=caller,
-    )
+    previous = newest_steps(conversation.pk, memory_window())
+    return _memory(conversation, current=Step(input=user_input, context=context), previous=previous,
+                   before_index=None, caller=caller)
 
 
 def memory_for_paused_turn(
     conversation: Conversation, *, caller: Caller | None
 ) -> tuple[ConversationMemory, ConversationStep]:
-    rows = live_steps(conversation)
+    rows = newest_steps(conversation.pk, memory_window() + 1)
     if not rows:
         raise LookupError("the paused conversation has no step to continue")
-    memory = ConversationMemory(
-        conversation_id=str(conversation.id),
-        current=step_from_row(rows[-1]),
-        previous=[step_from_row(row) for row in rows[:-1]],
-        properties=dict(conversation.properties),
-        caller=caller,
-    )
+    memory = _memory(conversation, current=step_from_row(rows[-1]), previous=rows[:-1],
+                     before_index=rows[-1].index, caller=caller)
     return memory, rows[-1]
 
 
@@ -81,8 +162,14 @@ def save_step(conversation: Conversation, step: Step, properties: dict[str, Any]
             setattr(row, name, value)
         row.save(update_fields=list(fields))
         return row
-    ConversationStep.objects.filter(conversation=conversation, undone=True).delete()
-    last = ConversationStep.objects.filter(conversation=conversation).aggregate(m=Max("index"))["m"]
-    return ConversationStep.objects.create(
-        conversation=conversation, index=0 if last is None else last + 1, **fields
-    )
+    with transaction.atomic(savepoint=False):  # the count, the redo history and the new step, or none
+        table = connection.ops.quote_name(Conversation._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',
+                           [conversation.pk])
+            index = cursor.fetchone()[0] - 1
+        # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
+        ConversationStep.objects.filter(conversation=conversation, undone=True, index__gte=index).delete()
+        created = ConversationStep.objects.create(conversation=conversation, index=index, **fields)
+    conversation.step_count = index + 1
+    return created

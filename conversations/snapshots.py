@@ -4,27 +4,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from approvals.models import PauseStatus, SubjectType
 from approvals.presenters import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
-from conversations.memory_store import live_steps
+from conversations.memory_store import newest_live
 from conversations.models import Conversation, ConversationState
+
+SNAPSHOT_STEP_FIELDS = ("index", "input", "actions", "output", "quick_replies")
+
+
+def _newest_live_steps(conversation: Conversation, count: int) -> list[dict[str, Any]]:
+    """The newest ``count`` live steps, oldest first (an index range, one query)."""
+    return list(newest_live(conversation.pk, count).values(*SNAPSHOT_STEP_FIELDS))[::-1]
 
 
 def snapshot(conversation: Conversation) -> dict[str, Any]:
-    steps = live_steps(conversation)
+    """The conversation with its newest ``HITL_SNAPSHOT_STEPS`` live steps (oldest first) and
+    ``stepCount``, the number of live steps: what a say answers does not grow with the conversation.
+
+    Live steps are the indexes 0..step_count-1 (conversations.memory_store), so the count is the
+    newest step's index + 1, read with the steps in one query.
+    """
+    wanted = max(0, int(settings.HITL_SNAPSHOT_STEPS))
+    steps = _newest_live_steps(conversation, max(1, wanted))
     latest = steps[-1] if steps else None
+    shown = steps[max(0, len(steps) - wanted):] if wanted else []
     return {
         "conversationId": str(conversation.id),
         "agentId": str(conversation.agent_id),
         "agentVersion": conversation.agent_version,
         "environment": conversation.environment,
         "state": conversation.state,
-        "output": list(latest.output) if latest else [],
-        "actions": list(latest.actions) if latest else [],
-        "quickReplies": list(latest.quick_replies) if latest else [],
+        "output": list(latest["output"]) if latest else [],
+        "actions": list(latest["actions"]) if latest else [],
+        "quickReplies": list(latest["quick_replies"]) if latest else [],
         "properties": conversation.properties,
-        "steps": [{"input": s.input, "actions": s.actions, "output": s.output} for s in steps],
+        "steps": [{"input": s["input"], "actions": s["actions"], "output": s["output"]} for s in shown],
+        "stepCount": latest["index"] + 1 if latest else 0,
     }
 
 
@@ -45,6 +63,6 @@ def approval_status(conversation: Conversation) -> dict[str, Any]:
         "lastDecision": decision_summary(last) if last is not None and not awaiting else None,
     }
     if awaiting:
-        steps = live_steps(conversation)
-        summary["pauseDetails"] = pause_details(pause, step_actions=steps[-1].actions if steps else [])
+        steps = _newest_live_steps(conversation, 1)
+        summary["pauseDetails"] = pause_details(pause, step_actions=steps[-1]["actions"] if steps else [])
     return summary

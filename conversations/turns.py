@@ -375,18 +375,20 @@ def _move_history(conversation: Conversation, *, undo: bool) -> Conversation:
                 f"Cannot {'undo' if undo else 'redo'} while the conversation is {locked.state}",
                 current_state=locked.state,
             )
+        # live steps are the indexes 0..step_count-1, the undone ones follow (conversations.memory_store)
         steps = ConversationStep.objects.filter(conversation=locked)
         if undo:
-            target = steps.filter(undone=False).order_by("-index").first()
+            target = steps.filter(undone=False, index=locked.step_count - 1).first()
         else:
-            target = steps.filter(undone=True).order_by("index").first()
+            target = steps.filter(undone=True, index=locked.step_count).first()
         if target is None:
             raise WrongState(f"Nothing to {'undo' if undo else 'redo'}", current_state=locked.state)
         target.undone = undo
         target.save(update_fields=["undone"])
-        latest = steps.filter(undone=False).order_by("-index").first()
+        locked.step_count += -1 if undo else 1
+        latest = steps.filter(undone=False, index=locked.step_count - 1).only("properties").first()
         locked.properties = latest.properties if latest else {}
-        locked.save(update_fields=["properties", "updated_at"])
+        locked.save(update_fields=["properties", "step_count", "updated_at"])
     conversation.refresh_from_db()
     return conversation
 

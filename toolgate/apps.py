@@ -3,11 +3,13 @@ from django.db.models.signals import post_migrate
 
 
 def _ensure_journal_schedule(sender, **kwargs) -> None:  # noqa: ANN001
+    from django.conf import settings
     from django_q.models import Schedule
 
     Schedule.objects.update_or_create(
         name="hitl-journal-retention",
-        defaults={"func": "toolgate.journal.purge_expired", "schedule_type": Schedule.DAILY, "repeats": -1},
+        defaults={"func": "toolgate.journal.purge_expired", "schedule_type": Schedule.DAILY, "repeats": -1,
+                  "cluster": settings.HITL_TIMER_CLUSTER},
     )
 
 

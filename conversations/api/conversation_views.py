@@ -37,7 +37,9 @@ SNAPSHOT = inline_serializer(
         "state": serializers.ChoiceField(ConversationState.choices),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
-        "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+        "properties": serializers.DictField(), "steps": serializers.ListField(
+            child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
+        "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
     },
 )
 CANCEL_ANSWER = inline_serializer(
@@ -46,7 +48,9 @@ CANCEL_ANSWER = inline_serializer(
         "conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
-        "properties": serializers.DictField(), "steps": serializers.ListField(child=serializers.DictField()),
+        "properties": serializers.DictField(), "steps": serializers.ListField(
+            child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
+        "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
         "cancelRequested": inline_serializer(
             "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
             help_text="Present while a running turn was told to stop and had not stopped yet"),

@@ -133,7 +133,7 @@ def _by_occurrence(
         return holds(memory.current)
     if occurrence == "laststep":
         return memory.last is not None and holds(memory.last)
-    every_step = [*memory.previous, memory.current]
+    every_step = [*memory.every_previous(), memory.current]
     if occurrence == "anystep":
         return any(holds(step) for step in every_step)
     if occurrence == "never":

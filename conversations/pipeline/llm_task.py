@@ -58,7 +58,7 @@ def initial_messages(task: dict[str, Any], memory: ConversationMemory) -> list[d
     if task.get("systemMessage"):
         messages.append({"role": "system", "content": task["systemMessage"]})
     limit = int(task.get("conversationHistoryLimit", HISTORY_DEFAULT))
-    for step in memory.previous[-limit:] if limit > 0 else []:
+    for step in memory.recent(limit):
         if step.input:
             messages.append({"role": "user", "content": step.input})
         if step.output:
@@ -75,22 +75,13 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
     def forget(key: str) -> bool:
         return facts.pop(key, None) is not None
 
-    def search_history(query: str, limit: int) -> list[dict[str, Any]]:
-        needle = (query or "").lower()
-        hits = []
-        for index, step in enumerate(memory.previous):
-            text = " ".join([step.input, *step.output])
-            if needle and needle in text.lower():
-                hits.append({"turn": index, "input": step.input, "output": step.output})
-        return hits[-max(1, int(limit or 5)):]
-
     caller = memory.caller
     return ToolContext(
         conversation_id=memory.conversation_id, agent_id=turn.agent_id, environment=turn.environment,
         caller_username=caller.username if caller else "", caller_token=caller.token if caller else "",
         template_data=memory.template_data(), set_property=memory.set_property,
         remember=lambda key, value: facts.__setitem__(key, value), forget=forget,
-        recall_facts=lambda: dict(facts), search_history=search_history,
+        recall_facts=lambda: dict(facts), search_history=memory.search_history,
         talk_to_agent=lambda **kwargs: talk_to_agent(caller_username=caller.username if caller else "",
                                                      parent_conversation_id=memory.conversation_id,
                                                      environment=turn.environment, **kwargs),

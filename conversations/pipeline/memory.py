@@ -1,7 +1,13 @@
-"""Conversation memory as the lifecycle tasks see it: the steps so far and the current one."""
+"""Conversation memory as the lifecycle tasks see it: the steps so far and the current one.
+
+A turn holds only the newest earlier steps (``previous``, a window); what reaches further back reads
+the rest on demand: ``recent(n)`` for an llm task's history, ``every_previous()`` for the ``anyStep``
+and ``never`` conditions, ``search_history`` for the recall tool.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +47,52 @@ class Caller:
 
 @dataclass
 class ConversationMemory:
+    """``previous`` holds the newest earlier steps, oldest first; ``first_index`` is the position in the
+    conversation of ``previous[0]`` (0: ``previous`` holds every earlier step). ``load_steps(start, stop)``
+    reads the earlier steps at positions ``start`` to ``stop - 1`` and ``search_steps(needle, limit)``
+    searches all of them; without them (a memory built in memory) ``previous`` is taken to be complete."""
+
     conversation_id: str
     current: Step
     previous: list[Step] = field(default_factory=list)
     properties: dict[str, Any] = field(default_factory=dict)
     caller: Caller | None = None
+    first_index: int = 0
+    load_steps: Callable[[int, int], list[Step]] | None = field(default=None, repr=False)
+    search_steps: Callable[[str, int], list[dict[str, Any]]] | None = field(default=None, repr=False)
+
+    def recent(self, count: int) -> list[Step]:
+        """The newest ``count`` earlier steps, oldest first; what the window lacks is read now, once."""
+        if count <= 0:
+            return []
+        missing = count - len(self.previous)
+        if missing > 0 and self.first_index > 0 and self.load_steps is not None:
+            start = max(0, self.first_index - missing)
+            self.previous[:0] = self.load_steps(start, self.first_index)
+            self.first_index = start
+        return self.previous[-count:]
+
+    def every_previous(self) -> list[Step]:
+        """Every earlier step, oldest first (reads the steps before the window, once)."""
+        if self.first_index > 0 and self.load_steps is not None:
+            self.previous[:0] = self.load_steps(0, self.first_index)
+            self.first_index = 0
+        return self.previous
+
+    def search_history(self, query: str, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` earlier steps whose input and output texts, joined by spaces, contain
+        ``query`` (ignoring case), oldest first, as ``{"turn": position, "input", "output"}``."""
+        needle = (query or "").lower()
+        limit = max(1, int(limit or 5))
+        if not needle:
+            return []
+        if self.search_steps is not None:
+            return self.search_steps(needle, limit)
+        hits = []
+        for index, step in enumerate(self.every_previous()):
+            if needle in " ".join([step.input, *step.output]).lower():
+                hits.append({"turn": index, "input": step.input, "output": step.output})
+        return hits[-limit:]
 
     def set_property(self, name: str, value: Any, scope: str = "conversation") -> None:
         """``conversation`` writes ``properties[name]``; ``step`` writes ``current.outputs["properties"][name]``

@@ -111,6 +111,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Two django-q2 clusters on one ORM broker (docs/operations.md): the default one ("hitl") runs
+# continuations and other work; timers, crash recovery and maintenance run on HITL_TIMER_CLUSTER
+# (`Q_CLUSTER_NAME=hitl-timers manage.py qcluster`), so a backlog of work never delays a deadline.
+HITL_TIMER_CLUSTER = "hitl-timers"
 Q_CLUSTER = {
     "name": "hitl",
     "orm": "default",
@@ -119,10 +123,16 @@ Q_CLUSTER = {
     "retry": env.int("HITL_Q_RETRY", default=360),
     "max_attempts": 3,
     "catch_up": False,
-    "save_limit": 1000,
+    # -1: successful tasks are not saved. Nothing reads them (a decision's outcome is on the Pause
+    # and in the audit), and with a positive limit the monitor locks and loads that many rows after
+    # every task. Failures are always saved. The live tests set 0 (keep all, no pruning) to observe
+    # which worker ran what.
+    "save_limit": env.int("HITL_Q_SAVE_LIMIT", default=-1),
     "ack_failures": True,
     "poll": 0.2,
     "sync": env.bool("HITL_Q_SYNC", default=False),
+    # What differs for the cluster started with Q_CLUSTER_NAME=<key> (django-q2 requires the key).
+    "ALT_CLUSTERS": {HITL_TIMER_CLUSTER: {"workers": env.int("HITL_TIMER_Q_WORKERS", default=2)}},
 }
 
 # HITL settings (names in ../shared/API.md)
@@ -140,6 +150,11 @@ HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True
 HITL_TIMEOUT_BATCH_SIZE = env.int("HITL_TIMEOUT_BATCH_SIZE", default=100)
 HITL_AUDIT_KEY = env.str("HITL_AUDIT_KEY", default=SECRET_KEY)
 HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_000)
+# A turn loads the newest HITL_MEMORY_WINDOW_STEPS steps of its conversation (default: an llm task's
+# default conversationHistoryLimit); older ones are read only when a task asks for them. A snapshot
+# (the answer of start, say, resume ...) shows the newest HITL_SNAPSHOT_STEPS steps and "stepCount".
+HITL_MEMORY_WINDOW_STEPS = env.int("HITL_MEMORY_WINDOW_STEPS", default=10)
+HITL_SNAPSHOT_STEPS = env.int("HITL_SNAPSHOT_STEPS", default=50)
 HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
 HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
 HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)

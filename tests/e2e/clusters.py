@@ -4,7 +4,8 @@ HTTP target, and the REST steps that build paused conversations.
 Test modules take the fixtures ``clusters`` and ``slow_target`` by assignment
 (``from tests.e2e import clusters as live_clusters``; ``clusters = live_clusters.clusters``).
 A q-cluster started here is a real ``manage.py qcluster`` in its own process group, on the test
-database of the ``live_stack`` fixture, with extra environment (e.g. a short continuation lease).
+database of the ``live_stack`` fixture, with extra environment (e.g. a short continuation lease): the
+default cluster, or with ``cluster=settings.HITL_TIMER_CLUSTER`` a timer cluster.
 """
 
 from __future__ import annotations
@@ -98,20 +99,22 @@ class Clusters:
     started: list[ServerProcess] = field(default_factory=list)
     _count: int = 0
 
-    def start(self, label: str, **extra_env: Any) -> ServerProcess:
-        """Start ``manage.py qcluster`` with extra settings; return once one of ITS workers ran a task."""
+    def start(self, label: str, *, cluster: str | None = None, **extra_env: Any) -> ServerProcess:
+        """Start ``manage.py qcluster`` with extra settings (``cluster``: its Q_CLUSTER_NAME, None for
+        the default cluster); return once one of ITS workers ran a task."""
         self._count += 1
         env = {**self.stack.env, **{key: str(value) for key, value in extra_env.items()}}
         process = ServerProcess.spawn(
             f"qcluster-{label}-{self._count}", [sys.executable, "manage.py", "qcluster"],
-            env=env, log_dir=self.stack.log_dir,
+            env=env, log_dir=self.stack.log_dir, cluster=cluster,
         )
         self.started.append(process)
         self.wait_working(process)
         return process
 
     def wait_working(self, process: ServerProcess, timeout: float = STARTUP_TIMEOUT) -> int:
-        """Enqueue ``os.getpid`` probes until one is run by a worker of ``process``; return that pid.
+        """Enqueue ``os.getpid`` probes on the queue of ``process``'s cluster until one is run by a worker
+        of ``process``; return that pid.
 
         With several clusters on one queue a probe may be taken by any of them, so keep sending.
         """
@@ -127,7 +130,7 @@ class Clusters:
                     process.fail_startup("the q-cluster exited")
                 now = time.monotonic()
                 if now >= next_probe:
-                    async_task(PROBE_FUNC, task_name=group, group=group)
+                    async_task(PROBE_FUNC, task_name=group, group=group, cluster=process.cluster)
                     next_probe = now + 0.5
                 for pid in Task.objects.filter(group=group).values_list("result", flat=True):
                     if isinstance(pid, int) and process_group_of(pid) == process.popen.pid:
@@ -151,8 +154,8 @@ class Clusters:
 
 @pytest.fixture
 def clusters(request, live_stack: LiveStack) -> Iterator[Clusters]:
-    """Extra q-clusters for one test. The fixture's own q-cluster is stopped while they run (a test
-    that wants it too restarts it) and restarted afterwards, so later tests find the stack as it was."""
+    """Extra q-clusters for one test. The fixture's own q-clusters are stopped while they run (a test
+    that wants them too restarts them) and restarted afterwards, so later tests find the stack as it was."""
     live_stack.stop_qcluster()
     own = Clusters(stack=live_stack)
     try:

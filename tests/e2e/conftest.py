@@ -1,7 +1,12 @@
-"""A live stack for end-to-end tests: uvicorn and a real django-q2 q-cluster on the pytest test database.
+"""A live stack for end-to-end tests: uvicorn and real django-q2 q-clusters on the pytest test database.
+
+The stack runs the deployed topology (docs/operations.md): the default q-cluster for continuations and
+the timer cluster (``Q_CLUSTER_NAME=hitl-timers``) for timers and recovery. Its processes keep
+django-q2's successful task rows (``HITL_Q_SAVE_LIMIT=0``; production keeps none) so tests can see
+which task ran and what it returned.
 
 Tests that use ``live_stack`` must be ``@pytest.mark.django_db(transaction=True)``: the server and the
-cluster are other processes and see only committed rows.
+clusters are other processes and see only committed rows.
 """
 
 from __future__ import annotations
@@ -75,9 +80,13 @@ class ServerProcess:
     popen: subprocess.Popen
     stdout_path: Path
     stderr_path: Path
+    cluster: str | None = None  # a q-cluster's Q_CLUSTER_NAME (None: the default cluster)
 
     @classmethod
-    def spawn(cls, name: str, args: list[str], *, env: dict[str, str], log_dir: Path) -> ServerProcess:
+    def spawn(cls, name: str, args: list[str], *, env: dict[str, str], log_dir: Path,
+              cluster: str | None = None) -> ServerProcess:
+        if cluster is not None:
+            env = {**env, "Q_CLUSTER_NAME": cluster}
         stdout_path = log_dir / f"{name}.stdout.log"
         stderr_path = log_dir / f"{name}.stderr.log"
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
@@ -85,7 +94,7 @@ class ServerProcess:
                 args, cwd=PROJECT_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True,
             )
-        return cls(name=name, popen=popen, stdout_path=stdout_path, stderr_path=stderr_path)
+        return cls(name=name, popen=popen, stdout_path=stdout_path, stderr_path=stderr_path, cluster=cluster)
 
     @property
     def running(self) -> bool:
@@ -135,6 +144,7 @@ class LiveStack:
     base_url: str = ""
     server: ServerProcess | None = None
     qcluster: ServerProcess | None = None
+    timer_cluster: ServerProcess | None = None
     _cluster_runs: int = field(default=0)
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
@@ -174,9 +184,10 @@ class LiveStack:
         return False
 
     def start_qcluster(self) -> None:
-        """Start a q-cluster and wait until it has run a probe task taken from the ORM broker.
+        """Start the default q-cluster and the timer cluster; wait until each has run a probe task
+        taken from its queue of the ORM broker.
 
-        The probe is committed to the database, so call this only from a module-scoped fixture or a
+        The probes are committed to the database, so call this only from a module-scoped fixture or a
         ``transaction=True`` test.
         """
         self._cluster_runs += 1
@@ -184,23 +195,34 @@ class LiveStack:
             f"qcluster-{self._cluster_runs}", [sys.executable, "manage.py", "qcluster"],
             env=self.env, log_dir=self.log_dir,
         )
+        self.timer_cluster = ServerProcess.spawn(
+            f"qcluster-timers-{self._cluster_runs}", [sys.executable, "manage.py", "qcluster"],
+            env=self.env, log_dir=self.log_dir, cluster=settings.HITL_TIMER_CLUSTER,
+        )
+        self._wait_for_probe(self.qcluster)
+        self._wait_for_probe(self.timer_cluster)
+
+    def _wait_for_probe(self, process: ServerProcess) -> None:
         from django_q.models import Task
         from django_q.tasks import async_task
 
         with self.db_blocker.unblock():
-            probe = async_task("math.floor", 1.5, task_name=f"e2e-probe-{self._cluster_runs}", group="e2e-probe")
+            probe = async_task("math.floor", 1.5, task_name=f"e2e-probe-{process.name}", group="e2e-probe",
+                               cluster=process.cluster)
             deadline = time.monotonic() + STARTUP_TIMEOUT
             while not Task.objects.filter(id=probe).exists():
-                if not self.qcluster.running:
-                    self.qcluster.fail_startup("the q-cluster exited")
+                if not process.running:
+                    process.fail_startup("the q-cluster exited")
                 if time.monotonic() >= deadline:
-                    self.qcluster.fail_startup(f"it ran no probe task within {STARTUP_TIMEOUT:.0f}s")
+                    process.fail_startup(f"it ran no probe task within {STARTUP_TIMEOUT:.0f}s")
                 time.sleep(0.1)
 
     def stop_qcluster(self) -> None:
-        if self.qcluster is not None:
-            self.qcluster.stop()
-            self.qcluster = None
+        """Stop both q-clusters (the default one and the timer cluster)."""
+        for process in (self.qcluster, self.timer_cluster):
+            if process is not None:
+                process.stop()
+        self.qcluster = self.timer_cluster = None
 
     def stop(self) -> None:
         self.stop_qcluster()
@@ -210,12 +232,13 @@ class LiveStack:
 
 
 def running_stack(django_db_blocker, log_dir: Path, **extra_env: str) -> Iterator[LiveStack]:
-    """uvicorn and a q-cluster on the test database (``extra_env`` on top), stopped when done."""
+    """uvicorn and both q-clusters on the test database (``extra_env`` on top), stopped when done."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
         "DATABASE_URL": database_url(),
         "HITL_Q_SYNC": "false",
+        "HITL_Q_SAVE_LIMIT": "0",  # keep every task's result row, without pruning: tests read them
         "PYTHONUNBUFFERED": "1",
         **extra_env,
     }
@@ -242,11 +265,11 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(autouse=True)
 def _server_logs_on_failure(request) -> Iterator[None]:
-    """When a test fails, show what uvicorn and the q-cluster wrote (pytest prints captured output)."""
+    """When a test fails, show what uvicorn and the q-clusters wrote (pytest prints captured output)."""
     yield
     report = getattr(request.node, "report_call", None)
     stack = request.node.funcargs.get("live_stack")
     if report is not None and report.failed and isinstance(stack, LiveStack):
-        for process in (stack.server, stack.qcluster):
+        for process in (stack.server, stack.qcluster, stack.timer_cluster):
             if process is not None:
                 print(process.output(limit=4000))

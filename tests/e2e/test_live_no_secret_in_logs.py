@@ -63,7 +63,7 @@ def test_no_secret_in_any_log_line_of_the_web_and_qcluster_processes(debug_stack
 
     sent = [r for r in http_recorder.requests if canary_secret in r["path"] and canary_secret in r["query"]]
     assert len(sent) == 2  # both calls really carried the secret
-    for process in (debug_stack.server, debug_stack.qcluster):
+    for process in (debug_stack.server, debug_stack.qcluster, debug_stack.timer_cluster):
         log = process.stderr_path.read_text(errors="replace") + process.stdout_path.read_text(errors="replace")
         assert log.strip(), f"{process.name} logged nothing at DEBUG: the check would prove nothing"
         assert canary_secret not in log, f"the canary secret is in the {process.name} log"

@@ -1,8 +1,9 @@
 """Timeouts fired by real q-cluster processes: no time travel, no mocks, short deadlines.
 
-- one q-cluster (the ``live_stack`` fixture's, default settings) decides a PT2S pause by its policy
+- the ``live_stack`` fixture's timer cluster (default settings) decides a PT2S pause by its policy
   within a few seconds of the deadline;
-- two q-clusters on the same database fire each of ~40 staggered timers exactly once.
+- two timer clusters on the same database fire each of ~40 staggered timers exactly once;
+- a backlog of work on the default cluster does not delay a deadline.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from datetime import datetime, timedelta
 
 import httpx
 import pytest
+from django.conf import settings
 from django.db import connections
-from django_q.models import Schedule
+from django_q.models import OrmQ, Schedule
+from django_q.tasks import async_task
 
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
@@ -115,8 +118,9 @@ TIMEOUTS = ("PT2S", "PT3S", "PT4S", "PT5S", "PT6S")  # 5 x 8 = 40 pauses
     pytest.param({"HITL_TIMEOUT_BATCH_SIZE": 3, "HITL_TIMER_DRAIN_SECONDS": 2}, id="bursts-and-handovers"),
 ])
 def test_two_q_clusters_at_once_fire_each_timer_once(live_stack, people, clusters: Clusters, cluster_env):
-    first = clusters.start("a", **cluster_env)
-    second = clusters.start("b", **cluster_env)
+    first = clusters.start("timers-a", cluster=settings.HITL_TIMER_CLUSTER, **cluster_env)
+    second = clusters.start("timers-b", cluster=settings.HITL_TIMER_CLUSTER, **cluster_env)
+    clusters.start("work")  # the default cluster: the continuations of the decisions
     admin = people["admin"]
     agents = [deploy_agent(admin, timed_agent("AUTO_REJECT", timeout)) for timeout in TIMEOUTS]
     owners = [api_user(f"owner{i}") for i in range(4)]
@@ -173,3 +177,35 @@ def test_two_q_clusters_at_once_fire_each_timer_once(live_stack, people, cluster
     print(f"\n{cluster_env or 'defaults'}: {len(finished)} timers, lateness "
           f"min {lateness[0]:.3f} s, median {lateness[len(lateness) // 2]:.3f} s, max {lateness[-1]:.3f} s")
     assert lateness[0] >= 0, "a timer fired before its deadline"
+
+
+BACKLOG_TASK = "time.sleep"
+
+
+def test_a_backlog_of_work_on_the_default_cluster_does_not_delay_a_deadline(people, clusters: Clusters):
+    """Timers have their own queue and cluster: a drainer handing over every 2 s is re-enqueued on the
+    timer queue, never behind the default queue's backlog (50 s of work here). When timers shared the
+    default queue, a handed-over drainer waited at least behind the tasks the cluster had prefetched
+    (its pusher holds up to workers² of them: here 4 x 5 s on two workers)."""
+    clusters.start("work", HITL_TIMER_DRAIN_SECONDS=2)
+    clusters.start("timers", cluster=settings.HITL_TIMER_CLUSTER, HITL_TIMER_DRAIN_SECONDS=2)
+    for _ in range(20):
+        async_task(BACKLOG_TASK, 5, group="e2e-backlog")
+    try:
+        admin, alice = people["admin"], people["alice"]
+        conversation_id = paused_conversation(alice, deploy_agent(admin, timed_agent("AUTO_REJECT", "PT4S")))
+        pause = Pause.objects.get(subject_id=conversation_id)
+
+        eventually(lambda: Pause.objects.filter(pk=pause.pk).exclude(status="PENDING").exists(), timeout=20,
+                   interval=0.1, what="the timer to decide the pause")
+
+        decided = Pause.objects.get(pk=pause.pk)
+        assert decided.decided_by == "system:timeout" and decided.verdict == "REJECTED"
+        lateness = decided.decided_at - due_at_of(decided)
+        assert timedelta(0) <= lateness <= LATENESS_LIMIT, lateness
+        still_queued = [q for q in OrmQ.objects.all() if q.func() == BACKLOG_TASK]
+        assert len(still_queued) > 10, "the backlog was worked off already: the test proves nothing"
+    finally:
+        for queued in OrmQ.objects.all():
+            if queued.func() == BACKLOG_TASK:
+                queued.delete()
