@@ -129,7 +129,9 @@ def decide_pause(
             },
         )
         if not here:
-            async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl")
+            # named: a decision made on the timer cluster (a timeout) still continues on the work cluster
+            async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl",
+                       cluster=settings.Q_CLUSTER["name"])
         transaction.on_commit(lambda: metrics.count_resume(surface))
     pause.claimed_here = here
     return pause

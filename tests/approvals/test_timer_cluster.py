@@ -14,6 +14,7 @@ from datetime import timedelta
 import django_q.monitor
 import django_q.scheduler
 import pytest
+import time_machine
 from django.conf import settings
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -110,3 +111,15 @@ def test_the_monitor_keeps_no_successful_task_and_every_failure(monkeypatch):
     django_q.monitor.save_task({**package, "id": "ok", "success": True, "result": 1}, get_broker())
     django_q.monitor.save_task({**package, "id": "failed", "success": False, "result": "boom"}, get_broker())
     assert list(Task.objects.values_list("id", "success")) == [("failed", False)]
+
+
+def test_a_timeouts_continuation_runs_on_the_work_cluster_not_the_timer_cluster(alice_client, monkeypatch):
+    """The drainer decides on the timer cluster; the continuation it queues must not wait on, or hold, it."""
+    from approvals.timers import fire_timeout
+
+    pause = finite_pause(alice_client)
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", TIMERS)  # as in the process started with Q_CLUSTER_NAME
+    OrmQ.objects.all().delete()
+    with time_machine.travel(pause.due_at + timedelta(seconds=1), tick=False):
+        assert fire_timeout(str(pause.pk)) == "REJECTED"
+    assert queued() == [(settings.Q_CLUSTER["name"], "approvals.continuations.run_continuation")]

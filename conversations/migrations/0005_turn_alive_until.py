@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('conversations', '0003_cancel_requested'),
+        ('conversations', '0004_conversation_step_count'),
     ]
 
     operations = [
