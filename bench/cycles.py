@@ -15,8 +15,8 @@ Besides cycles/s and latencies it prints, per cycle: PostgreSQL transactions (th
 `pg_stat_database.xact_commit` delta) and CPU (uvicorn + q-cluster process groups, this process when
 in process, PostgreSQL), with the 1-minute load average (see CostMeter in _stack.py).
 
-    .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 1 uvicorn worker
-    .venv/bin/python bench/cycles.py --workers 2 --nodelay    # two workers with TCP_NODELAY
+    .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 2 uvicorn workers +TCP_NODELAY
+    .venv/bin/python bench/cycles.py --workers 1              # one worker (default: 2 with TCP_NODELAY)
     .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the test client
 """
 
@@ -114,8 +114,10 @@ def main() -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="through DRF's test client in this process instead of HTTP")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
-    add_stack_args(parser)
+    add_stack_args(parser, workers=2)
     args = parser.parse_args()
+    # the topology docs/operations.md gives: several uvicorn workers always with TCP_NODELAY
+    args.nodelay = args.nodelay or args.workers > 1
 
     with Stack.from_args(args) as stack:
         meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=args.in_process)
