@@ -51,8 +51,10 @@ def step_from_row(row: ConversationStep) -> Step:
 def caller_for(user: Any) -> Caller | None:
     if user is None:
         return None
-    token = Token.objects.filter(user=user).values_list("key", flat=True).first() or ""
-    return Caller(username=user.get_username(), token=token)
+    def load_token() -> str:
+        return Token.objects.filter(user_id=user.pk).values_list("key", flat=True).first() or ""
+
+    return Caller(username=user.get_username(), load_token=load_token)
 
 
 def _live(conversation_id: Any) -> QuerySet[ConversationStep]:

@@ -226,11 +226,14 @@ def _backslash_run_before(text: str, position: int, floor: int) -> int:
 
 
 def _is_secret_value(value: str) -> bool:
-    """Long enough to matter, not blank, not already redacted, not a whole secret reference."""
+    """Long enough to matter, not blank, not already redacted (also behind a percent-encoded quote, as a
+    redacted percent-encoded value reads on the next pass: ``%22<REDACTED>``), not a whole secret
+    reference."""
     return (
         len(value) >= MIN_SECRET_LENGTH
         and bool(value.strip())
         and value != REDACTED
+        and unquote_plus(value).strip("\"'") != REDACTED
         and not _SECRET_REFERENCE.fullmatch(value)
     )
 

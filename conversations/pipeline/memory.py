@@ -8,7 +8,7 @@ and ``never`` conditions, ``search_history`` for the recall tool.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 PAUSE_CONVERSATION = "PAUSE_CONVERSATION"
@@ -39,10 +39,24 @@ class Step:
 
 @dataclass
 class Caller:
-    """The identity a turn runs as: the user who said it, or the approver on a resumed turn."""
+    """The identity a turn runs as: the user who said it, or the approver on a resumed turn.
+
+    ``token`` is read only when a request needs it (``${caller:token}``, an llm task's tools): most turns
+    never do, so ``load_token`` saves them a query."""
 
     username: str
-    token: str = ""
+    given_token: InitVar[str | None] = None
+    load_token: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    _token: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self, given_token: str | None) -> None:
+        self._token = given_token
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            self._token = self.load_token() if self.load_token is not None else ""
+        return self._token
 
 
 @dataclass

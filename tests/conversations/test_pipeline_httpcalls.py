@@ -43,7 +43,7 @@ def memory_for(actions: list[str], token: str = "") -> ConversationMemory:
         "c1",
         current=Step(input="order 7", actions=actions, context={"channel": "web"}),
         properties={"account": "acc-1", "amount": "12.50"},
-        caller=Caller("alice", token=token),
+        caller=Caller("alice", given_token=token),
     )
 
 

@@ -271,6 +271,12 @@ def test_redaction_is_idempotent(text: str) -> None:
     assert redact(once) == once
 
 
+def test_a_value_redacted_behind_a_percent_encoded_quote_stays_as_it_is() -> None:
+    """Found by the idempotence property: the second pass read ``%22<REDACTED>`` as a new value."""
+    once = redact_uri("https://h.example/api_key:%22${vault:")
+    assert once == "https://h.example/api_key:%22<REDACTED>" and redact_uri(once) == once
+
+
 @settings(max_examples=800, deadline=None)
 @given(TEXTS)
 def test_uri_redaction_is_idempotent(text: str) -> None:
