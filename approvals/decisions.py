@@ -107,6 +107,8 @@ def decide_pause(
             raise _not_awaiting(surface, subject_id, what)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
             setattr(pause, field, value)
+        if actor.user is not None:
+            pause.decided_by_user = actor.user  # the continuation runs as the decider: no need to load them
         disarm_timer(pause)
         append_audit_entry(
             subject_type=subject_type,

@@ -114,6 +114,15 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
     return row
 
 
+def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> AgentVersion | None:
+    """The version a conversation runs on if it is still deployed (its agent not deleted), else None:
+    ``is_deployed`` and the version's row in one query."""
+    deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
+                                         environment=environment)
+    return (AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
+            .filter(Exists(deployed)).first())
+
+
 def deployed_versions(*, agent_id: uuid.UUID | str, environment: str) -> list[int]:
     agent = live_agent(agent_id)
     return list(

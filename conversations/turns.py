@@ -24,7 +24,7 @@ from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
-from conversations.agents import is_deployed, newest_deployed_version
+from conversations.agents import deployed_version, newest_deployed_version
 from conversations.cancels import (
     cancel_check,
     cancel_conversation,
@@ -89,14 +89,19 @@ def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnC
     )
 
 
-def _require_deployed(conversation: Conversation) -> None:
-    if not is_deployed(
-        agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
-    ):
+def _deployed_version_of(conversation: Conversation) -> AgentVersion | None:
+    return deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
+                            environment=conversation.environment)
+
+
+def _require_deployed(conversation: Conversation) -> AgentVersion:
+    version = _deployed_version_of(conversation)
+    if version is None:
         raise NotDeployed(
             f"Agent {conversation.agent_id} version {conversation.agent_version} is not deployed in "
             f"{conversation.environment}"
         )
+    return version
 
 
 def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext,
@@ -238,8 +243,7 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         raise _busy(conversation.pk, state)
     previous_state = conversation.state
     try:
-        _require_deployed(conversation)
-        version = AgentVersion.objects.get(agent_id=conversation.agent_id, version=conversation.agent_version)
+        version = _require_deployed(conversation)
     except Exception:
         Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(state=previous_state)
         raise
@@ -336,11 +340,9 @@ def _prepare_continuation(
     from approvals.surfaces import ContinuationNotStarted
     from conversations.pipeline.llm_task import apply_config_drift
 
-    if not is_deployed(
-        agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment
-    ):
+    version = _deployed_version_of(conversation)
+    if version is None:
         raise ContinuationNotStarted("agent version no longer deployed")
-    version = AgentVersion.objects.get(agent_id=conversation.agent_id, version=conversation.agent_version)
     try:
         memory, row = memory_for_paused_turn(conversation, caller=caller_for(pause.decided_by_user))
     except LookupError as exc:
