@@ -164,6 +164,16 @@ def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> 
     )
 
 
+def continuation_outcome(decided: Pause) -> str:
+    """What became of the decision's continuation, said as it is: run here, queued, or back to pending."""
+    if not getattr(decided, "claimed_here", False):
+        return "Its continuation is queued."
+    status_now = Pause.objects.filter(pk=decided.pk).values_list("status", flat=True).first()
+    if status_now == PauseStatus.PENDING:
+        return "Its continuation could not start; the pause is pending again."
+    return "It has continued."
+
+
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     pause = find_pause(request, object_id)
     review = pause_review(pause)
@@ -196,7 +206,7 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
         else:
             verb = "Approved" if decided.verdict == Verdict.APPROVED else "Rejected"
             messages.success(request, f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
-                                      f"{pause.subject_id}. Its continuation is queued.")
+                                      f"{pause.subject_id}. {continuation_outcome(decided)}")
             opts = model_admin.opts
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     return render_decision_page(model_admin, request, pause, review, form, status)

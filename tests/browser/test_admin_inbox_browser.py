@@ -89,7 +89,7 @@ def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation
 
     page.click("#hitl-approve")
     page.wait_for_url(re.compile(r"/admin/approvals/pendingapproval/$"))
-    assert f"Approved: conversation {pause.subject_id}" in page.locator(".messagelist").inner_text()
+    assert f"Approved: conversation {pause.subject_id}. It has continued." in page.locator(".messagelist").inner_text()
     assert page.locator(f'#result_list [title="{pause.subject_id}"]').count() == 0
 
     entry = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.approval")
