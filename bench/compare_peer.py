@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, load_average, machine_line, stop_group
+from _cost import load_average
+from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, machine_line, stop_group
 from peer_cycles import PEER_DIR
 
 HERE = Path(__file__).resolve().parent

@@ -23,23 +23,20 @@ in process, PostgreSQL), with the 1-minute load average (see CostMeter in _stack
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
 from collections import Counter
 from typing import Any
 
+from _cost import CostMeter, Window, report_figures
 from _stack import (
-    CostMeter,
     Stack,
-    Window,
     add_stack_args,
     machine_line,
     print_latency,
     say,
     start_conversation,
-    summarize,
 )
 
 
@@ -147,18 +144,8 @@ def main() -> int:
         print_latency(f"  {name}", samples)
     for line in meter.lines(cycles):
         print(line)
-    print(f"errors: {sum(results.errors.values())}")
-    for message, count in results.errors.most_common(5):
-        print(f"  {count} x {message}")
-    if args.json:
-        cycle, resume = summarize(results.cycles), summarize(results.phases["resume?wait"])
-        figures = {
-            "cycles_per_s": cycles / wall, "cycles": cycles, "errors": sum(results.errors.values()),
-            "cycle_p50_ms": cycle["p50"], "cycle_p95_ms": cycle["p95"],
-            "resume_p50_ms": resume["p50"], "resume_p95_ms": resume["p95"], **meter.figures,
-        }
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=1)
+    report_figures(errors=results.errors, cycles=cycles, wall=wall, cycle_samples=results.cycles,
+                   resume_samples=results.phases["resume?wait"], meter=meter, json_path=args.json)
     return 0
 
 

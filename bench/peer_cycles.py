@@ -23,7 +23,6 @@ The database's LangGraph tables are dropped and created afresh at the start.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -34,18 +33,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from _cost import CostMeter, Window, report_figures
 from _stack import (
     LOG_DIR,
     ROOT,
-    CostMeter,
-    Window,
     _raise_exit,
     conninfo,
     free_port,
     machine_line,
     print_latency,
     stop_group,
-    summarize,
 )
 
 # ../shared/bench/peer_langgraph beside the repo (or beside the folder of its worktrees)
@@ -230,18 +227,8 @@ def main() -> int:
     print_latency("  resume", results.resumes)
     for line in meter.lines(cycles):
         print(line)
-    print(f"errors: {sum(results.errors.values())}")
-    for message, count in results.errors.most_common(5):
-        print(f"  {count} x {message}")
-    if args.json:
-        cycle, resume = summarize(results.cycles), summarize(results.resumes)
-        figures = {
-            "cycles_per_s": cycles / wall, "cycles": cycles, "errors": sum(results.errors.values()),
-            "cycle_p50_ms": cycle["p50"], "cycle_p95_ms": cycle["p95"],
-            "resume_p50_ms": resume["p50"], "resume_p95_ms": resume["p95"], **meter.figures,
-        }
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=1)
+    report_figures(errors=results.errors, cycles=cycles, wall=wall, cycle_samples=results.cycles,
+                   resume_samples=results.resumes, meter=meter, json_path=args.json)
     return 0
 
 
