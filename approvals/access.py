@@ -12,6 +12,11 @@ from django.conf import settings
 from approvals.errors import Forbidden, NotFound
 
 
+def remember_group_names(user: Any, names: Any) -> None:
+    """The user's group names as read with the user (hitl_project.authentication): no query of their own."""
+    user._hitl_group_names = set(names)
+
+
 def _group_names(user: Any) -> set[str]:
     cached = getattr(user, "_hitl_group_names", None)
     if cached is None:

@@ -23,7 +23,7 @@ from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin_review import PauseReview, ReviewCall, describe_deadline, pause_review
 from approvals.admin_scope import may_read_turns, scoped_pauses
-from approvals.continuations import decide_and_continue
+from approvals.continuations import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
@@ -153,7 +153,7 @@ def find_pause(request: HttpRequest, object_id: str) -> Pause:
     return pause
 
 
-def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> Pause:
+def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> Continued:
     decision = parse_decision_body(form.decision_body())
     # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
     return decide_and_continue(
@@ -164,14 +164,16 @@ def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> 
     )
 
 
-def continuation_outcome(decided: Pause) -> str:
+CONTINUATION_OUTCOMES = {
+    "queued": "Its continuation is queued.",
+    "restored": "Its continuation could not start; the pause is pending again.",
+    "continued": "It has continued.",
+}
+
+
+def continuation_outcome(decided: Continued) -> str:
     """What became of the decision's continuation, said as it is: run here, queued, or back to pending."""
-    if not getattr(decided, "claimed_here", False):
-        return "Its continuation is queued."
-    status_now = Pause.objects.filter(pk=decided.pk).values_list("status", flat=True).first()
-    if status_now == PauseStatus.PENDING:
-        return "Its continuation could not start; the pause is pending again."
-    return "It has continued."
+    return CONTINUATION_OUTCOMES[decided.outcome]
 
 
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -204,7 +206,7 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
             status = exc.status
             messages.error(request, exc.detail)
         else:
-            verb = "Approved" if decided.verdict == Verdict.APPROVED else "Rejected"
+            verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
             messages.success(request, f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
                                       f"{pause.subject_id}. {continuation_outcome(decided)}")
             opts = model_admin.opts

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
-from approvals.decisions import decide_pause, restore_pause
+from approvals.decisions import record_decision, restore_pause
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseStatus
 from approvals.surfaces import ContinuationNotStarted, handler_for
@@ -49,9 +50,21 @@ def renew_continuation_lease(pause_id: uuid.UUID | str, until: datetime) -> int:
     return Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).update(lease_until=until)
 
 
-def run_claimed_continuation(pause: Pause) -> str:
+@dataclass(frozen=True)
+class Continued:
+    """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
+    start; the pause is pending again) or ``queued`` for the q-cluster. ``subject`` is the subject as the
+    continuation left it (the surface's own type; None when queued, restored, or nothing to show)."""
+
+    pause: Pause
+    outcome: str
+    subject: object | None = None
+
+
+def run_claimed_continuation(pause: Pause, checked: object | None = None) -> Continued:
     """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
-    while it runs; a continuation that cannot start restores the pause. Returns the outcome."""
+    while it runs; a continuation that cannot start restores the pause. ``checked``: what the surface
+    read to check the decision in this process (``record_decision``)."""
     handler = handler_for(pause.surface)
 
     def renew(until: datetime) -> None:
@@ -60,12 +73,12 @@ def run_claimed_continuation(pause: Pause) -> str:
 
     with kept_alive(renew, what=f"continuation {pause.id}"):
         try:
-            handler.continue_pause(pause)
+            subject = handler.continue_pause(pause, checked)
         except ContinuationNotStarted as exc:
             logger.warning("continuation of pause %s could not start: %s", pause.id, exc)
             restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
-            return "restored"
-    return "continued"
+            return Continued(pause, "restored")
+    return Continued(pause, "continued", subject)
 
 
 def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pause | None:
@@ -87,14 +100,13 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
     ).update(cancel_requested_at=at, cancel_requested_by=by))
 
 
-def decide_and_continue(**decision: Any) -> Pause:
+def decide_and_continue(**decision: Any) -> Continued:
     """``decide_pause`` and, once it committed, its continuation in this process (when inline continuations
-    are on; otherwise it is queued for the q-cluster). Returns the pause as decided (read it again for
-    what the continuation made of it)."""
-    pause = decide_pause(**decision, continue_here=True)
+    are on; otherwise it is queued for the q-cluster)."""
+    pause, checked = record_decision(**decision, continue_here=True)
     if pause.claimed_here:
-        run_claimed_continuation(pause)
-    return pause
+        return run_claimed_continuation(pause, checked)
+    return Continued(pause, "queued")
 
 
 class ContinuationStillClaimed(RuntimeError):
@@ -113,4 +125,4 @@ def run_continuation(pause_id: str) -> str:
         # django-q2 re-delivers only after its retry time, by when a worker past its timeout was killed;
         # a lease still alive then is on the edge of expiring: try again rather than drop the task.
         raise ContinuationStillClaimed(f"the continuation of pause {pause_id} is still claimed")
-    return run_claimed_continuation(pause)
+    return run_claimed_continuation(pause).outcome

@@ -67,14 +67,31 @@ def decide_pause(
 
     With ``continue_here`` (and ``HITL_CONTINUE_INLINE`` on), the caller's process claims the continuation
     in this transaction instead, with a short lease, and must run it right after the commit
-    (``approvals.continuations.run_claimed_continuation``; ``continuations.decide_and_continue`` does both): if the
-    process dies first, the lease expires and recovery restores the pause. ``pause.claimed_here`` says
-    which happened.
+    (``approvals.continuations.decide_and_continue`` does both): if the process dies first, the lease
+    expires and recovery restores the pause. ``pause.claimed_here`` says which happened.
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
     pause forbids this actor to decide it (separation of duties), and with the surface's own error
     (e.g. NotDeployed) when the decision could not be carried out; either way nothing changes.
     """
+    return record_decision(surface=surface, subject_type=subject_type, subject_id=subject_id, decision=decision,
+                           actor=actor, expected_pause_id=expected_pause_id, what=what,
+                           continue_here=continue_here)[0]
+
+
+def record_decision(
+    *,
+    surface: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    decision: DecisionInput,
+    actor: Actor,
+    expected_pause_id: uuid.UUID | None = None,
+    what: str = "Conversation",
+    continue_here: bool = False,
+) -> tuple[Pause, object | None]:
+    """``decide_pause``, also returning what the surface's check read (``check_can_continue``) when the
+    continuation was claimed here, for ``continue_pause`` to reuse (None otherwise)."""
     handler = handler_for(surface)
     with transaction.atomic():
         pause = open_pause_of(subject_type, subject_id)
@@ -88,7 +105,7 @@ def decide_pause(
             )
         validator = decision_validator_for(pause.kind)
         kind_detail = validator(pause, decision) if validator else {}
-        handler.check_can_continue(pause)
+        checked = handler.check_can_continue(pause)
         now = timezone.now()
         here = continue_here and continues_inline()
         decided = {
@@ -136,7 +153,7 @@ def decide_pause(
                        cluster=settings.Q_CLUSTER["name"])
         transaction.on_commit(lambda: metrics.count_resume(surface))
     pause.claimed_here = here
-    return pause
+    return pause, checked if here else None
 
 
 def continues_inline() -> bool:
@@ -233,9 +250,11 @@ def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = 
     """RESOLVING -> RESOLVED once the continuation committed (in its transaction); a pause already
     finished is left alone and not audited again."""
     now = timezone.now()
-    won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(
-        status=PauseStatus.RESOLVED, resolved_at=now, due_at=None, lease_until=None
-    )
+    finished = {"status": PauseStatus.RESOLVED, "resolved_at": now, "due_at": None, "lease_until": None}
+    won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(**finished)
+    if won:
+        for field, value in finished.items():  # as committed, without reading it back
+            setattr(pause, field, value)
     if won and outcome != "completed":
         append_audit_entry(
             subject_type=pause.subject_type,

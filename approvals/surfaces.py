@@ -21,8 +21,11 @@ class SurfaceHandler(Protocol):
     def subject_state(self, subject_id: object) -> str | None:
         """The subject's current state, or None when it does not exist."""
 
-    def check_can_continue(self, pause: Pause) -> None:
-        """Raise (e.g. NotDeployed) when a decision could not be carried out; runs before the CAS."""
+    def check_can_continue(self, pause: Pause) -> object | None:
+        """Raise (e.g. NotDeployed) when a decision could not be carried out; runs before the CAS.
+
+        Returns what the check read (e.g. the subject and its agent version), handed to ``continue_pause``
+        when the deciding process runs the continuation right after the commit, so it is not read again."""
 
     def begin_resume(self, pause: Pause) -> bool:
         """Compare-and-set the subject from awaiting to running, in the caller's transaction."""
@@ -33,8 +36,12 @@ class SurfaceHandler(Protocol):
     def on_restored(self, pause: Pause) -> None:
         """Move the subject back to awaiting after a continuation could not start (same transaction)."""
 
-    def continue_pause(self, pause: Pause) -> None:
-        """Run the continuation of a decided pause (on a worker). Finishes the pause itself."""
+    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
+        """Run the continuation of a decided pause. Finishes the pause itself.
+
+        ``checked``: what ``check_can_continue`` returned in the decision's transaction, when the deciding
+        process runs it (None on a q-cluster worker: read afresh). Returns the subject as the continuation
+        left it, for the caller's answer (opaque to the core; None when there is nothing to show)."""
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         """Push the running turn's lease of the subject to ``until`` (the heartbeat of a continuation)."""

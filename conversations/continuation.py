@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -13,28 +14,36 @@ from approvals.errors import NotDeployed
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
-from conversations.agents import is_deployed
-from conversations.models import Conversation, ConversationState, ConversationStep
+from conversations.agents import deployed_version
+from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
 
 S = ConversationState
+
+
+@dataclass(frozen=True)
+class ContinuationCheck:
+    """What the decision's check read: the paused conversation and the deployed version it runs on."""
+
+    conversation: Conversation
+    version: AgentVersion
 
 
 class ConversationSurface:
     def subject_state(self, subject_id: object) -> str | None:
         return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
 
-    def check_can_continue(self, pause: Pause) -> None:
+    def check_can_continue(self, pause: Pause) -> ContinuationCheck:
         conversation = Conversation.objects.get(pk=pause.subject_id)
-        if not is_deployed(
-            agent_id=conversation.agent_id, version=conversation.agent_version,
-            environment=conversation.environment,
-        ):
+        version = deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
+                                   environment=conversation.environment)
+        if version is None:
             raise NotDeployed(
                 f"Agent not deployed for resume (agent {conversation.agent_id} version "
                 f"{conversation.agent_version} in {conversation.environment}) - the conversation remains "
                 "AWAITING_HUMAN; redeploy the agent and retry",
                 currentState=S.AWAITING_HUMAN,
             )
+        return ContinuationCheck(conversation, version)
 
     def begin_resume(self, pause: Pause) -> bool:
         return bool(
@@ -51,10 +60,10 @@ class ConversationSurface:
     def on_restored(self, pause: Pause) -> None:
         Conversation.objects.filter(pk=pause.subject_id, state=S.IN_PROGRESS).update(state=S.AWAITING_HUMAN)
 
-    def continue_pause(self, pause: Pause) -> None:
+    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
         from conversations.turns import continue_after_decision
 
-        continue_after_decision(pause)
+        return continue_after_decision(pause, checked if isinstance(checked, ContinuationCheck) else None)
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         renew_turn(subject_id, until)

@@ -128,9 +128,11 @@ def _memory(conversation: Conversation, *, current: Step, previous: list[Convers
 
 
 def memory_for_new_turn(
-    conversation: Conversation, *, user_input: str, context: dict[str, Any], caller: Caller | None
+    conversation: Conversation, *, user_input: str, context: dict[str, Any], caller: Caller | None,
+    first_turn: bool = False,
 ) -> ConversationMemory:
-    previous = newest_steps(conversation.pk, memory_window())
+    """The memory of a new turn: the newest live steps (none to read for a conversation's ``first_turn``)."""
+    previous = [] if first_turn else newest_steps(conversation.pk, memory_window())
     return _memory(conversation, current=Step(input=user_input, context=context), previous=previous,
                    before_index=None, caller=caller)
 
@@ -146,9 +148,39 @@ def memory_for_paused_turn(
     return memory, rows[-1]
 
 
+_COMMIT_TURN_SQL = (
+    'UPDATE {table} SET "state" = %s, "properties" = %s, "step_count" = "step_count" + %s '
+    'WHERE "id" = %s AND "state" = %s AND "cancel_requested_at" IS NULL RETURNING "step_count"'
+)
+
+
+def commit_turn_state(conversation: Conversation, *, running: str, state: str, properties: dict[str, Any],
+                      appends_step: bool) -> int | None:
+    """The turn's compare-and-set, in the caller's transaction: the conversation takes ``state`` and
+    ``properties`` if it is still ``running`` with no cancel recorded, and counts the step the turn is
+    about to append (``appends_step``), in one statement. Returns the new ``step_count``, None when the
+    turn lost the conversation (nothing written)."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(_COMMIT_TURN_SQL.format(table=table),
+                       [state, stored, 1 if appends_step else 0, conversation.pk, running])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    conversation.step_count = row[0]
+    return row[0]
+
+
 def save_step(conversation: Conversation, step: Step, properties: dict[str, Any],
-              row: ConversationStep | None = None) -> ConversationStep:
-    """Update the continued step's row, or append a new step (dropping redo history)."""
+              row: ConversationStep | None = None, *, counted: bool = False,
+              drop_undone: bool = True) -> ConversationStep:
+    """Update the continued step's row, or append a new step (dropping redo history).
+
+    ``counted``: the caller's compare-and-set already counted the new step (``commit_turn_state``), which
+    goes at ``conversation.step_count - 1``. ``drop_undone=False`` when there can be no undone tail (a
+    conversation's first turn).
+    """
     fields = {
         "input": step.input,
         "context": step.context,
@@ -165,13 +197,18 @@ def save_step(conversation: Conversation, step: Step, properties: dict[str, Any]
         row.save(update_fields=list(fields))
         return row
     with transaction.atomic(savepoint=False):  # the count, the redo history and the new step, or none
-        table = connection.ops.quote_name(Conversation._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',
-                           [conversation.pk])
-            index = cursor.fetchone()[0] - 1
-        # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
-        ConversationStep.objects.filter(conversation=conversation, undone=True, index__gte=index).delete()
+        if counted:
+            index = conversation.step_count - 1
+        else:
+            table = connection.ops.quote_name(Conversation._meta.db_table)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',
+                    [conversation.pk])
+                index = cursor.fetchone()[0] - 1
+        if drop_undone:
+            # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
+            ConversationStep.objects.filter(conversation=conversation, undone=True, index__gte=index).delete()
         created = ConversationStep.objects.create(conversation=conversation, index=index, **fields)
     conversation.step_count = index + 1
     return created

@@ -22,10 +22,10 @@ MAX_DEPTH = 3
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("hitl_nested_depth", default=0)
 
 
-def _result(conversation: Any) -> dict[str, Any]:
+def _result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     from conversations.snapshots import snapshot
 
-    view = snapshot(conversation)
+    view = snapshot(conversation, steps=steps)
     if conversation.state == ConversationState.AWAITING_HUMAN:
         pause = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
         return {
@@ -59,14 +59,16 @@ def talk_to_agent(*, caller_username: str, parent_conversation_id: str, message:
         if conversation_id:
             conversation = conversation_for_talk(user, conversation_id)
         elif agent_id:
-            conversation = start_conversation(user=user, agent_id=agent_id, environment=environment)
+            started = start_conversation(user=user, agent_id=agent_id, environment=environment)
+            conversation = started.conversation
             if conversation.state == ConversationState.AWAITING_HUMAN:
-                return _result(conversation)
+                return _result(conversation, started.steps)
         else:
             return {"status": "NOT_EXECUTED", "reason": "name an agentId or a conversationId"}
         if conversation.state == ConversationState.AWAITING_HUMAN:
             return _result(conversation)
-        return _result(say(conversation=conversation, user=user, user_input=message, context={}))
+        said = say(conversation=conversation, user=user, user_input=message, context={})
+        return _result(said.conversation, said.steps)
     except ApplicationError as exc:
         return {"status": "NOT_EXECUTED", "reason": exc.detail}
     finally:

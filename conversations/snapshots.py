@@ -11,8 +11,23 @@ from approvals.presenters import NO_PAUSE_FIELDS, decision_summary, pause_detail
 from approvals.selectors import current_pause_of, latest_pause_of
 from conversations.memory_store import newest_live
 from conversations.models import Conversation, ConversationState
+from conversations.pipeline.memory import ConversationMemory
 
 SNAPSHOT_STEP_FIELDS = ("index", "input", "actions", "output", "quick_replies")
+
+
+def snapshot_steps_in(memory: ConversationMemory) -> list[dict[str, Any]] | None:
+    """The newest live steps a snapshot shows, from the memory of a turn that just committed its step
+    (``memory.current``, the conversation's newest): None when the memory does not hold all of them
+    (its window is shorter than the snapshot's and the conversation longer), and they must be read."""
+    held = [*memory.previous, memory.current]
+    first = memory.first_index
+    wanted = min(first + len(held), max(1, int(settings.HITL_SNAPSHOT_STEPS)))
+    if len(held) < wanted:
+        return None
+    return [{"index": first + position, "input": step.input, "actions": list(step.actions),
+             "output": list(step.output), "quick_replies": list(step.quick_replies)}
+            for position, step in enumerate(held)][len(held) - wanted:]
 
 
 def _newest_live_steps(conversation: Conversation, count: int) -> list[dict[str, Any]]:
@@ -20,15 +35,17 @@ def _newest_live_steps(conversation: Conversation, count: int) -> list[dict[str,
     return list(newest_live(conversation.pk, count).values(*SNAPSHOT_STEP_FIELDS))[::-1]
 
 
-def snapshot(conversation: Conversation) -> dict[str, Any]:
+def snapshot(conversation: Conversation, *, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The conversation with its newest ``HITL_SNAPSHOT_STEPS`` live steps (oldest first) and
     ``stepCount``, the number of live steps: what a say answers does not grow with the conversation.
 
     Live steps are the indexes 0..step_count-1 (conversations.memory_store), so the count is the
-    newest step's index + 1, read with the steps in one query.
+    newest step's index + 1, read with the steps in one query; or not read at all when the caller
+    holds them (``steps``, from ``snapshot_steps_in`` of the turn that just committed).
     """
     wanted = max(0, int(settings.HITL_SNAPSHOT_STEPS))
-    steps = _newest_live_steps(conversation, max(1, wanted))
+    if steps is None:
+        steps = _newest_live_steps(conversation, max(1, wanted))
     latest = steps[-1] if steps else None
     shown = steps[max(0, len(steps) - wanted):] if wanted else []
     return {

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import transaction
 
@@ -25,6 +26,7 @@ from toolgate.redaction import redact
 logger = logging.getLogger(__name__)
 
 S = ConversationState
+T = TypeVar("T")
 ERROR_TEXT_MAX = 300
 # What PostgreSQL cannot store in text or jsonb: NUL, and UTF-16 surrogates that pair with nothing.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -88,9 +90,10 @@ def _record(conversation: Conversation, *, user_input: str, text: str, row: Conv
     return S.ERROR
 
 
-def run_guarded(conversation: Conversation, turn: Any, *, user_input: str, row: ConversationStep | None = None,
-                resolving: Pause | None = None) -> str:
-    """Run ``turn()`` (which runs and commits a turn, returning the new state); if it raises, fail the turn."""
+def run_guarded(conversation: Conversation, turn: Callable[[], T], *, user_input: str,
+                row: ConversationStep | None = None, resolving: Pause | None = None) -> T | str:
+    """Run ``turn()`` (which runs and commits a turn) and return what it returns; if it raises, fail the
+    turn and return the conversation's state."""
     try:
         return turn()
     except Exception as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -32,7 +33,7 @@ from conversations.cancels import (
     finish_cancelled_turn,
     finish_unstarted_continuation,
 )
-from conversations.continuation import renew_turn
+from conversations.continuation import ContinuationCheck, renew_turn
 from conversations.lifecycle import (
     Cancelled,
     Completed,
@@ -47,6 +48,7 @@ from conversations.lifecycle import (
 )
 from conversations.memory_store import (
     caller_for,
+    commit_turn_state,
     memory_for_new_turn,
     memory_for_paused_turn,
     save_step,
@@ -55,6 +57,7 @@ from conversations.models import AgentVersion, Conversation, ConversationState, 
 from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
+from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import failure_text, run_guarded
 
 logger = logging.getLogger(__name__)
@@ -123,6 +126,35 @@ def _failed(memory: ConversationMemory, turn: TurnContext, exc: Exception) -> Ex
 STATE_AFTER = {Completed: S.READY, Stopped: S.ENDED, Paused: S.AWAITING_HUMAN}
 
 
+@dataclass(frozen=True)
+class Committed:
+    """What a turn's commit left: the conversation's state, and the turn's memory when the turn's own
+    result was written (not when a cancel or a failure ended it)."""
+
+    state: str
+    memory: ConversationMemory | None = None
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """A conversation as a turn left it, and the live steps its snapshot shows when the turn held them
+    all (``snapshots.snapshot(result.conversation, steps=result.steps)``; None: read them)."""
+
+    conversation: Conversation
+    steps: list[dict[str, Any]] | None = None
+
+
+def _result(conversation: Conversation, committed: Committed | str) -> TurnResult:
+    """The conversation as the turn committed it, without reading it back when the turn's own result won."""
+    if not isinstance(committed, Committed) or committed.memory is None:
+        conversation.refresh_from_db()
+        return TurnResult(conversation)
+    conversation.state = committed.state
+    conversation.properties = committed.memory.properties
+    conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
+    return TurnResult(conversation, snapshot_steps_in(committed.memory))
+
+
 def _commit(
     conversation: Conversation,
     document: dict[str, Any],
@@ -132,23 +164,24 @@ def _commit(
     row: ConversationStep | None = None,
     resolving: Pause | None = None,
     raised_by_id: int | None = None,
-) -> str:
-    """Write the turn's result if the conversation is still ours (IN_PROGRESS, no cancel recorded);
-    returns the new state. A turn that was cancelled ends through finish_cancelled_turn.
+    first_turn: bool = False,
+) -> Committed:
+    """Write the turn's result if the conversation is still ours (IN_PROGRESS, no cancel recorded).
+    A turn that was cancelled ends through finish_cancelled_turn.
 
     ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
     """
     if isinstance(outcome, Cancelled):
-        return finish_cancelled_turn(
+        return Committed(finish_cancelled_turn(
             conversation, memory, row=row, resolving=resolving,
-            stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index})
+            stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index}))
     state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
     with transaction.atomic():
-        won = Conversation.objects.filter(
-            pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=True
-        ).update(state=state, properties=memory.properties)
-        if not won:  # a cancel landed during the last task, or the conversation was ended or interrupted
-            return finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
+        won = commit_turn_state(conversation, running=S.IN_PROGRESS, state=state, properties=memory.properties,
+                                appends_step=row is None)
+        if won is None:  # a cancel landed during the last task, or the conversation was ended or interrupted
+            return Committed(finish_cancelled_turn(conversation, memory, row=row, resolving=resolving,
+                                                   stopped_before=None))
         if resolving is not None:
             finish_pause(
                 pause=resolving,
@@ -158,10 +191,11 @@ def _commit(
         if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
             memory.current.data["hitl:status"] = "awaiting_approval"
             memory.current.outputs["hitl:status"] = "awaiting_approval"
-        save_step(conversation, memory.current, memory.properties, row=row)
+        save_step(conversation, memory.current, memory.properties, row=row, counted=True,
+                  drop_undone=not first_turn)
         if isinstance(outcome, Paused):
             _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
-    return state
+    return Committed(state, memory)
 
 
 def _open_pause(conversation: Conversation, document: dict[str, Any], memory: ConversationMemory,
@@ -206,7 +240,7 @@ def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
 
 def start_conversation(
     *, user: Any, agent_id: Any, environment: str, context: dict[str, Any] | None = None
-) -> Conversation:
+) -> TurnResult:
     """Start on the newest version deployed in ``environment``; the conversation stays on it."""
     version = newest_deployed_version(agent_id=agent_id, environment=environment)
     conversation = Conversation.objects.create(
@@ -215,19 +249,19 @@ def start_conversation(
         turn_alive_until=lease_expiry(),
     )
 
-    def turn() -> str:
-        memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user))
+    def turn() -> Committed:
+        memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user),
+                                     first_turn=True)
         memory.current.actions.append(CONVERSATION_START)
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
-        return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+        return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk, first_turn=True)
 
     with _turn_kept_alive(conversation):
-        run_guarded(conversation, turn, user_input="")
-    conversation.refresh_from_db()
-    return conversation
+        committed = run_guarded(conversation, turn, user_input="")
+    return _result(conversation, committed)
 
 
-def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> Conversation:
+def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> TurnResult:
     """Run one turn. While paused the input is refused (409) and not consumed.
 
     A turn that cannot start (agent no longer deployed) gives the conversation back as it was; once it
@@ -248,7 +282,7 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(state=previous_state)
         raise
 
-    def turn() -> str:
+    def turn() -> Committed:
         memory = memory_for_new_turn(
             conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
         )
@@ -256,9 +290,8 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
 
     with _turn_kept_alive(conversation):
-        run_guarded(conversation, turn, user_input=user_input)
-    conversation.refresh_from_db()
-    return conversation
+        committed = run_guarded(conversation, turn, user_input=user_input)
+    return _result(conversation, committed)
 
 
 def _turn_kept_alive(conversation: Conversation) -> AbstractContextManager[None]:
@@ -296,21 +329,30 @@ def _resume_point(pause: Pause) -> ResumePoint:
                        pause_id=str(pause.id), kind=pause.kind, tool_batch=batch)
 
 
-def continue_after_decision(pause: Pause) -> None:
-    """The continuation of a decided pause of a conversation, run on a django-q2 worker.
+def continue_after_decision(pause: Pause, checked: ContinuationCheck | None = None) -> TurnResult:
+    """The continuation of a decided pause of a conversation: in the deciding process right after the
+    decision committed (``checked``: the conversation and version its check read, as the decision's
+    compare-and-set left them), or on a django-q2 worker (read afresh).
 
     Whatever goes wrong before the pipeline runs means the continuation did not start (the pause is
     restored, or ends cancelled if a cancel came meanwhile); once it runs, a failure leaves the
-    conversation ERROR and the pause failed, in the same run.
+    conversation ERROR and the pause failed, in the same run. Returns the conversation as it left it.
     """
     from approvals.surfaces import ContinuationNotStarted
 
-    conversation = Conversation.objects.select_related("agent").get(pk=pause.subject_id)
+    if checked is not None:
+        # begin_resume moved it to IN_PROGRESS and cleared any earlier cancel, in the decision's commit;
+        # a cancel or end since then loses the commit's compare-and-set like any other.
+        conversation, version = checked.conversation, checked.version
+        conversation.state, conversation.cancel_requested_at, conversation.cancel_requested_by = S.IN_PROGRESS, None, ""
+    else:
+        conversation = Conversation.objects.select_related("agent").get(pk=pause.subject_id)
+        version = None
     if conversation.state != S.IN_PROGRESS:
         finish_unstarted_continuation(conversation, pause)
-        return
+        return TurnResult(conversation)
     try:
-        version, memory, row, resume = _prepare_continuation(conversation, pause)
+        version, memory, row, resume = _prepare_continuation(conversation, pause, version)
     except ContinuationNotStarted:
         raise
     except Exception as exc:
@@ -318,7 +360,7 @@ def continue_after_decision(pause: Pause) -> None:
         raise ContinuationNotStarted(failure_text(exc)) from exc
     turn = _turn_context(conversation, version.document)
 
-    def run_and_commit() -> str:
+    def run_and_commit() -> Committed:
         outcome: LifecycleOutcome | Exception = Completed()
         if isinstance(resume, ConfigDrift):
             outcome = _failed(memory, turn, resume)
@@ -328,19 +370,22 @@ def continue_after_decision(pause: Pause) -> None:
         return _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
                        raised_by_id=pause.raised_by_id)
 
-    run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
+    committed = run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
+    return _result(conversation, committed)
 
 
 def _prepare_continuation(
-    conversation: Conversation, pause: Pause
+    conversation: Conversation, pause: Pause, version: AgentVersion | None = None
 ) -> tuple[AgentVersion, ConversationMemory, ConversationStep, ResumePoint | ConfigDrift | None]:
-    """The agent version, the paused turn's memory with the decision applied, its step row, and where
-    the pipeline resumes (None: it does not run again, a rejected rule pause only posts the rejection;
-    ConfigDrift: the paused workflow is gone, the turn fails)."""
+    """The agent version (``version``: as the decision just checked it; else read), the paused turn's
+    memory with the decision applied, its step row, and where the pipeline resumes (None: it does not
+    run again, a rejected rule pause only posts the rejection; ConfigDrift: the paused workflow is gone,
+    the turn fails)."""
     from approvals.surfaces import ContinuationNotStarted
     from conversations.pipeline.llm_task import apply_config_drift
 
-    version = _deployed_version_of(conversation)
+    if version is None:
+        version = _deployed_version_of(conversation)
     if version is None:
         raise ContinuationNotStarted("agent version no longer deployed")
     try:

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin, is_owner
 from approvals.actors import actor_for_user
-from approvals.continuations import decide_and_continue
+from approvals.continuations import Continued, decide_and_continue
 from approvals.decision_input import parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
@@ -123,11 +123,11 @@ class StartView(APIView):
         if environment not in ("production", "test"):
             raise BadRequest(f"unknown environment '{environment}'",
                              errors=[{"field": "environment", "message": "must be production or test"}])
-        conversation = turns.start_conversation(
+        started = turns.start_conversation(
             user=request.user, agent_id=agent_id, environment=environment, context=_context(body.get("context"))
         )
-        response = Response(snapshot(conversation), status=status.HTTP_201_CREATED)
-        response["Location"] = f"/agents/{conversation.id}"
+        response = Response(snapshot(started.conversation, steps=started.steps), status=status.HTTP_201_CREATED)
+        response["Location"] = f"/agents/{started.conversation.id}"
         return response
 
 
@@ -151,8 +151,8 @@ class ConversationView(APIView):
             raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
         context = _context(body.get("context"))
         conversation = conversation_for_talk(request.user, conversation_id)
-        conversation = turns.say(conversation=conversation, user=request.user, user_input=text, context=context)
-        return Response(snapshot(conversation))
+        said = turns.say(conversation=conversation, user=request.user, user_input=text, context=context)
+        return Response(snapshot(said.conversation, steps=said.steps))
 
 
 def _readable(user: Any, conversation_id: str) -> Conversation:
@@ -229,8 +229,7 @@ class ResumeView(APIView):
                   "subject_id": conversation.pk, "decision": decision, "actor": actor_for_user(request.user)}
         if wait > 0 and continues_inline():
             # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
-            pause = decide_and_continue(**decide)
-            return Response(_continued_answer(conversation.pk, pause.id))
+            return Response(_continued_here_answer(decide_and_continue(**decide)))
         pause = decide_pause(**decide)
         return Response({
             "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
@@ -254,6 +253,17 @@ def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
     """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
     body = snapshot(Conversation.objects.get(pk=conversation_id))
     body["lastDecision"] = decision_summary(Pause.objects.get(pk=pause_id))
+    return body
+
+
+def _continued_here_answer(continued: Continued) -> dict[str, Any]:
+    """``_continued_answer`` for a continuation this process just ran: when its own result committed, the
+    conversation, its steps and the finished pause are as it left them in memory, and nothing is read."""
+    result = continued.subject
+    if continued.outcome != "continued" or not isinstance(result, turns.TurnResult) or result.steps is None:
+        return _continued_answer(continued.pause.subject_id, continued.pause.id)
+    body = snapshot(result.conversation, steps=result.steps)
+    body["lastDecision"] = decision_summary(continued.pause)
     return body
 
 

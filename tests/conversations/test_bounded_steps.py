@@ -55,22 +55,39 @@ def test_say_loads_a_bounded_window_of_steps(alice_client, settings):
     short, long = start(alice_client, agent), start(alice_client, agent)
     for conversation_id in (short, long):
         say(alice_client, conversation_id, "hello")
-    grow(short, 5)
+    grow(short, 60)  # both longer than the turn's window and the snapshot: the snapshot reads its steps
     grow(long, 200)
     # As autovacuum would: on a table the planner believes empty, a sequential scan is its cheapest plan
     # whatever the query; with statistics it takes the index range the turn asks for.
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_conversationstep")
 
-    at_5 = measured_say(alice_client, short)
+    at_60 = measured_say(alice_client, short)
     at_200 = measured_say(alice_client, long)
 
-    assert at_5["queries"] == at_200["queries"], (at_5["sql"], at_200["sql"])
+    assert at_60["queries"] == at_200["queries"], (at_60["sql"], at_200["sql"])
     # the turn's window (10) and the snapshot's newest 50, each read once: never all 200
     assert at_200["rows"] <= 10 + 50 + 5, at_200["rows"]
     assert at_200["rows"] < 200
     assert at_200["answer"]["stepCount"] == 201 and len(at_200["answer"]["steps"]) == 50
-    assert at_5["answer"]["stepCount"] == 6 and len(at_5["answer"]["steps"]) == 6
+    assert at_60["answer"]["stepCount"] == 61 and len(at_60["answer"]["steps"]) == 50
+
+
+def test_a_turn_holding_every_shown_step_answers_without_reading_them_back(alice_client, settings):
+    """A conversation no longer than the turn's window: the snapshot is built from the turn's memory,
+    and it is the snapshot a read gives."""
+    settings.HITL_MEMORY_WINDOW_STEPS = 10
+    settings.HITL_SNAPSHOT_STEPS = 50
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "hello")
+    grow(conversation_id, 5)
+
+    said = measured_say(alice_client, conversation_id)
+
+    step_reads = [sql for sql in said["sql"] if sql.startswith("SELECT") and f'FROM "{STEPS}"' in sql]
+    assert len(step_reads) == 1, step_reads  # the turn's window; nothing read back after the commit
+    assert said["answer"] == alice_client.get(f"/agents/{conversation_id}").json()
+    assert said["answer"]["stepCount"] == 6 and len(said["answer"]["steps"]) == 6
 
 
 def inputs(snapshot: dict[str, Any]) -> list[str]:

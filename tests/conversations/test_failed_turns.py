@@ -84,7 +84,7 @@ def say_over_rest(client, conversation_id: str, text: str, context: Any = None) 
 def say_directly(alice, conversation_id: str, text: str, context: Any = None) -> str:
     """The service itself, as an MCP tool or a nested agent calls it: no REST door in front."""
     conversation = Conversation.objects.get(pk=conversation_id)
-    return turns.say(conversation=conversation, user=alice, user_input=text, context=context).state
+    return turns.say(conversation=conversation, user=alice, user_input=text, context=context).conversation.state
 
 
 FAILURES = {

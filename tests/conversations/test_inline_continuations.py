@@ -110,7 +110,7 @@ def test_a_decision_claimed_here_but_never_run_is_back_in_the_inbox_after_one_le
     assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.AWAITING_HUMAN
     entry = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.restored")
     assert entry.detail["previousDecision"] == {"verdict": "APPROVED", "decidedBy": "approver"}
-    assert run_claimed_continuation(claimed) in ("restored", "continued")
+    assert run_claimed_continuation(claimed).outcome in ("restored", "continued")
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING  # the late runner changed nothing
 
 
