@@ -148,6 +148,33 @@ def memory_for_paused_turn(
     return memory, rows[-1]
 
 
+_CLAIM_TURN_SQL = (
+    'UPDATE {table} SET "state" = %s, "turn_started_at" = %s, "turn_alive_until" = %s, '
+    '"cancel_requested_at" = NULL, "cancel_requested_by" = \'\' WHERE "id" = %s AND "state" IN ({talkable}) '
+    'RETURNING "properties", "step_count"'
+)
+
+
+def claim_turn(conversation: Conversation, *, running: str, talkable: tuple[str, ...], started: Any,
+               alive_until: Any) -> bool:
+    """A new turn's compare-and-set: the conversation moves from one of the ``talkable`` states to
+    ``running`` (clearing a cancel of an earlier turn). On success the conversation object takes the
+    properties and step count the turn starts from, as they are now (not as they were when it was read
+    for the access check: a turn that committed in between counts). False: not talkable, nothing written."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
+                       [running, started, alive_until, conversation.pk, *talkable])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    properties = Conversation._meta.get_field("properties").from_db_value(row[0], None, connection)
+    conversation.properties, conversation.step_count, conversation.state = properties, row[1], running
+    conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
+    conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
+    return True
+
+
 _COMMIT_TURN_SQL = (
     'UPDATE {table} SET "state" = %s, "properties" = %s, "step_count" = "step_count" + %s '
     'WHERE "id" = %s AND "state" = %s AND "cancel_requested_at" IS NULL RETURNING "step_count"'

@@ -46,8 +46,10 @@ from conversations.lifecycle import (
     config_drift,
     run_lifecycle,
 )
+from conversations.local_turns import runs_in_one_transaction
 from conversations.memory_store import (
     caller_for,
+    claim_turn,
     commit_turn_state,
     memory_for_new_turn,
     memory_for_paused_turn,
@@ -58,7 +60,7 @@ from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
-from conversations.turn_failures import failure_text, run_guarded
+from conversations.turn_failures import fail_turn, failure_text, run_guarded
 
 logger = logging.getLogger(__name__)
 
@@ -95,16 +97,6 @@ def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnC
 def _deployed_version_of(conversation: Conversation) -> AgentVersion | None:
     return deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
                             environment=conversation.environment)
-
-
-def _require_deployed(conversation: Conversation) -> AgentVersion:
-    version = _deployed_version_of(conversation)
-    if version is None:
-        raise NotDeployed(
-            f"Agent {conversation.agent_id} version {conversation.agent_version} is not deployed in "
-            f"{conversation.environment}"
-        )
-    return version
 
 
 def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext,
@@ -176,7 +168,7 @@ def _commit(
             conversation, memory, row=row, resolving=resolving,
             stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index}))
     state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
         won = commit_turn_state(conversation, running=S.IN_PROGRESS, state=state, properties=memory.properties,
                                 appends_step=row is None)
         if won is None:  # a cancel landed during the last task, or the conversation was ended or interrupted
@@ -241,46 +233,55 @@ def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
 def start_conversation(
     *, user: Any, agent_id: Any, environment: str, context: dict[str, Any] | None = None
 ) -> TurnResult:
-    """Start on the newest version deployed in ``environment``; the conversation stays on it."""
-    version = newest_deployed_version(agent_id=agent_id, environment=environment)
-    conversation = Conversation.objects.create(
-        agent=version.agent, agent_version=version.version, environment=environment, owner=user,
-        state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
-        turn_alive_until=lease_expiry(),
-    )
+    """Start on the newest version deployed in ``environment``; the conversation stays on it.
 
-    def turn() -> Committed:
+    An agent whose tasks are all local starts in one transaction (conversations.local_turns): the
+    conversation and its first step commit together, or neither does."""
+    version = newest_deployed_version(agent_id=agent_id, environment=environment)
+
+    def created() -> Conversation:
+        return Conversation.objects.create(
+            agent=version.agent, agent_version=version.version, environment=environment, owner=user,
+            state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
+            turn_alive_until=lease_expiry(),
+        )
+
+    def turn(conversation: Conversation) -> Committed:
         memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user),
                                      first_turn=True)
         memory.current.actions.append(CONVERSATION_START)
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk, first_turn=True)
 
+    if runs_in_one_transaction(version.document):
+        try:
+            with transaction.atomic():
+                conversation = created()
+                committed = turn(conversation)
+        except Exception as exc:  # nothing of it landed: start it again, to record the failed first turn
+            with transaction.atomic():
+                conversation = created()
+                return _result(conversation, fail_turn(conversation, user_input="", error=exc))
+        return _result(conversation, committed)
+    conversation = created()
     with _turn_kept_alive(conversation):
-        committed = run_guarded(conversation, turn, user_input="")
-    return _result(conversation, committed)
+        outcome = run_guarded(conversation, lambda: turn(conversation), user_input="")
+    return _result(conversation, outcome)
 
 
 def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> TurnResult:
     """Run one turn. While paused the input is refused (409) and not consumed.
 
-    A turn that cannot start (agent no longer deployed) gives the conversation back as it was; once it
+    A turn that cannot start (agent no longer deployed) leaves the conversation as it was; once it
     started, whatever it raises leaves the conversation ERROR with the error on the step (never
-    IN_PROGRESS), and the snapshot says so.
+    IN_PROGRESS), and the snapshot says so. An agent whose tasks are all local runs the turn in one
+    transaction (conversations.local_turns); any other turn commits its claim first and runs under a lease.
     """
-    won = Conversation.objects.filter(pk=conversation.pk, state__in=TALKABLE).update(
-        state=S.IN_PROGRESS, turn_started_at=timezone.now(), turn_alive_until=lease_expiry(),
-        cancel_requested_at=None, cancel_requested_by="",
-    )
-    if not won:
-        state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
-        raise _busy(conversation.pk, state)
-    previous_state = conversation.state
-    try:
-        version = _require_deployed(conversation)
-    except Exception:
-        Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(state=previous_state)
-        raise
+    version = _version_for_turn(conversation)
+
+    def claimed() -> bool:
+        return claim_turn(conversation, running=S.IN_PROGRESS, talkable=TALKABLE, started=timezone.now(),
+                          alive_until=lease_expiry())
 
     def turn() -> Committed:
         memory = memory_for_new_turn(
@@ -289,9 +290,44 @@ def say(*, conversation: Conversation, user: Any, user_input: str, context: dict
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk)
 
+    if runs_in_one_transaction(version.document):
+        try:
+            with transaction.atomic():
+                if not claimed():
+                    raise _busy(conversation.pk, _state_of(conversation))
+                committed = turn()
+        except WrongState:
+            raise
+        except Exception as exc:  # the turn's transaction rolled back: claim again, to record the failure
+            with transaction.atomic():
+                if not claimed():
+                    raise _busy(conversation.pk, _state_of(conversation)) from exc
+                return _result(conversation, fail_turn(conversation, user_input=user_input, error=exc))
+        return _result(conversation, committed)
+    if not claimed():
+        raise _busy(conversation.pk, _state_of(conversation))
     with _turn_kept_alive(conversation):
-        committed = run_guarded(conversation, turn, user_input=user_input)
-    return _result(conversation, committed)
+        outcome = run_guarded(conversation, turn, user_input=user_input)
+    return _result(conversation, outcome)
+
+
+def _state_of(conversation: Conversation) -> str | None:
+    return Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
+
+
+def _version_for_turn(conversation: Conversation) -> AgentVersion:
+    """The deployed version a new turn runs on, read before the turn claims the conversation: a
+    conversation that could not take input anyway says so (409) before the agent is found undeployed."""
+    version = _deployed_version_of(conversation)
+    if version is None:
+        state = _state_of(conversation)
+        if state not in TALKABLE:
+            raise _busy(conversation.pk, state)
+        raise NotDeployed(
+            f"Agent {conversation.agent_id} version {conversation.agent_version} is not deployed in "
+            f"{conversation.environment}"
+        )
+    return version
 
 
 def _turn_kept_alive(conversation: Conversation) -> AbstractContextManager[None]:
@@ -337,9 +373,8 @@ def continue_after_decision(pause: Pause, checked: ContinuationCheck | None = No
     Whatever goes wrong before the pipeline runs means the continuation did not start (the pause is
     restored, or ends cancelled if a cancel came meanwhile); once it runs, a failure leaves the
     conversation ERROR and the pause failed, in the same run. Returns the conversation as it left it.
+    Run here on an agent whose tasks are all local, it reads, runs and commits in one transaction.
     """
-    from approvals.surfaces import ContinuationNotStarted
-
     if checked is not None:
         # begin_resume moved it to IN_PROGRESS and cleared any earlier cancel, in the decision's commit;
         # a cancel or end since then loses the commit's compare-and-set like any other.
@@ -351,6 +386,35 @@ def continue_after_decision(pause: Pause, checked: ContinuationCheck | None = No
     if conversation.state != S.IN_PROGRESS:
         finish_unstarted_continuation(conversation, pause)
         return TurnResult(conversation)
+    if version is not None and runs_in_one_transaction(version.document):
+        return _continue_in_one_transaction(conversation, pause, version)
+    memory, row, run_and_commit = _prepared(conversation, pause, version)
+    committed = run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
+    return _result(conversation, committed)
+
+
+def _continue_in_one_transaction(conversation: Conversation, pause: Pause, version: AgentVersion) -> TurnResult:
+    """Read the paused turn, run it on and commit, in one transaction. What fails before it runs did not
+    start it (ContinuationNotStarted); what fails after rolled it back whole, and is recorded anew."""
+    prepared: tuple[ConversationMemory, ConversationStep, Any] | None = None
+    try:
+        with transaction.atomic():
+            prepared = _prepared(conversation, pause, version)
+            committed = prepared[2]()
+    except Exception as exc:
+        if prepared is None:
+            raise
+        memory, row, _ = prepared
+        return _result(conversation, fail_turn(conversation, user_input=memory.current.input, error=exc, row=row,
+                                               resolving=pause))
+    return _result(conversation, committed)
+
+
+def _prepared(conversation: Conversation, pause: Pause, version: AgentVersion | None
+              ) -> tuple[ConversationMemory, ConversationStep, Any]:
+    """The paused turn's memory, its step row, and the function that runs it on and commits it."""
+    from approvals.surfaces import ContinuationNotStarted
+
     try:
         version, memory, row, resume = _prepare_continuation(conversation, pause, version)
     except ContinuationNotStarted:
@@ -358,20 +422,20 @@ def continue_after_decision(pause: Pause, checked: ContinuationCheck | None = No
     except Exception as exc:
         logger.exception("continuation of pause %s could not be prepared", pause.id)
         raise ContinuationNotStarted(failure_text(exc)) from exc
-    turn = _turn_context(conversation, version.document)
+    document = version.document
+    turn = _turn_context(conversation, document)
 
     def run_and_commit() -> Committed:
         outcome: LifecycleOutcome | Exception = Completed()
         if isinstance(resume, ConfigDrift):
             outcome = _failed(memory, turn, resume)
         elif resume is not None:
-            outcome = _run(version.document, memory, turn, resume=resume)
+            outcome = _run(document, memory, turn, resume=resume)
         # A pause met later in the same turn was still raised by the user whose turn it is, not its decider.
-        return _commit(conversation, version.document, memory, outcome, row=row, resolving=pause,
+        return _commit(conversation, document, memory, outcome, row=row, resolving=pause,
                        raised_by_id=pause.raised_by_id)
 
-    committed = run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
-    return _result(conversation, committed)
+    return memory, row, run_and_commit
 
 
 def _prepare_continuation(

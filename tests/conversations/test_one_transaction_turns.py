@@ -1,0 +1,138 @@
+"""Turns of agents whose tasks are all local run in one transaction (conversations.local_turns).
+
+Rules: which documents qualify is a whitelist (fail closed); a failure inside such a turn still leaves
+the conversation ERROR with the error on its step, never locked; two says racing on one conversation
+are serialized by the row lock, each seeing the other's committed step and properties; nothing of a
+turn that rolled back is left behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from conversations import turns
+from conversations.local_turns import runs_in_one_transaction
+from conversations.models import Conversation, ConversationStep
+from tests.conftest import client_for, make_user
+from tests.factories import account_bot, deployed_agent, say, start
+
+
+def test_only_documents_whose_every_task_is_local_qualify():
+    assert runs_in_one_transaction(account_bot())
+    with_llm = account_bot()
+    with_llm["workflows"][0]["tasks"].append({"id": "model", "type": "llm"})
+    with_http = account_bot()
+    with_http["workflows"][0]["tasks"].append({"id": "call", "type": "httpcalls"})
+    unknown = account_bot()
+    unknown["workflows"][0]["tasks"].append({"id": "custom", "type": "registered-later"})
+    second_workflow = account_bot()
+    second_workflow["workflows"].append({"id": "more", "tasks": [{"id": "model", "type": "llm"}]})
+    for document in (with_llm, with_http, unknown, second_workflow, {"name": "x"}, {"workflows": "main"}):
+        assert not runs_in_one_transaction(document), document
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_local_say_is_one_transaction():
+    alice_client = client_for(make_user("alice"))
+    conversation_id = start(alice_client, deployed_agent())
+    with CaptureQueriesContext(connection) as captured:
+        answer = say(alice_client, conversation_id, "hello").json()
+    sql = [q["sql"] for q in captured.captured_queries]
+    begin = sql.index("BEGIN")
+    # the token, the access check and the deployed version (which says whether the turn is local), then
+    # one transaction that claims, reads the window, runs and commits
+    assert len(sql[:begin]) == 3 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
+    assert sql[begin + 1].startswith('UPDATE "conversations_conversation" SET "state" = \'IN_PROGRESS\''), sql
+    assert answer["state"] == "READY" and answer["output"] == ["Hello!"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text, context, error_type", [
+    ("hello\x00there", None, "DataError"),
+    ("hello \ud800", None, "UnicodeEncodeError"),
+    ("hello", {"ch\x00annel": "web"}, "DataError"),
+], ids=["NUL in input", "lone surrogate", "NUL in a context key"])
+def test_failed_one_transaction_turn_never_locks_conversation(alice, alice_client, text, context, error_type):
+    """What PostgreSQL refuses aborts the turn's transaction: the failure is recorded in a new one."""
+    conversation_id = start(alice_client, deployed_agent())
+    conversation = Conversation.objects.get(pk=conversation_id)
+
+    result = turns.say(conversation=conversation, user=alice, user_input=text, context=context)
+
+    assert result.conversation.state == "ERROR"
+    assert Conversation.objects.get(pk=conversation_id).state == "ERROR"
+    steps = ConversationStep.objects.filter(conversation_id=conversation_id).order_by("index")
+    assert steps.count() == 2 and steps.last().data["error"].startswith(error_type)
+    assert "\x00" not in steps.last().input
+    assert say(alice_client, conversation_id, "hello").json()["output"] == ["Hello!"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_says_at_once_are_serialized_and_each_sees_the_other():
+    """Real threads, real PostgreSQL: both says land, one after the other, on consecutive steps, and
+    the second starts from the first one's properties (read at its claim, not at its access check)."""
+    alice = make_user("alice")
+    document = account_bot()
+    document["workflows"][0]["tasks"].insert(2, {"id": "trail", "type": "properties", "setProperties": [
+        {"name": "trail", "value": "{properties.trail}h", "actions": ["say_hello"]}]})
+    conversation_id = start(client_for(alice), deployed_agent(document))
+    barrier = threading.Barrier(2)
+    answers: list[Any] = [None, None]
+
+    def run(index: int) -> None:
+        try:
+            client = client_for(alice)
+            barrier.wait()
+            answers[index] = say(client, conversation_id, "hello")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert [a.status_code for a in answers] == [200, 200], [a.content for a in answers]
+    assert sorted(a.json()["stepCount"] for a in answers) == [2, 3]
+    steps = list(ConversationStep.objects.filter(conversation_id=conversation_id).order_by("index")
+                 .values_list("index", "input"))
+    assert steps == [(0, ""), (1, "hello"), (2, "hello")]
+    conversation = Conversation.objects.get(pk=conversation_id)
+    assert conversation.state == "READY" and conversation.step_count == 3
+    assert conversation.properties["trail"] == "hh"  # the second turn started from the first one's
+
+
+@pytest.mark.django_db
+def test_failed_one_transaction_continuation_never_locks_conversation(alice_client, approver_client, monkeypatch):
+    """A fault injected into the continuation's commit rolls its transaction back whole; the failure is
+    then recorded: the conversation is ERROR, the pause finished as failed (audited), the error on the step."""
+    from approvals.models import AuditEntry, Pause, PauseStatus
+
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+    real_save_step = turns.save_step
+
+    def failing_save_step(conversation, step, properties, row=None, **kwargs):
+        if row is not None:  # the continued step
+            raise RuntimeError("disk on fire")
+        return real_save_step(conversation, step, properties, row=row, **kwargs)
+
+    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    answer = approver_client.post(f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"},
+                                  format="json").json()
+    monkeypatch.setattr(turns, "save_step", real_save_step)
+
+    assert answer["state"] == "ERROR"
+    pause = Pause.objects.get(subject_id=conversation_id)
+    assert pause.status == PauseStatus.RESOLVED
+    assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.continuation.failed").count() == 1
+    step = ConversationStep.objects.get(conversation_id=conversation_id, index=1)
+    assert step.data["error"] == "RuntimeError: disk on fire"
+    assert step.output == []  # nothing of the rolled-back continuation was kept
+    assert say(alice_client, conversation_id, "hello").json()["output"] == ["Hello!"]
