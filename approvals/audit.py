@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from approvals.models import AuditEntry, AuditHead, SubjectType
@@ -97,9 +98,35 @@ def append_audit_entry(
             prev_hash=head.last_hash or GENESIS_HASH,
         )
         entry.entry_hash = entry_hash_of(entry)
-        entry.save(force_insert=True)
-        AuditHead.objects.filter(pk=head.pk).update(last_sequence=entry.sequence, last_hash=entry.entry_hash)
+        if connection.vendor == "postgresql":
+            _insert_and_advance(entry, head)
+        else:
+            entry.save(force_insert=True)
+            AuditHead.objects.filter(pk=head.pk).update(last_sequence=entry.sequence, last_hash=entry.entry_hash)
     return entry
+
+
+_ADVANCE_HEAD_SQL = (
+    "WITH new_entry AS ({insert} RETURNING id) "
+    "UPDATE {head} SET last_sequence = %s, last_hash = %s WHERE id = %s RETURNING (SELECT id FROM new_entry)"
+)
+
+
+def _insert_and_advance(entry: AuditEntry, head: AuditHead) -> None:
+    """Insert the entry and move its subject's head to it in one statement (the INSERT compiled by
+    Django, so every field is stored as ``entry.save()`` stores it)."""
+    fields = [field for field in AuditEntry._meta.local_concrete_fields if not field.primary_key]
+    query = InsertQuery(AuditEntry)
+    query.insert_values(fields, [entry])
+    [(insert, params)] = query.get_compiler(connection=connection).as_sql()
+    sql = _ADVANCE_HEAD_SQL.format(insert=insert, head=connection.ops.quote_name(AuditHead._meta.db_table))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, entry.sequence, entry.entry_hash, head.pk])
+        row = cursor.fetchone()
+    if row is None:  # the head row is locked by this transaction: it cannot have gone
+        raise RuntimeError(f"audit head {head.pk} vanished while locked")
+    entry.pk = row[0]
+    entry._state.adding, entry._state.db = False, connection.alias
 
 
 _LOCK_HEAD_SQL = (
