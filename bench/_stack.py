@@ -8,7 +8,8 @@ What a stack does, in order:
   1. makes sure the database ``hitl_bench`` exists (``--fresh`` drops and recreates it);
   2. runs ``manage.py migrate`` and creates the users admin / approver / alice with
      ``manage.py hitl_user`` (the token is the last line of its stdout);
-  3. starts uvicorn (``hitl_project.asgi:application``, ``--workers N``) and, unless told not to,
+  3. starts the web server, uvicorn (``hitl_project.asgi:application``, ``--workers N``) or with
+     ``--server gunicorn`` gunicorn's sync workers (``hitl_project.wsgi:application``), and, unless told not to,
      a ``manage.py qcluster`` (``HITL_Q_WORKERS``), each in its own process group, with
      ``DATABASE_URL`` pointing at the bench database, ``HITL_DB_POOL=true`` and ``LOG_LEVEL=WARNING``;
   4. waits for ``/healthz``, then creates and deploys the ``account_bot()`` agent of
@@ -48,6 +49,7 @@ PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 DEFAULT_DB = "hitl_bench"
 NODELAY_PROTOCOL = "hitl_project.uvicorn_protocol:NoDelayH11Protocol"
 USERS = (("admin", "admin"), ("approver", "approver"), ("alice", "user"))
+SERVERS = ("uvicorn", "gunicorn")
 
 
 # --- latency figures ---------------------------------------------------------------------------
@@ -188,7 +190,9 @@ def _raise_exit(signum: int, frame: Any) -> None:
 def add_stack_args(parser: argparse.ArgumentParser, *, workers: int = 1, q_workers: int = 2,
                    qcluster: bool = True) -> None:
     group = parser.add_argument_group("stack")
-    group.add_argument("--workers", type=int, default=workers, help=f"uvicorn workers (default {workers})")
+    group.add_argument("--workers", type=int, default=workers, help=f"web server workers (default {workers})")
+    group.add_argument("--server", choices=SERVERS, default="uvicorn",
+                       help="uvicorn (ASGI, default) or gunicorn (WSGI, sync workers)")
     group.add_argument("--q-workers", type=int, default=q_workers,
                        help=f"q-cluster workers, HITL_Q_WORKERS (default {q_workers})")
     if qcluster:
@@ -212,8 +216,10 @@ def add_stack_args(parser: argparse.ArgumentParser, *, workers: int = 1, q_worke
 class Stack:
     def __init__(self, *, workers: int = 1, q_workers: int = 2, qcluster: bool = True, fresh: bool = False,
                  db: str = DEFAULT_DB, port: int = 0, nodelay: bool = False, pool_max: int = 20,
-                 qcluster_pool: bool = False, q_conn_max_age: int = 0, quiet: bool = False) -> None:
+                 qcluster_pool: bool = False, q_conn_max_age: int = 0, quiet: bool = False,
+                 server: str = "uvicorn") -> None:
         self.workers = workers
+        self.server = server
         self.q_workers = q_workers
         self.with_qcluster = qcluster
         self.fresh = fresh
@@ -237,7 +243,7 @@ class Stack:
             "workers": args.workers, "q_workers": args.q_workers, "qcluster": args.qcluster,
             "fresh": args.fresh, "db": args.db, "port": args.port, "nodelay": args.nodelay,
             "pool_max": args.pool_max, "qcluster_pool": args.qcluster_pool,
-            "q_conn_max_age": args.q_conn_max_age,
+            "q_conn_max_age": args.q_conn_max_age, "server": args.server,
         }
         options.update(overrides)
         return cls(**options)
@@ -294,19 +300,30 @@ class Stack:
             self.tokens[name] = self.manage("hitl_user", name, "--role", role).strip().splitlines()[-1]
         self.log(f"migrated, users {', '.join(n for n, _ in USERS)} ready ({time.monotonic() - t0:.1f} s)")
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        uvicorn = [PYTHON, "-m", "uvicorn", "hitl_project.asgi:application", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning",
-                   "--no-access-log"]
-        if self.nodelay:
-            uvicorn += ["--http", NODELAY_PROTOCOL]
-        self._spawn("uvicorn", uvicorn)
+        self._spawn(self.server, self.server_argv())
         if self.with_qcluster:
             self.start_qcluster()
         self.wait_healthy()
         self.agent_id = self.create_agent()
-        self.log(f"uvicorn --workers {self.workers}{' (TCP_NODELAY)' if self.nodelay else ''} on {self.url}"
+        self.log(f"{self.describe_server()} on {self.url}"
                  f"{f', q-cluster with {self.q_workers} workers' if self.with_qcluster else ''}; "
                  f"agent {self.agent_id} ({time.monotonic() - t0:.1f} s)")
+
+    def server_argv(self) -> list[str]:
+        if self.server == "gunicorn":  # sync workers: one request at a time each, TCP_NODELAY by default
+            return [str(Path(PYTHON).parent / "gunicorn"), "hitl_project.wsgi:application",
+                    "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "--log-level", "warning"]
+        argv = [PYTHON, "-m", "uvicorn", "hitl_project.asgi:application", "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning",
+                "--no-access-log"]
+        if self.nodelay:
+            argv += ["--http", NODELAY_PROTOCOL]
+        return argv
+
+    def describe_server(self) -> str:
+        if self.server == "gunicorn":
+            return f"gunicorn --workers {self.workers} (sync, WSGI)"
+        return f"uvicorn --workers {self.workers}{' +TCP_NODELAY' if self.nodelay else ''}"
 
     def start_qcluster(self) -> None:
         """Starts the q-cluster (called by start() unless qcluster=False; callable later, once)."""

@@ -5,15 +5,16 @@
    ($LG_VENV, default ~/.cache/lg-venv) and its database; run only when that python cannot import
    LangGraph yet, or with --setup (it installs from the package index);
 2. runs, --rounds times (default 2), each scenario as its own script with the same clients and
-   duration: peer over HTTP, ours over HTTP, peer in process, ours in process
+   duration: peer over HTTP, ours over HTTP (once per --servers entry), peer in process, ours in process
    (peer_cycles.py under the peer's python, cycles.py under ours; each stops what it started);
 3. prints every figure of every run with the 1-minute load average at its end, and the ratios
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
 
-Ours runs `uvicorn --workers W` (with TCP_NODELAY when W > 1, as docs/operations.md says) and a
-q-cluster with --q-workers; the peer `uvicorn --workers W` in its thread_nodelay configuration.
-Nothing is asserted: it prints. About 3-4 minutes with the defaults.
+Ours runs on each of --servers (default: gunicorn, the sync WSGI workers docs/operations.md recommends
+for the REST API, and uvicorn, the one ASGI server for everything), W workers each (uvicorn with
+TCP_NODELAY when W > 1), and a q-cluster with --q-workers; the peer `uvicorn --workers W` in its
+thread_nodelay configuration. Nothing is asserted: it prints. About 4-5 minutes with the defaults.
 
     .venv/bin/python bench/compare_peer.py                        # 4 clients, 15 s, 2 rounds
     .venv/bin/python bench/compare_peer.py -d 10 --rounds 1 --db hitl_bench_me --peer-db lgbench_me
@@ -38,7 +39,10 @@ from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, machine_line, stop_group
 from peer_cycles import PEER_DIR
 
 HERE = Path(__file__).resolve().parent
-SCENARIOS = (("peer", "HTTP"), ("ours", "HTTP"), ("peer", "in process"), ("ours", "in process"))
+def scenarios(servers: list[str]) -> list[tuple[str, str]]:
+    """(side, mode) in the order they run; ours over HTTP once per server ("HTTP gunicorn")."""
+    return [("peer", "HTTP"), *[("ours", f"HTTP {server}") for server in servers], ("peer", "in process"),
+            ("ours", "in process")]
 # (key in the figures, label, unit, decimals)
 FIGURES = (
     ("cycles_per_s", "cycles/s", "", 1),
@@ -90,9 +94,10 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
     if side == "peer":
         return [peer_python(args.lg_venv), str(HERE / "peer_cycles.py"), *common, "--db", args.peer_db,
                 "--peer-dir", str(args.peer_dir)]
-    nodelay = ["--nodelay"] if args.workers > 1 else []
+    server = mode.split(" ", 1)[1] if mode.startswith("HTTP ") else "uvicorn"
+    nodelay = ["--nodelay"] if args.workers > 1 and server == "uvicorn" else []
     return [PYTHON, str(HERE / "cycles.py"), *common, "--db", args.db, "--q-workers", str(args.q_workers),
-            *nodelay]
+            "--server", server, *nodelay]
 
 
 def run(argv: list[str], *, timeout: float, log: Path) -> str | None:
@@ -137,18 +142,24 @@ def main() -> int:
                         help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv)")
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
     parser.add_argument("--setup", action="store_true", help="run the peer's setup.sh even if its venv works")
+    parser.add_argument("--servers", default="gunicorn,uvicorn",
+                        help="our web servers over HTTP, comma-separated (default gunicorn,uvicorn)")
     args = parser.parse_args()
+    servers = [name.strip() for name in args.servers.split(",") if name.strip()]
+    if not servers or set(servers) - {"gunicorn", "uvicorn"}:
+        parser.error("--servers takes gunicorn and/or uvicorn")
+    order = scenarios(servers)
 
     set_up_peer(args.lg_venv, args.peer_dir, args.peer_db, args.setup)
     commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()
     started = time.monotonic()
     load_at_start = load_average()
-    results: dict[tuple[str, str], list[dict | None]] = {scenario: [] for scenario in SCENARIOS}
+    results: dict[tuple[str, str], list[dict | None]] = {scenario: [] for scenario in order}
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="compare-peer-") as tmp:
         for round_no in range(1, args.rounds + 1):
-            for side, mode in SCENARIOS:
+            for side, mode in order:
                 out = Path(tmp) / f"{side}-{mode.replace(' ', '-')}-{round_no}.json"
                 log = LOG_DIR / f"compare-{side}-{mode.replace(' ', '-')}-{round_no}.log"
                 print(f"\n== round {round_no}: {side}, {mode} ==", flush=True)
@@ -160,25 +171,27 @@ def main() -> int:
 
     print(f"\n# ours and the peer side by side ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)")
     nodelay = " +TCP_NODELAY" if args.workers > 1 else ""
-    print(f"ours: commit {commit}, uvicorn --workers {args.workers}{nodelay}, "
-          f"q-cluster {args.q_workers} workers, database {args.db}")
+    described = {"gunicorn": f"gunicorn --workers {args.workers} (sync)",
+                 "uvicorn": f"uvicorn --workers {args.workers}{nodelay}"}
+    print(f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "
+          f"in process through the test client; q-cluster {args.q_workers} workers, database {args.db}")
     print(f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
           f"database {args.peer_db}")
     print(f"{machine_line()}; shared with other work: 1-min load average {load_at_start:.2f} at the start, "
           f"{load_average():.2f} at the end; {time.monotonic() - started:.0f} s in all")
     print(f"{args.clients} clients, {args.duration:.0f} s per run, {args.rounds} rounds interleaved "
-          "(peer HTTP, ours HTTP, peer in process, ours in process); each cell: the figure (the 1-min load "
+          f"({', '.join(f'{side} {mode}' for side, mode in order)}); each cell: the figure (the 1-min load "
           "average at the end of that run); ratio: ours/peer of the means")
     rounds = range(args.rounds)
     header = ["figure", *[f"peer r{i + 1}" for i in rounds], *[f"ours r{i + 1}" for i in rounds], "ours/peer"]
     print("\n| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for mode in ("HTTP", "in process"):
-        peer, ours = results[("peer", mode)], results[("ours", mode)]
+    for peer_mode, ours_mode in [*[("HTTP", f"HTTP {server}") for server in servers], ("in process", "in process")]:
+        peer, ours = results[("peer", peer_mode)], results[("ours", ours_mode)]
         for key, label, unit, decimals in FIGURES:
             cells = [cell(r, key, decimals) for r in peer + ours]
             ratio = mean(ours, key) / mean(peer, key) if mean(peer, key) else math.nan
-            print(f"| {mode}: {label}{unit} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+            print(f"| {ours_mode}: {label}{unit} | " + " | ".join(cells) + f" | {ratio:.2f} |")
     errors = {f"{side} {mode}": sum(r["errors"] for r in runs if r) for (side, mode), runs in results.items()}
     print("\nerrors: " + ", ".join(f"{name} {count}" for name, count in errors.items()))
     return 0

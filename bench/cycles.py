@@ -133,8 +133,7 @@ def main() -> int:
     cycles = len(results.cycles)
 
     print(machine_line())
-    where = ("IN PROCESS (DRF test client, no HTTP)" if args.in_process else
-             f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}")
+    where = "IN PROCESS (DRF test client, no HTTP)" if args.in_process else stack.describe_server()
     print(f"cycles: {args.clients} clients for {args.duration:.0f} s, {where}, "
           f"q-cluster {args.q_workers} workers")
     print(f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s, "
