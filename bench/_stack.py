@@ -188,11 +188,11 @@ def _raise_exit(signum: int, frame: Any) -> None:
 
 
 def add_stack_args(parser: argparse.ArgumentParser, *, workers: int = 1, q_workers: int = 2,
-                   qcluster: bool = True) -> None:
+                   qcluster: bool = True, server: str = "uvicorn") -> None:
     group = parser.add_argument_group("stack")
     group.add_argument("--workers", type=int, default=workers, help=f"web server workers (default {workers})")
-    group.add_argument("--server", choices=SERVERS, default="uvicorn",
-                       help="uvicorn (ASGI, default) or gunicorn (WSGI, sync workers)")
+    group.add_argument("--server", choices=SERVERS, default=server,
+                       help=f"uvicorn (ASGI) or gunicorn (WSGI, sync workers); default {server}")
     group.add_argument("--q-workers", type=int, default=q_workers,
                        help=f"q-cluster workers, HITL_Q_WORKERS (default {q_workers})")
     if qcluster:

@@ -9,14 +9,15 @@ back to back for D seconds.
 
 --in-process sends the same requests through DRF's test client inside this process (no HTTP, no
 ASGI server; each thread its own persistent database connection), against the same database and
-the same q-cluster; uvicorn still runs (it creates the agent) but serves nothing during the run.
+the same q-cluster; the web server still runs (it creates the agent) but serves nothing during the run.
 
 Besides cycles/s and latencies it prints, per cycle: PostgreSQL transactions (the database's
-`pg_stat_database.xact_commit` delta) and CPU (uvicorn + q-cluster process groups, this process when
-in process, PostgreSQL), with the 1-minute load average (see CostMeter in _stack.py).
+`pg_stat_database.xact_commit` delta) and CPU (web server + q-cluster process groups, this process when
+in process, PostgreSQL), with the 1-minute load average (see CostMeter in _cost.py).
 
-    .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 2 uvicorn workers +TCP_NODELAY
-    .venv/bin/python bench/cycles.py --workers 1              # one worker (default: 2 with TCP_NODELAY)
+    .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 2 gunicorn sync workers
+    .venv/bin/python bench/cycles.py --server uvicorn         # 2 uvicorn workers +TCP_NODELAY
+    .venv/bin/python bench/cycles.py --workers 1              # one worker
     .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the test client
 """
 
@@ -111,10 +112,10 @@ def main() -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="through DRF's test client in this process instead of HTTP")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
-    add_stack_args(parser, workers=2)
+    add_stack_args(parser, workers=2, server="gunicorn")  # the topology docs/operations.md recommends
     args = parser.parse_args()
-    # the topology docs/operations.md gives: several uvicorn workers always with TCP_NODELAY
-    args.nodelay = args.nodelay or args.workers > 1
+    # docs/operations.md: the REST API on gunicorn's sync workers; several uvicorn workers always with TCP_NODELAY
+    args.nodelay = args.nodelay or (args.server == "uvicorn" and args.workers > 1)
 
     with Stack.from_args(args) as stack:
         meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=args.in_process)
