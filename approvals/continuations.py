@@ -100,10 +100,14 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
     ).update(cancel_requested_at=at, cancel_requested_by=by))
 
 
-def decide_and_continue(**decision: Any) -> Continued:
+def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
     """``decide_pause`` and, once it committed, its continuation in this process (when inline continuations
-    are on; otherwise it is queued for the q-cluster)."""
-    pause, checked = record_decision(**decision, continue_here=True)
+    are on; otherwise it is queued for the q-cluster). ``only_if_quick``: only a continuation the surface
+    knows to take milliseconds runs here, any other is queued (a timer's decision)."""
+    if only_if_quick:
+        pause, checked = record_decision(**decision, continue_here_if_quick=True)
+    else:
+        pause, checked = record_decision(**decision, continue_here=True)
     if pause.claimed_here:
         return run_claimed_continuation(pause, checked)
     return Continued(pause, "queued")

@@ -89,9 +89,14 @@ def record_decision(
     expected_pause_id: uuid.UUID | None = None,
     what: str = "Conversation",
     continue_here: bool = False,
+    continue_here_if_quick: bool = False,
 ) -> tuple[Pause, object | None]:
     """``decide_pause``, also returning what the surface's check read (``check_can_continue``) when the
-    continuation was claimed here, for ``continue_pause`` to reuse (None otherwise)."""
+    continuation was claimed here, for ``continue_pause`` to reuse (None otherwise).
+
+    ``continue_here_if_quick``: claim it here only when the surface says its continuation takes
+    milliseconds (``continues_quickly``: nothing it runs leaves the process); else queue it. A timer
+    decides this way, so a slow continuation never delays the next deadline."""
     handler = handler_for(surface)
     with transaction.atomic():
         pause = open_pause_of(subject_type, subject_id)
@@ -107,7 +112,8 @@ def record_decision(
         kind_detail = validator(pause, decision) if validator else {}
         checked = handler.check_can_continue(pause)
         now = timezone.now()
-        here = continue_here and continues_inline()
+        here = continues_inline() and (
+            continue_here or (continue_here_if_quick and handler.continues_quickly(checked)))
         decided = {
             "status": PauseStatus.RESOLVING,
             "verdict": decision.verdict,

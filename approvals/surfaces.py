@@ -27,6 +27,10 @@ class SurfaceHandler(Protocol):
         Returns what the check read (e.g. the subject and its agent version), handed to ``continue_pause``
         when the deciding process runs the continuation right after the commit, so it is not read again."""
 
+    def continues_quickly(self, checked: object | None) -> bool:
+        """Whether the continuation whose check read ``checked`` is known to take milliseconds (nothing
+        it runs leaves the process), so a timer's process may run it in place rather than queue it."""
+
     def begin_resume(self, pause: Pause) -> bool:
         """Compare-and-set the subject from awaiting to running, in the caller's transaction."""
 

@@ -95,15 +95,18 @@ def _timeout_note(policy: str, verdict: str) -> str:
 
 def apply_timeout(pause: Pause) -> str:
     """Decide an overdue pause by its policy, through the same services as a human decision."""
-    from approvals.decisions import cancel_pending_pause, decide_pause
+    from approvals.continuations import decide_and_continue
+    from approvals.decisions import cancel_pending_pause
 
     policy = pause.timeout_policy
     if policy in POLICY_VERDICT:
         verdict = POLICY_VERDICT[policy]
-        decide_pause(
+        # A continuation known to take milliseconds runs here, in the timer's process: cheaper than a
+        # queue round trip, and it never competes with the drain for the machine. Any other is queued.
+        decide_and_continue(
             surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
             decision=DecisionInput(verdict=verdict, note=_timeout_note(policy, verdict)),
-            actor=TIMEOUT_ACTOR, expected_pause_id=pause.id,
+            actor=TIMEOUT_ACTOR, expected_pause_id=pause.id, only_if_quick=True,
         )
         return verdict
     if policy == TimeoutPolicy.ABORT:

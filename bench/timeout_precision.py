@@ -81,8 +81,9 @@ def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
     user = User.objects.get(pk=user_id)
     created = []
     for agent_id in agent_ids:
-        conversation = start_conversation(user=user, agent_id=agent_id, environment="production")
-        conversation = say(conversation=conversation, user=user, user_input="please delete my account", context=None)
+        conversation = start_conversation(user=user, agent_id=agent_id, environment="production").conversation
+        conversation = say(conversation=conversation, user=user, user_input="please delete my account",
+                           context=None).conversation
         if conversation.state != "AWAITING_HUMAN":
             raise RuntimeError(f"expected AWAITING_HUMAN, got {conversation.state}")
         created.append(str(conversation.pk))

@@ -45,6 +45,11 @@ class ConversationSurface:
             )
         return ContinuationCheck(conversation, version)
 
+    def continues_quickly(self, checked: object | None) -> bool:
+        from conversations.local_turns import runs_in_one_transaction
+
+        return isinstance(checked, ContinuationCheck) and runs_in_one_transaction(checked.version.document)
+
     def begin_resume(self, pause: Pause) -> bool:
         return bool(
             Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(

@@ -113,13 +113,43 @@ def test_the_monitor_keeps_no_successful_task_and_every_failure(monkeypatch):
     assert list(Task.objects.values_list("id", "success")) == [("failed", False)]
 
 
-def test_a_timeouts_continuation_runs_on_the_work_cluster_not_the_timer_cluster(alice_client, monkeypatch):
-    """The drainer decides on the timer cluster; the continuation it queues must not wait on, or hold, it."""
+def slow_finite_pause(client) -> Pause:
+    """A timed pause of an agent with an httpcalls task: its continuation may take as long as a call."""
+    document = account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT30S"})
+    document["workflows"][0]["tasks"].insert(2, {
+        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
+        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
+    return Pause.objects.get(subject_id=paused_conversation(client, deployed_agent(document)))
+
+
+def test_a_timeouts_slow_continuation_runs_on_the_work_cluster_not_the_timer_cluster(alice_client, monkeypatch):
+    """The drainer decides on the timer cluster; a continuation that may be slow is queued on the work
+    cluster, so it never waits on, or holds, the timers."""
     from approvals.timers import fire_timeout
 
-    pause = finite_pause(alice_client)
+    pause = slow_finite_pause(alice_client)
     monkeypatch.setattr(Conf, "CLUSTER_NAME", TIMERS)  # as in the process started with Q_CLUSTER_NAME
     OrmQ.objects.all().delete()
     with time_machine.travel(pause.due_at + timedelta(seconds=1), tick=False):
         assert fire_timeout(str(pause.pk)) == "REJECTED"
     assert queued() == [(settings.Q_CLUSTER["name"], "approvals.continuations.run_continuation")]
+
+
+def test_a_timeouts_quick_continuation_runs_in_the_timers_process(alice_client, monkeypatch):
+    """A continuation of local tasks only takes milliseconds: the timer runs it in place, nothing is queued."""
+    from approvals.models import PauseStatus
+    from approvals.timers import fire_timeout
+    from conversations.models import Conversation
+
+    pause = finite_pause(alice_client)
+    monkeypatch.setattr(Conf, "CLUSTER_NAME", TIMERS)
+    OrmQ.objects.all().delete()
+    with time_machine.travel(pause.due_at + timedelta(seconds=1), tick=False):
+        assert fire_timeout(str(pause.pk)) == "REJECTED"
+    assert queued() == []
+    pause.refresh_from_db()
+    assert pause.status == PauseStatus.RESOLVED and pause.automated
+    conversation = Conversation.objects.get(pk=pause.subject_id)
+    assert conversation.state == "READY"
+    snapshot = alice_client.get(f"/agents/{conversation.pk}").json()
+    assert snapshot["output"][-1].startswith("No reviewer decided in time; the request was rejected")
