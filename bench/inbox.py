@@ -37,7 +37,7 @@ INSERT INTO approvals_pause (
     id, surface, kind, subject_type, subject_id, owner_id, agent_id, agent_version, group_id, epoch,
     status, reason, timeout_policy, approval_timeout, paused_at, due_at, bookmark, details, tool_names,
     verdict, note, decided_by, decided_by_user_id, automated, decided_at, decision_details,
-    lease_until, resolved_at, schedule_id)
+    lease_until, resolved_at, schedule_id, allow_self_approval, cancel_requested_by)
 SELECT gen_random_uuid(), 'regular', 'RULE', 'conversation', gen_random_uuid(),
        CASE WHEN random() < %(alice_share)s THEN %(alice)s
             ELSE (%(owners)s::int[])[1 + (g %% cardinality(%(owners)s::int[]))] END,
@@ -45,7 +45,7 @@ SELECT gen_random_uuid(), 'regular', 'RULE', 'conversation', gen_random_uuid(),
        'PENDING', %(mark)s, 'WAIT_INDEFINITELY', '',
        now() - interval '30 days' + g * interval '10 milliseconds', NULL,
        '{}', '{"actions": ["PAUSE_CONVERSATION", "confirm_deletion"]}', '[]',
-       '', '', '', NULL, false, NULL, '{}', NULL, NULL, NULL
+       '', '', '', NULL, false, NULL, '{}', NULL, NULL, NULL, true, ''
 FROM generate_series(1, %(rows)s) AS g
 """
 
