@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -111,6 +112,25 @@ def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Cont
     if pause.claimed_here:
         return run_claimed_continuation(pause, checked)
     return Continued(pause, "queued")
+
+
+def decide_and_continue_later(**decision: Any) -> tuple[Pause, Callable[[], object] | None]:
+    """``decide_pause`` claiming a quick continuation (``SurfaceHandler.continues_quickly``) for this
+    process, and the function that runs it, for the caller to call once its answer is out
+    (``HITL_CONTINUE_AFTER_RESPONSE``); None when it was queued instead (a slow one always is). A process
+    that dies before it ran lets the lease expire: recovery restores the pause."""
+    pause, checked = record_decision(**decision, continue_here_if_quick=True)
+    if not pause.claimed_here:
+        return pause, None
+
+    def run() -> object:
+        try:
+            return run_claimed_continuation(pause, checked)
+        except Exception:  # the answer is sent: log; the pause's lease and recovery are the backstop
+            logger.exception("continuation of pause %s after the response failed", pause.id)
+            return None
+
+    return pause, run
 
 
 class ContinuationStillClaimed(RuntimeError):

@@ -8,18 +8,25 @@
    the drain throughput; then it checks each conversation's output ("Deletion APPROVED.") over REST.
 
 By default the q-cluster runs all along (it drains while decisions arrive). With --queue-first it is
-started only after the last decision, so the drain figure is the q-cluster alone.
+started only after the last decision, so the drain figure is the q-cluster alone. With
+--after-response the web server runs each continuation itself once its answer is sent
+(HITL_CONTINUE_AFTER_RESPONSE=true) instead of handing it to the q-cluster. Either way it prints the
+CPU (web server, q-cluster, PostgreSQL) and transactions per decision from the first decision to the
+end of the drain.
 
     .venv/bin/python bench/resume.py
     .venv/bin/python bench/resume.py --queue-first --q-workers 2
+    .venv/bin/python bench/resume.py --after-response
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
+from _cost import CostMeter
 from _stack import (
     Stack,
     add_stack_args,
@@ -48,9 +55,12 @@ def main() -> int:
     parser.add_argument("--queue-first", action="store_true",
                         help="start the q-cluster only after every decision is queued")
     parser.add_argument("--drain-timeout", type=float, default=120.0, help="seconds to wait for the drain")
+    parser.add_argument("--after-response", action="store_true",
+                        help="the web server runs each continuation after its answer (HITL_CONTINUE_AFTER_RESPONSE)")
     add_stack_args(parser)
     args = parser.parse_args()
     run_qcluster = args.qcluster and not args.queue_first
+    os.environ["HITL_CONTINUE_AFTER_RESPONSE"] = "true" if args.after_response else "false"
 
     with Stack.from_args(args, qcluster=run_qcluster) as stack, connect(stack.db, autocommit=True) as conn:
         alice, approver = stack.client("alice"), stack.client("approver")
@@ -62,6 +72,8 @@ def main() -> int:
         pause_ids: list[str] = []
         errors: list[str] = []
         sessions_before = sessions_opened(conn)
+        meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=False)
+        meter.begin()
         first_decision = time.perf_counter()
         for conversation_id in conversation_ids:
             t = time.perf_counter()
@@ -95,6 +107,7 @@ def main() -> int:
                 break
             time.sleep(0.05)
 
+        meter.end_cpu()
         sessions = sessions_opened(conn) - sessions_before
         outputs_ok = 0
         for conversation_id in conversation_ids:
@@ -105,9 +118,9 @@ def main() -> int:
     print(machine_line())
     print(f"resume: {args.conversations} paused conversations prepared in {prepare:.1f} s "
           f"({2 * args.conversations / prepare:.0f} req/s for start + say)")
-    print(f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
-          f"q-cluster {args.q_workers} workers "
-          f"({'started after the last decision' if args.queue_first else 'running during the decisions'})")
+    print(f"{stack.describe_server()}, q-cluster {args.q_workers} workers "
+          f"({'started after the last decision' if args.queue_first else 'running during the decisions'}); "
+          f"continuations {'run by the web server after each answer' if args.after_response else 'queued'}")
     print_latency("resume latency (no wait)", latencies)
     print(f"decisions: {len(latencies) / decisions_wall:.1f} req/s from one client ({decisions_wall:.2f} s); "
           f"errors: {len(errors)}")
@@ -131,6 +144,10 @@ def main() -> int:
     print(f"PostgreSQL sessions opened from the first decision to the drain: {sessions} "
           f"({sessions / max(len(pause_ids), 1):.1f} per decision)")
     print(f"outputs 'Deletion APPROVED.': {outputs_ok}/{len(conversation_ids)}")
+    meter.end_transactions()
+    print("per decision, from the first decision to the end of the drain:")
+    for line in meter.lines(max(len(pause_ids), 1)):
+        print("  " + line.replace("per cycle", "per decision").replace(" cycles)", " decisions)"))
     return 0
 
 

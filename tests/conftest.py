@@ -28,6 +28,13 @@ def client_for(user: User | None) -> APIClient:
 
 
 @pytest.fixture
+def continuations_queued(settings):
+    """A resume without ``?wait`` hands every continuation to the q-cluster (``HITL_CONTINUE_AFTER_RESPONSE``
+    off), as it does for agents with slow tasks: the tests of the queued path and its recovery."""
+    settings.HITL_CONTINUE_AFTER_RESPONSE = False
+
+
+@pytest.fixture
 def admin_user(db) -> User:
     return make_user("admin", "admin")
 

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -16,7 +17,7 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin, is_owner
 from approvals.actors import actor_for_user
-from approvals.continuations import Continued, decide_and_continue
+from approvals.continuations import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
@@ -230,11 +231,30 @@ class ResumeView(APIView):
         if wait > 0 and continues_inline():
             # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
             return Response(_continued_here_answer(decide_and_continue(**decide)))
-        pause = decide_pause(**decide)
-        return Response({
+        after: Any = None
+        if wait <= 0 and settings.HITL_CONTINUE_AFTER_RESPONSE:
+            pause, after = decide_and_continue_later(**decide)
+        else:
+            pause = decide_pause(**decide)
+        return ThenRun(after, {
             "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
             "decidedBy": pause.decided_by, "state": ConversationState.IN_PROGRESS,
         })
+
+
+class ThenRun(Response):
+    """A response that runs ``then()`` once it has been sent (the server calls ``close()`` after the
+    last byte: WSGI, and Django's ASGI handler alike)."""
+
+    def __init__(self, then: Any, data: Any, **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self._then = then
+
+    def close(self) -> None:
+        super().close()
+        then, self._then = self._then, None
+        if then is not None:
+            then()
 
 
 def clamp_wait(value: Any) -> float:

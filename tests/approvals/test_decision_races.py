@@ -33,6 +33,7 @@ def _race(callables):
     return results
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_at_most_once_decision_twenty_concurrent_resumes_exactly_one_wins():
     alice = make_user("alice")
     approvers = [make_user(f"approver{i}", "approver") for i in range(20)]

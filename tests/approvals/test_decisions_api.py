@@ -67,6 +67,7 @@ def test_decided_by_comes_from_the_authenticated_identity_and_a_body_field_is_ig
     assert entry.actor == "approver" and entry.automated is False and entry.verdict == "APPROVED"
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_check_order_is_body_then_access_then_existence_then_state(alice_client, bob_client, approver_client):
     conversation_id = paused_conversation(alice_client)
     unknown = uuid.uuid4()
@@ -185,6 +186,7 @@ def test_end_conversation_cancels_a_pending_pause_and_audits_it(alice_client, ap
     assert resume(approver_client, conversation_id, {"verdict": "APPROVED"}).status_code == 409
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_cancel_before_the_continuation_starts_means_it_never_runs(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
     resume(approver_client, conversation_id, {"verdict": "APPROVED"})

@@ -57,6 +57,7 @@ def test_wait_indefinitely_pauses_are_never_touched(alice_client):
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_continuation_whose_worker_died_is_restored_to_pending_with_its_deadline(alice_client, approver_client):
     pause = paused(alice_client)
     decide(approver_client, pause)
@@ -71,6 +72,7 @@ def test_a_continuation_whose_worker_died_is_restored_to_pending_with_its_deadli
     assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.restored").count() == 1
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_redelivered_continuation_after_its_worker_died_is_restored_not_run_again(alice_client, approver_client):
     pause = paused(alice_client)
     decide(approver_client, pause)
@@ -80,6 +82,7 @@ def test_a_redelivered_continuation_after_its_worker_died_is_restored_not_run_ag
     assert run_continuation(str(pause.pk)) == "skipped"
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_continuation_nobody_picked_up_for_too_long_is_restored(alice_client, approver_client, settings):
     pause = paused(alice_client)
     decide(approver_client, pause)
@@ -155,6 +158,7 @@ def test_periodic_maintenance_schedules_exist_after_migrate():
     assert {"hitl-timer-drain", "hitl-recovery", "hitl-retention"} <= names
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_duplicate_delivery_never_runs_a_continuation_whose_claim_is_alive(alice_client, approver_client):
     from approvals.continuations import ContinuationStillClaimed
 

@@ -132,6 +132,7 @@ def deployed_agent_of(pause: Pause) -> str:
     return str(pause.agent_id)
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_restored_pause_gets_a_live_timer_at_its_original_deadline(alice_client, approver_client, admin_client):
     pause = paused_with(alice_client, "AUTO_REJECT")
     approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")

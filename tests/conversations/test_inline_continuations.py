@@ -73,6 +73,7 @@ def test_resume_wait_runs_the_continuation_in_the_deciding_process(alice_client,
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("continuations_queued")
 def test_resume_without_wait_hands_the_continuation_to_the_q_cluster(alice_client, approver_client):
     pause = paused(alice_client)
     response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
@@ -81,6 +82,49 @@ def test_resume_without_wait_hands_the_continuation_to_the_q_cluster(alice_clien
     assert Pause.objects.get(pk=pause.pk).lease_until is None  # not claimed: a worker will claim it
     run_queued_tasks()
     assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
+
+
+@pytest.mark.django_db
+def test_resume_without_wait_runs_a_quick_continuation_once_its_answer_is_sent(alice_client, approver_client):
+    """The answer is the decision (IN_PROGRESS, as it was when sent); the server closes the response
+    and the same process runs the continuation: nothing is queued, the conversation is READY after."""
+    pause = paused(alice_client)
+    response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    assert response.status_code == 200 and response.json()["state"] == "IN_PROGRESS"
+    assert queued_functions() == []
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
+    snapshot = alice_client.get(f"/agents/{pause.subject_id}").json()
+    assert snapshot["state"] == "READY" and snapshot["output"] == ["Deletion APPROVED."]
+
+
+@pytest.mark.django_db
+def test_resume_without_wait_queues_a_continuation_that_may_be_slow(alice_client, approver_client):
+    """An agent with an httpcalls task: its continuation may take as long as a call, so it is never run
+    by the web process after the answer; the q-cluster runs it."""
+    document = account_bot()
+    document["workflows"][0]["tasks"].insert(2, {
+        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
+        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
+    pause = paused(alice_client, document)
+    response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    assert response.json()["state"] == "IN_PROGRESS"
+    assert queued_functions() == [CONTINUATION]
+    run_queued_tasks()
+    assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
+
+
+@pytest.mark.django_db
+def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_the_inbox(alice_client, approver):
+    """The web process died after sending its answer and before running the continuation."""
+    from approvals.continuations import decide_and_continue_later
+
+    pause = paused(alice_client)
+    decided, run_later = decide_and_continue_later(**decision_for(pause, approver))
+    assert run_later is not None and queued_functions() == []
+    with time_machine.travel(decided.lease_until + timedelta(seconds=1), tick=False):
+        assert recover_expired_leases()["restoredContinuations"] == 1
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
+    assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.restored").count() == 1
 
 
 @pytest.mark.django_db

@@ -48,6 +48,7 @@ def test_undo_and_redo_are_409_while_paused(alice_client, verb):
     assert response.json()["currentState"] == "AWAITING_HUMAN"
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_approved_rule_pause_resumes_at_the_next_task_and_sees_the_decision(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
     response = resume(approver_client, conversation_id, "approved", "fine by me")
@@ -152,6 +153,7 @@ def test_undeployed_agent_resume_is_409_not_deployed_and_the_pause_stays(alice_c
     assert resume(approver_client, conversation_id).status_code == 200
 
 
+@pytest.mark.usefixtures("continuations_queued")
 def test_a_continuation_that_cannot_start_restores_the_pause_with_its_deadline(alice_client, approver_client, admin_client):
     agent_id = deployed_agent()
     conversation_id = paused_conversation(alice_client, agent_id)
