@@ -243,18 +243,22 @@ class ResumeView(APIView):
 
 
 class ThenRun(Response):
-    """A response that runs ``then()`` once it has been sent (the server calls ``close()`` after the
-    last byte: WSGI, and Django's ASGI handler alike)."""
+    """A response that runs ``then()`` once it has been sent: the server calls ``close()`` after the last
+    byte (WSGI servers, and Django's ASGI handler alike). It runs before the response's own close, which
+    ends the request (``request_finished`` hands the database connection back), so it runs on the
+    request's connection and the request's clean-up follows it."""
 
     def __init__(self, then: Any, data: Any, **kwargs: Any) -> None:
         super().__init__(data, **kwargs)
         self._then = then
 
     def close(self) -> None:
-        super().close()
         then, self._then = self._then, None
-        if then is not None:
-            then()
+        try:
+            if then is not None:
+                then()
+        finally:
+            super().close()
 
 
 def clamp_wait(value: Any) -> float:
