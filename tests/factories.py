@@ -39,6 +39,16 @@ def account_bot(**changes: Any) -> dict[str, Any]:
     return document
 
 
+def slow_account_bot(**changes: Any) -> dict[str, Any]:
+    """The account bot with an ``httpcalls`` task its rules never trigger: not all of its tasks are local,
+    so its turns and continuations take the path of slow ones (committed claim, lease, queued)."""
+    document = account_bot(**changes)
+    document["workflows"][0]["tasks"].insert(2, {
+        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
+        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
+    return document
+
+
 def deployed_agent(document: dict[str, Any] | None = None, *, environment: str = "production") -> str:
     row = create_agent(document=document or account_bot(), created_by=None)
     deploy_agent(agent_id=row.agent_id, version=row.version, environment=environment)

@@ -25,7 +25,7 @@ from approvals.apps import _on_worker_start
 from approvals.models import Pause
 from approvals.recovery import ensure_maintenance_schedules
 from approvals.timers import BURST_FUNC, DRAIN_FUNC, TIMER_FUNC, drain_due_timers, ensure_timer_schedules
-from tests.factories import account_bot, deployed_agent, paused_conversation
+from tests.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
 from toolgate.apps import _ensure_journal_schedule
 
 pytestmark = pytest.mark.django_db
@@ -115,10 +115,7 @@ def test_the_monitor_keeps_no_successful_task_and_every_failure(monkeypatch):
 
 def slow_finite_pause(client) -> Pause:
     """A timed pause of an agent with an httpcalls task: its continuation may take as long as a call."""
-    document = account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT30S"})
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
-        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
+    document = slow_account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT30S"})
     return Pause.objects.get(subject_id=paused_conversation(client, deployed_agent(document)))
 
 

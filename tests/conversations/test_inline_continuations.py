@@ -24,7 +24,7 @@ from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surfac
 from approvals.recovery import recover_expired_leases
 from approvals.timers import drain_due_timers
 from conversations.models import Conversation, ConversationState
-from tests.factories import account_bot, deployed_agent, paused_conversation
+from tests.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
 from tests.queue_drain import queued_functions, run_queued_tasks
 
 CONTINUATION = "approvals.continuations.run_continuation"
@@ -32,6 +32,13 @@ CONTINUATION = "approvals.continuations.run_continuation"
 
 def paused(client, document=None) -> Pause:
     return Pause.objects.get(subject_id=paused_conversation(client, deployed_agent(document or account_bot())))
+
+
+def continued_by_the_q_cluster(pause: Pause) -> None:
+    """The continuation is waiting in the q-cluster's queue, and running the queue continues the conversation."""
+    assert queued_functions() == [CONTINUATION]
+    run_queued_tasks()
+    assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
 
 
 def decision_for(pause: Pause, user) -> dict:
@@ -101,16 +108,10 @@ def test_resume_without_wait_runs_a_quick_continuation_once_its_answer_is_sent(a
 def test_resume_without_wait_queues_a_continuation_that_may_be_slow(alice_client, approver_client):
     """An agent with an httpcalls task: its continuation may take as long as a call, so it is never run
     by the web process after the answer; the q-cluster runs it."""
-    document = account_bot()
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
-        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
-    pause = paused(alice_client, document)
+    pause = paused(alice_client, slow_account_bot())
     response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
     assert response.json()["state"] == "IN_PROGRESS"
-    assert queued_functions() == [CONTINUATION]
-    run_queued_tasks()
-    assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
+    continued_by_the_q_cluster(pause)
 
 
 @pytest.mark.django_db
@@ -135,9 +136,7 @@ def test_q_cluster_only_deployment_hands_every_continuation_to_the_q_cluster(ali
     response = approver_client.post(f"/agents/{pause.subject_id}/resume?wait=0.3", {"verdict": "APPROVED"},
                                     format="json")
     assert response.status_code == 200 and response.json()["state"] == "IN_PROGRESS"  # nobody ran it here
-    assert queued_functions() == [CONTINUATION]
-    run_queued_tasks()
-    assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
+    continued_by_the_q_cluster(pause)
 
 
 @pytest.mark.django_db

@@ -13,7 +13,7 @@ from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
 from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import account_bot
+from tests.factories import account_bot, slow_account_bot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,11 +96,7 @@ def paused(people) -> str:
 @pytest.fixture
 def slow_paused(people) -> str:
     """Paused on an agent with an httpcalls task: its continuation may be slow, so it is queued."""
-    document = account_bot()
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
-        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
-    conversation_id = start_conversation(people["alice"], deployed_demo_agent(people["admin"], document))
+    conversation_id = start_conversation(people["alice"], deployed_demo_agent(people["admin"], slow_account_bot()))
     ask_for_deletion(people["alice"], conversation_id)
     return conversation_id
 
