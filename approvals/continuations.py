@@ -1,10 +1,11 @@
 """Running the continuation of a decided pause: in the deciding process, or as a django-q2 task.
 
-The deciding process (a web worker answering ``resume?wait``, the admin decision page) claims the
-continuation in the decision's own transaction (``decide_pause(continue_here=True)``) and runs it right
+The deciding process claims the continuation in the decision's own transaction and runs it right
 after the commit (``run_claimed_continuation``), keeping its short lease alive with a heartbeat
-(approvals.leases). Everything else is handed to the q-cluster (``run_continuation``), the durable
-backstop. Either way a claim whose lease ran out means the process died: the pause goes back to PENDING,
+(approvals.leases): a web worker answering ``resume?wait`` and the admin decision page always
+(``decide_and_continue``); a timer, and a ``resume`` without ``?wait`` once its answer is sent, only
+when the surface says the continuation is quick (``continues_quickly``; ``decide_and_continue_later``).
+Everything else is handed to the q-cluster (``run_continuation``), the durable backstop. Either way a claim whose lease ran out means the process died: the pause goes back to PENDING,
 audited (approvals.recovery), and the continuation is never run twice.
 
 Task delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is

@@ -1,7 +1,8 @@
 """Deciding, cancelling, restoring and finishing pauses: every transition is one compare-and-set.
 
 A decision moves the Pause PENDING -> RESOLVING, the subject to running, writes the audit entry and
-enqueues the continuation on django-q2 (ORM broker), all in one transaction. The loser of any race
+either claims the continuation for the deciding process (approvals.continuations) or enqueues it on
+django-q2 (ORM broker), all in one transaction. The loser of any race
 gets WrongState (409); bad input was rejected before, so it never consumes a pause.
 """
 

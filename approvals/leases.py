@@ -9,6 +9,7 @@ Rules:
   recovery, swept every few seconds (``approvals.recovery.recover_expired_leases``), then restores the
   pause to PENDING or interrupts the turn: back in the inbox within 30 s, never run twice.
 - Work that ends before the first renewal never touches the database from the heartbeat.
+- A turn that runs in one transaction (conversations.local_turns) commits no claim, so it needs no lease.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """Conversation services: start, say, undo, redo, end, cancel, and continuing after a decision.
 
-A turn runs outside any transaction (its http calls may be slow): it first moves the conversation
-to IN_PROGRESS with a compare-and-set, runs the pipeline, then commits the step, the new state and,
-when it paused, the Pause, in one transaction guarded by IN_PROGRESS and by no cancel having been
-recorded. A cancel recorded meanwhile stops the turn before its next task (conversations.cancels);
-anything the turn raises leaves the conversation ERROR in the same request (conversations.turn_failures).
+A turn of an agent whose tasks are all local runs in one transaction: the claim, the window read,
+the pipeline and the commit (conversations.local_turns). Any other turn may be slow (its http calls,
+its model), so it runs outside a transaction: it first commits the move to IN_PROGRESS with a
+compare-and-set, runs the pipeline under a lease, then commits the step, the new state and, when it
+paused, the Pause, in one transaction guarded by IN_PROGRESS and by no cancel having been recorded.
+A cancel recorded meanwhile stops the turn before its next task (conversations.cancels); anything
+the turn raises leaves the conversation ERROR in the same request (conversations.turn_failures).
+A turn answers with what it committed (``TurnResult``), so the snapshot need not be read back.
 """
 
 from __future__ import annotations
