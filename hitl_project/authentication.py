@@ -1,38 +1,62 @@
-"""Token authentication that reads the caller's roles with the token, in one query.
+"""Token authentication that reads the caller's roles with the token, in one hand-written query.
 
 Every request asks ``approvals.access`` for the caller's roles (admin, approver); DRF's
 ``TokenAuthentication`` reads the token and its user, and the group names then took a query of their
-own. Here the group names come in the same statement (a correlated ``ARRAY(SELECT ...)`` on
-PostgreSQL) and are handed to ``approvals.access.remember_group_names``; what is refused is refused
-exactly as DRF refuses it (unknown token, inactive user). On the SQLite fallback it is DRF's own.
+own. Here the token, its user and the user's group names (a correlated ``ARRAY(SELECT ...)``) come in
+one statement written once (``hitl_project.rows``: no queryset is built per request), and the names are
+handed to ``approvals.access.remember_group_names``. What is refused is refused exactly as DRF refuses
+it (unknown token, inactive user). On the SQLite fallback it is DRF's own.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from django.contrib.auth.models import Group
-from django.contrib.postgres.expressions import ArraySubquery
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import OuterRef
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
+from hitl_project.rows import instance, select_list, table, width
+
+
+@functools.cache
+def _token_with_roles_sql() -> str:
+    user_model = get_user_model()
+    groups = user_model._meta.get_field("groups")
+    through = groups.remote_field.through
+    quote = connection.ops.quote_name
+    group_model = groups.related_model
+    return (
+        f"SELECT {select_list(Token, 't')}, {select_list(user_model, 'u')}, "
+        f"ARRAY(SELECT g.{quote('name')} FROM {table(group_model)} g JOIN {table(through)} ug "
+        f"ON ug.{quote(groups.m2m_reverse_name())} = g.{quote(group_model._meta.pk.column)} "
+        f"WHERE ug.{quote(groups.m2m_column_name())} = u.{quote(user_model._meta.pk.column)}) "
+        f"FROM {table(Token)} t JOIN {table(user_model)} u "
+        f"ON u.{quote(user_model._meta.pk.column)} = t.{quote(Token._meta.get_field('user').column)} "
+        f"WHERE t.{quote(Token._meta.pk.column)} = %s"
+    )
 
 
 class TokenWithRolesAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        if connection.vendor != "postgresql":
+        if connection.vendor != "postgresql" or self.get_model() is not Token:
             return super().authenticate_credentials(key)
-        model = self.get_model()
-        names = Group.objects.filter(user=OuterRef("user_id")).values("name")
-        token = (model.objects.select_related("user").annotate(hitl_group_names=ArraySubquery(names))
-                 .filter(key=key).first())
-        if token is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_token_with_roles_sql(), [key])
+            row = cursor.fetchone()
+        if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
-        if not token.user.is_active:
+        user_model = get_user_model()
+        split = width(Token)
+        token = instance(Token, row[:split])
+        user = instance(user_model, row[split:split + width(user_model)])
+        if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        remember_group_names(token.user, token.hitl_group_names)
-        return token.user, token
+        Token._meta.get_field("user").set_cached_value(token, user)
+        remember_group_names(user, row[-1])
+        return user, token

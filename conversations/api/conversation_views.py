@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
+import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
@@ -236,6 +234,10 @@ class ResumeView(APIView):
             pause, after = decide_and_continue_later(**decide)
         else:
             pause = decide_pause(**decide)
+        if wait > 0:
+            # A q-cluster-only deployment (HITL_CONTINUE_INLINE=false): wait here for the q-cluster.
+            _wait_until_settled(pause.id, wait)
+            return Response(_continued_answer(conversation.pk, pause.id))
         return ThenRun(after, {
             "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
             "decidedBy": pause.decided_by, "state": ConversationState.IN_PROGRESS,
@@ -273,6 +275,14 @@ def _continuation_settled(pause_id: Any) -> bool:
     return status_now != PauseStatus.RESOLVING
 
 
+def _wait_until_settled(pause_id: Any, wait: float) -> None:
+    """Poll until the q-cluster has run the continuation or ``wait`` seconds passed; the request's
+    worker (or, under ASGI, its thread) waits with it."""
+    deadline = time.monotonic() + wait
+    while not _continuation_settled(pause_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
     """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
     body = snapshot(Conversation.objects.get(pk=conversation_id))
@@ -289,34 +299,6 @@ def _continued_here_answer(continued: Continued) -> dict[str, Any]:
     body = snapshot(result.conversation, steps=result.steps)
     body["lastDecision"] = decision_summary(continued.pause)
     return body
-
-
-_resume_view = ResumeView.as_view()
-
-
-async def resume_with_wait(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """The resume route. With inline continuations the view itself runs the continuation and answers with
-    the continued snapshot. In a q-cluster-only deployment (``HITL_CONTINUE_INLINE=false``) ``?wait=N``
-    waits here for the q-cluster, without holding a worker thread, then answers the same way."""
-    response = await sync_to_async(_resume_view)(request, conversation_id=conversation_id)
-    wait = clamp_wait(request.GET.get("wait"))
-    if response.status_code != 200 or wait <= 0 or continues_inline():
-        return response
-    pause_id, conversation_pk = response.data["pauseId"], response.data["conversationId"]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    while loop.time() < deadline:
-        if await sync_to_async(_continuation_settled)(pause_id):
-            break
-        await asyncio.sleep(0.05)
-    body = await sync_to_async(_continued_answer)(conversation_pk, pause_id)
-    return JsonResponse(body, json_dumps_params={"ensure_ascii": False})
-
-
-resume_with_wait.csrf_exempt = True  # the DRF view inside enforces CSRF for session auth
-# drf-spectacular documents a route through its view class: point it at ResumeView.
-resume_with_wait.cls = ResumeView
-resume_with_wait.initkwargs = {}
 
 
 APPROVAL_STATUS = inline_serializer(
