@@ -8,10 +8,12 @@ gets WrongState (409); bad input was rejected before, so it never consumes a pau
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -27,6 +29,7 @@ from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
 from approvals.surfaces import handler_for
 from approvals.timers import arm_timer, disarm_timer
+from hitl_project import rows
 
 CONTINUATION_TASK = "approvals.continuations.run_continuation"
 
@@ -36,11 +39,28 @@ def _conversation_id(pause: Pause) -> uuid.UUID | None:
 
 
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
+    """The subject's pending pause, with its owner (the decision's audit names them)."""
+    if not rows.on_postgresql():
+        return (Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
+                .select_related("owner").order_by("-paused_at").first())
+    found = rows.fetch_one(_open_pause_sql(), [subject_type, subject_id, PauseStatus.PENDING])
+    if found is None:
+        return None
+    user_model = get_user_model()
+    pause_values, owner_values = rows.split(found, rows.width(Pause), rows.width(user_model))
+    pause = rows.instance(Pause, pause_values)
+    owner = None if rows.nothing_in(owner_values) else rows.instance(user_model, owner_values)
+    Pause._meta.get_field("owner").set_cached_value(pause, owner)
+    return pause
+
+
+@functools.cache
+def _open_pause_sql() -> str:
+    user_model = get_user_model()
     return (
-        Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
-        .select_related("owner")
-        .order_by("-paused_at")
-        .first()
+        f'SELECT {rows.select_list(Pause, "p")}, {rows.select_list(user_model, "u")} FROM {rows.table(Pause)} p '
+        f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" '
+        f'WHERE p."subject_type" = %s AND p."subject_id" = %s AND p."status" = %s ORDER BY p."paused_at" DESC LIMIT 1'
     )
 
 

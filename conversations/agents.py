@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -11,7 +12,8 @@ from django.utils import timezone
 
 from approvals.errors import BadRequest, Conflict, NotDeployed, NotFound
 from conversations.agent_document import DocumentReport, validate_agent_document
-from conversations.models import Agent, AgentVersion, Deployment, Environment
+from conversations.models import Agent, AgentVersion, Conversation, Deployment, Environment
+from hitl_project import rows
 
 
 def report_or_raise(document: Any, *, file: str | None = None) -> DocumentReport:
@@ -95,6 +97,29 @@ def undeploy_agent(*, agent_id: uuid.UUID | str, version: int | None, environmen
     deployments.delete()
 
 
+@functools.cache
+def _deployed_sql(newest: bool) -> str:
+    """A live agent's version deployed in an environment, with its agent: the newest, or one by number."""
+    which = 'ORDER BY v."version" DESC LIMIT 1' if newest else 'AND v."version" = %s'
+    return (
+        f'SELECT {rows.select_list(AgentVersion, "v")}, {rows.select_list(Agent, "a")} '
+        f'FROM {rows.table(AgentVersion)} v JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" '
+        f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL AND EXISTS (SELECT 1 FROM {rows.table(Deployment)} d '
+        f'WHERE d."agent_id" = v."agent_id" AND d."version" = v."version" AND d."environment" = %s) {which}'
+    )
+
+
+def _deployed_row(*, agent_id: uuid.UUID, version: int | None, environment: str) -> AgentVersion | None:
+    params: list[Any] = [agent_id, environment] + ([] if version is None else [version])
+    found = rows.fetch_one(_deployed_sql(version is None), params)
+    if found is None:
+        return None
+    version_values, agent_values = rows.split(found, rows.width(AgentVersion), rows.width(Agent))
+    row = rows.instance(AgentVersion, version_values)
+    AgentVersion._meta.get_field("agent").set_cached_value(row, rows.instance(Agent, agent_values))
+    return row
+
+
 def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> AgentVersion:
     """The newest version of a live agent deployed in ``environment``, in one query; NotFound (unknown
     or deleted agent) or NotDeployed."""
@@ -103,11 +128,14 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
     except (ValueError, TypeError):
         raise NotFound("Agent not found.") from None
     environment = _environment(environment)
-    deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
-                                         environment=environment)
-    row = (AgentVersion.objects.select_related("agent")
-           .filter(agent_id=key, agent__deleted_at__isnull=True).filter(Exists(deployed))
-           .order_by("-version").first())
+    if rows.on_postgresql():
+        row = _deployed_row(agent_id=key, version=None, environment=environment)
+    else:
+        deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
+                                             environment=environment)
+        row = (AgentVersion.objects.select_related("agent")
+               .filter(agent_id=key, agent__deleted_at__isnull=True).filter(Exists(deployed))
+               .order_by("-version").first())
     if row is None:
         live_agent(key)  # unknown or deleted: NotFound
         raise NotDeployed(f"Agent {key} is not deployed in {environment}.")
@@ -117,10 +145,45 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
 def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> AgentVersion | None:
     """The version a conversation runs on if it is still deployed (its agent not deleted), else None:
     ``is_deployed`` and the version's row in one query."""
+    if rows.on_postgresql():
+        return _deployed_row(agent_id=agent_id, version=version, environment=environment)
     deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
                                          environment=environment)
     return (AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
             .filter(Exists(deployed)).first())
+
+
+def conversation_and_its_version(conversation_id: Any) -> tuple[Conversation, AgentVersion | None]:
+    """A conversation and the version it runs on if still deployed (``deployed_version``), in one query;
+    Conversation.DoesNotExist if there is no such conversation."""
+    if not rows.on_postgresql():
+        conversation = Conversation.objects.get(pk=conversation_id)
+        return conversation, deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
+                                              environment=conversation.environment)
+    found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
+    if found is None:
+        raise Conversation.DoesNotExist(f"no conversation {conversation_id}")
+    conversation_values, version_values, agent_values = rows.split(
+        found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent))
+    conversation = rows.instance(Conversation, conversation_values)
+    if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
+        return conversation, None
+    version = rows.instance(AgentVersion, version_values)
+    AgentVersion._meta.get_field("agent").set_cached_value(version, rows.instance(Agent, agent_values))
+    return conversation, version
+
+
+@functools.cache
+def _conversation_and_version_sql() -> str:
+    return (
+        f'SELECT {rows.select_list(Conversation, "c")}, {rows.select_list(AgentVersion, "v")}, '
+        f'{rows.select_list(Agent, "a")} FROM {rows.table(Conversation)} c '
+        f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
+        f'AND EXISTS (SELECT 1 FROM {rows.table(Deployment)} d WHERE d."agent_id" = c."agent_id" '
+        f'AND d."version" = c."agent_version" AND d."environment" = c."environment") '
+        f'LEFT JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" AND a."deleted_at" IS NULL '
+        f'WHERE c."id" = %s'
+    )
 
 
 def deployed_versions(*, agent_id: uuid.UUID | str, environment: str) -> list[int]:

@@ -14,7 +14,7 @@ from approvals.errors import NotDeployed
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
-from conversations.agents import deployed_version
+from conversations.agents import conversation_and_its_version
 from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
 
 S = ConversationState
@@ -33,9 +33,7 @@ class ConversationSurface:
         return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
 
     def check_can_continue(self, pause: Pause) -> ContinuationCheck:
-        conversation = Conversation.objects.get(pk=pause.subject_id)
-        version = deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
-                                   environment=conversation.environment)
+        conversation, version = conversation_and_its_version(pause.subject_id)
         if version is None:
             raise NotDeployed(
                 f"Agent not deployed for resume (agent {conversation.agent_id} version "

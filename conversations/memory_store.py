@@ -16,6 +16,7 @@ conversation's length to be (``ORDER BY index DESC LIMIT count`` alone may make 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from rest_framework.authtoken.models import Token
 
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from hitl_project import rows
 
 # " ".join([input, *output]) of a step row, as the recall tool matches it in memory.
 _SEARCHED_TEXT = (
@@ -77,7 +79,24 @@ def newest_live(conversation_id: Any, count: int) -> QuerySet[ConversationStep]:
 
 def newest_steps(conversation_id: Any, count: int) -> list[ConversationStep]:
     """The newest ``count`` live steps, oldest first, without their ``properties``; one query."""
-    return list(newest_live(conversation_id, count).defer("properties"))[::-1]
+    if not rows.on_postgresql():
+        return list(newest_live(conversation_id, count).defer("properties"))[::-1]
+    found = rows.fetch_all(_newest_steps_sql(), [conversation_id, max(0, count)])
+    return rows.instances(ConversationStep, found, _WITHOUT_PROPERTIES)
+
+
+_WITHOUT_PROPERTIES = ("properties",)
+
+
+@functools.cache
+def _newest_steps_sql() -> str:
+    """``newest_live`` written out: the index range [step_count - count, step_count), oldest first."""
+    return (
+        f'SELECT {rows.select_list(ConversationStep, "s", _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s '
+        f'JOIN {rows.table(Conversation)} c ON c."id" = s."conversation_id" '
+        f'WHERE s."conversation_id" = %s AND NOT s."undone" AND s."index" >= c."step_count" - %s '
+        f'AND s."index" < c."step_count" ORDER BY s."index"'
+    )
 
 
 def memory_window() -> int:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
 from approvals.access import require_decider, require_owner_or_admin
 from conversations.models import Conversation
+from hitl_project import rows
 
 
 def _find(conversation_id: Any) -> Conversation | None:
@@ -14,7 +16,15 @@ def _find(conversation_id: Any) -> Conversation | None:
         key = uuid.UUID(str(conversation_id))
     except ValueError:
         return None
-    return Conversation.objects.select_related("agent", "owner").filter(pk=key).first()
+    if not rows.on_postgresql():
+        return Conversation.objects.filter(pk=key).first()
+    found = rows.fetch_one(_find_sql(), [key])
+    return None if found is None else rows.instance(Conversation, found)
+
+
+@functools.cache
+def _find_sql() -> str:
+    return f'SELECT {rows.select_list(Conversation, "c")} FROM {rows.table(Conversation)} c WHERE c."id" = %s'
 
 
 def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
