@@ -146,7 +146,7 @@ def record_decision(
             "decision_details": {"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
             "lease_until": lease_expiry(now) if here else None,
         }
-        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(**decided)
+        won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
         if not won or not handler.begin_resume(pause):
             raise _not_awaiting(surface, subject_id, what)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
@@ -278,7 +278,7 @@ def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = 
     finished is left alone and not audited again."""
     now = timezone.now()
     finished = {"status": PauseStatus.RESOLVED, "resolved_at": now, "due_at": None, "lease_until": None}
-    won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.RESOLVING).update(**finished)
+    won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.RESOLVING}, values=finished)
     if won:
         for field, value in finished.items():  # as committed, without reading it back
             setattr(pause, field, value)

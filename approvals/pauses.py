@@ -15,6 +15,7 @@ from approvals.durations import positive_duration
 from approvals.models import Pause, PauseKind, SubjectType, TimeoutPolicy
 from approvals.self_approval import effective_allow_self_approval
 from approvals.timers import arm_timer
+from hitl_project import rows
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
 FINITE_POLICIES = (TimeoutPolicy.AUTO_APPROVE, TimeoutPolicy.AUTO_REJECT, TimeoutPolicy.ABORT)
@@ -95,7 +96,7 @@ def open_pause(
         tool_names=tool_names or [],
     )
     arm_timer(pause, unsaved=True)  # the schedule first, so the pause is written once with its key
-    pause.save(force_insert=True)
+    rows.insert(pause)
     transaction.on_commit(lambda: metrics.count_pause(surface))
     append_audit_entry(
         subject_type=subject_type,

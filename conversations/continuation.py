@@ -16,6 +16,7 @@ from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from conversations.agents import conversation_and_its_version
 from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from hitl_project import rows
 
 S = ConversationState
 
@@ -49,12 +50,11 @@ class ConversationSurface:
         return isinstance(checked, ContinuationCheck) and runs_in_one_transaction(checked.version.document)
 
     def begin_resume(self, pause: Pause) -> bool:
-        return bool(
-            Conversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_HUMAN).update(
-                state=S.IN_PROGRESS, turn_started_at=timezone.now(), turn_alive_until=lease_expiry(),
-                cancel_requested_at=None, cancel_requested_by="",
-            )
-        )
+        return bool(rows.update(
+            Conversation, where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
+            values={"state": S.IN_PROGRESS, "turn_started_at": timezone.now(), "turn_alive_until": lease_expiry(),
+                    "cancel_requested_at": None, "cancel_requested_by": ""},
+        ))
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         target = S.ENDED if mode == "END_CONVERSATION" else S.EXECUTION_INTERRUPTED

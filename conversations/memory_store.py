@@ -240,7 +240,7 @@ def save_step(conversation: Conversation, step: Step, properties: dict[str, Any]
     if row is not None:
         for name, value in fields.items():
             setattr(row, name, value)
-        row.save(update_fields=list(fields))
+        rows.update(ConversationStep, where={"id": row.pk}, values=fields)
         return row
     with transaction.atomic(savepoint=False):  # the count, the redo history and the new step, or none
         if counted:
@@ -254,7 +254,8 @@ def save_step(conversation: Conversation, step: Step, properties: dict[str, Any]
                 index = cursor.fetchone()[0] - 1
         if drop_undone:
             # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
-            ConversationStep.objects.filter(conversation=conversation, undone=True, index__gte=index).delete()
-        created = ConversationStep.objects.create(conversation=conversation, index=index, **fields)
+            rows.delete(ConversationStep, where={"conversation_id": conversation.pk, "undone": True, "index__gte": index})
+        created = ConversationStep(conversation=conversation, index=index, **fields)
+        rows.insert(created)
     conversation.step_count = index + 1
     return created

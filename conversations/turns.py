@@ -64,6 +64,7 @@ from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import fail_turn, failure_text, run_guarded
+from hitl_project import rows
 
 logger = logging.getLogger(__name__)
 
@@ -243,11 +244,13 @@ def start_conversation(
     version = newest_deployed_version(agent_id=agent_id, environment=environment)
 
     def created() -> Conversation:
-        return Conversation.objects.create(
+        conversation = Conversation(
             agent=version.agent, agent_version=version.version, environment=environment, owner=user,
             state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
             turn_alive_until=lease_expiry(),
         )
+        rows.insert(conversation)
+        return conversation
 
     def turn(conversation: Conversation) -> Committed:
         memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user),

@@ -95,3 +95,95 @@ def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def insert(obj: Model) -> None:
+    """``obj.save(force_insert=True)`` for a new row of one of our own models, with its SQL built once per
+    model: each field's ``pre_save`` (``auto_now_add``) and database preparation as the ORM does them, an
+    auto-increment key read back with RETURNING. No model signals are sent: none of ours has receivers."""
+    if not on_postgresql():
+        obj.save(force_insert=True)
+        return
+    model = type(obj)
+    meta = model._meta
+    generated = meta.pk if meta.pk.db_returning and getattr(obj, meta.pk.attname) is None else None
+    fields = [field for field in meta.concrete_fields if field is not generated]
+    values = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(model, generated is not None), values)
+        if generated is not None:
+            setattr(obj, generated.attname, cursor.fetchone()[0])
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+@functools.cache
+def _insert_sql(model: type[Model], returns_key: bool) -> str:
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not (returns_key and field is meta.pk)]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    returning = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if returns_key else ""
+    return f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}){returning}"
+
+
+def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
+    """``model.objects.filter(**where).update(**values)`` for equality filters (None: IS NULL) and plain
+    values, with the SQL built once per shape; how many rows changed."""
+    if not on_postgresql():
+        return model.objects.filter(**_orm_filter(where)).update(**values)
+    meta = model._meta
+    params = [meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
+    params += _where_params(model, where)
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(model, tuple(values), _where_shape(where)), params)
+        return cursor.rowcount
+
+
+def delete(model: type[Model], *, where: dict[str, Any]) -> int:
+    """``model.objects.filter(**where).delete()`` for equality filters (None: IS NULL) on a model no other
+    row references, as one statement built once per shape (no collector); how many rows went."""
+    if not on_postgresql():
+        return model.objects.filter(**_orm_filter(where)).delete()[0]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))}",
+                       _where_params(model, where))
+        return cursor.rowcount
+
+
+WhereShape = tuple[tuple[str, str], ...]
+
+
+def _where_shape(where: dict[str, Any]) -> WhereShape:
+    """Each filter's field and comparison: ``index__gte`` compares with >=, a None value is IS NULL."""
+    shape = []
+    for key, value in where.items():
+        name, _, lookup = key.partition("__")
+        shape.append((name, "null" if value is None else (lookup or "exact")))
+    return tuple(shape)
+
+
+def _where_params(model: type[Model], where: dict[str, Any]) -> list[Any]:
+    meta = model._meta
+    return [meta.get_field(key.partition("__")[0]).get_db_prep_value(value, connection)
+            for key, value in where.items() if value is not None]
+
+
+def _orm_filter(where: dict[str, Any]) -> dict[str, Any]:
+    return {(f"{key}__isnull" if value is None else key): (True if value is None else value)
+            for key, value in where.items()}
+
+
+_COMPARISONS = {"exact": "= %s", "gte": ">= %s", "lt": "< %s", "null": "IS NULL"}
+
+
+@functools.cache
+def _where_sql(model: type[Model], shape: WhereShape) -> str:
+    meta, quote = model._meta, connection.ops.quote_name
+    return " AND ".join(f"{quote(meta.get_field(name).column)} {_COMPARISONS[how]}" for name, how in shape)
+
+
+@functools.cache
+def _update_sql(model: type[Model], names: tuple[str, ...], shape: WhereShape) -> str:
+    meta, quote = model._meta, connection.ops.quote_name
+    assignments = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in names)
+    return f"UPDATE {table(model)} SET {assignments} WHERE {_where_sql(model, shape)}"
