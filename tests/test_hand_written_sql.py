@@ -1,0 +1,153 @@
+"""The hot path's hand-written SQL (hitl_project.rows) reads and writes what the ORM would.
+
+Each read is run twice on the same PostgreSQL rows: once by its SQL, once by the ORM code it replaces
+(the path the SQLite fallback takes, chosen here by ``on_postgresql``), and the two must agree field by
+field. The writes are checked against what a fresh ORM read finds.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from approvals.decisions import open_pause_of
+from approvals.models import Pause, PauseStatus, SubjectType
+from conversations.agents import (
+    conversation_and_its_version,
+    create_agent,
+    delete_agent,
+    deploy_agent,
+    deployed_version,
+    newest_deployed_version,
+    undeploy_agent,
+    update_agent,
+)
+from conversations.memory_store import newest_steps
+from conversations.models import Conversation, ConversationStep
+from conversations.selectors import _find
+from hitl_project import rows
+from hitl_project.authentication import TokenWithRolesAuthentication
+from tests.factories import account_bot, deployed_agent, say, start
+
+pytestmark = pytest.mark.django_db
+
+
+def fields_of(instance) -> dict:
+    if instance is None:
+        return {}
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields
+            if field.attname in instance.__dict__}
+
+
+def by_sql_and_by_orm(monkeypatch, read):
+    by_sql = read()
+    with monkeypatch.context() as patched:
+        patched.setattr(rows, "on_postgresql", lambda: False)
+        by_orm = read()
+    return by_sql, by_orm
+
+
+def paused_conversation(client) -> str:
+    conversation_id = start(client, deployed_agent())
+    say(client, conversation_id, "please delete my account")
+    return conversation_id
+
+
+def test_a_conversation_read_by_sql_is_the_one_the_orm_reads(monkeypatch, alice_client):
+    conversation_id = paused_conversation(alice_client)
+    by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda: _find(conversation_id))
+    assert fields_of(by_sql) == fields_of(by_orm) and by_sql.properties == by_orm.properties
+    assert not by_sql._state.adding and by_sql._state.db == "default"
+    assert _find("00000000-0000-0000-0000-000000000000") is None
+
+
+def test_the_pending_pause_and_its_owner_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_client, alice):
+    conversation_id = paused_conversation(alice_client)
+    by_sql, by_orm = by_sql_and_by_orm(
+        monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, Conversation.objects.get().pk))
+    assert fields_of(by_sql) == fields_of(by_orm) and by_sql.bookmark == by_orm.bookmark
+    assert by_sql.owner == alice and fields_of(by_sql.owner) == fields_of(by_orm.owner)
+    Pause.objects.update(owner=None)
+    by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, conversation_id))
+    assert by_sql.owner is None and by_orm.owner is None  # an ownerless pause: the LEFT JOIN found no one
+
+
+def test_the_newest_steps_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_client):
+    conversation_id = start(alice_client, deployed_agent())
+    for text in ("hello", "hello", "hello"):
+        say(alice_client, conversation_id, text)
+    for count in (0, 1, 2, 10):
+        by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda count=count: newest_steps(conversation_id, count))
+        assert [fields_of(step) for step in by_sql] == [fields_of(step) for step in by_orm]
+        assert len(by_sql) == min(count, 4)
+        assert all("properties" not in step.__dict__ for step in by_sql)  # deferred, as the ORM's defer()
+
+
+@pytest.mark.parametrize("change", ["none", "undeployed", "agent deleted", "other environment"])
+def test_the_deployed_version_by_sql_is_the_one_the_orm_finds(monkeypatch, alice_client, change):
+    conversation_id = paused_conversation(alice_client)
+    conversation = Conversation.objects.get(pk=conversation_id)
+    if change == "undeployed":
+        undeploy_agent(agent_id=conversation.agent_id, version=None, environment="production")
+    elif change == "agent deleted":
+        delete_agent(agent_id=conversation.agent_id)
+    elif change == "other environment":
+        Conversation.objects.filter(pk=conversation_id).update(environment="test")
+
+    def reads():
+        found, version = conversation_and_its_version(conversation_id)
+        exact = deployed_version(agent_id=found.agent_id, version=found.agent_version, environment=found.environment)
+        return fields_of(found), fields_of(version), fields_of(exact)
+
+    by_sql, by_orm = by_sql_and_by_orm(monkeypatch, reads)
+    assert by_sql == by_orm
+    assert bool(by_sql[1]) == (change == "none")
+    with pytest.raises(Conversation.DoesNotExist):
+        conversation_and_its_version("00000000-0000-0000-0000-000000000000")
+
+
+def test_the_newest_deployed_version_by_sql_is_the_one_the_orm_finds(monkeypatch):
+    first = create_agent(document=account_bot(), created_by=None)
+    second = update_agent(agent_id=first.agent_id, document=account_bot(name="v2"))
+    for row in (first, second):
+        deploy_agent(agent_id=row.agent_id, version=row.version, environment="production")
+    by_sql, by_orm = by_sql_and_by_orm(
+        monkeypatch, lambda: newest_deployed_version(agent_id=first.agent_id, environment="production"))
+    assert fields_of(by_sql) == fields_of(by_orm) and by_sql.version == second.version
+    assert fields_of(by_sql.agent) == fields_of(by_orm.agent)
+
+
+def test_the_token_its_user_and_their_roles_by_sql_are_what_drf_reads(approver):
+    key = Token.objects.get(user=approver).key
+    user, token = TokenWithRolesAuthentication().authenticate_credentials(key)
+    assert fields_of(user) == fields_of(type(user).objects.get(pk=approver.pk))
+    assert fields_of(token) == fields_of(Token.objects.get(pk=key)) and token.user is user
+    assert user._hitl_group_names == set(approver.groups.values_list("name", flat=True)) != set()
+
+
+def test_an_insert_fills_what_save_would_and_reads_back_its_key(alice_client):
+    conversation = Conversation.objects.get(pk=start(alice_client, deployed_agent()))
+    before = timezone.now()
+    step = ConversationStep(conversation=conversation, index=7, input="hi", output=["a"], data={"k": [1, "é"]})
+    rows.insert(step)
+    stored = ConversationStep.objects.get(pk=step.pk)
+    assert step.pk is not None and not step._state.adding
+    assert fields_of(stored) == fields_of(step) and stored.created_at >= before and stored.data == {"k": [1, "é"]}
+
+
+def test_an_update_is_a_compare_and_set_and_a_delete_takes_only_its_rows(alice_client):
+    conversation_id = paused_conversation(alice_client)
+    pause = Pause.objects.get()
+    lost = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.RESOLVING}, values={"note": "x"})
+    won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING, "resolved_at": None},
+                      values={"note": "kept", "details": {"a": 1}})
+    assert (lost, won) == (0, 1)
+    assert Pause.objects.values_list("note", "details").get() == ("kept", {"a": 1})
+
+    ConversationStep.objects.filter(conversation_id=conversation_id).update(undone=True)
+    indexes = sorted(ConversationStep.objects.filter(conversation_id=conversation_id).values_list("index", flat=True))
+    gone = rows.delete(ConversationStep, where={"conversation_id": conversation_id, "undone": True,
+                                                "index__gte": indexes[-1]})
+    assert gone == 1
+    assert sorted(ConversationStep.objects.values_list("index", flat=True)) == indexes[:-1]
