@@ -39,6 +39,7 @@ from approvals.actors import system_actor
 from approvals.decision_input import DecisionInput
 from approvals.errors import ApplicationError, WrongState
 from approvals.models import Pause, PauseStatus, TimeoutPolicy, Verdict
+from hitl_project import rows
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
     """
     if pause.due_at is None or pause.status != PauseStatus.PENDING:
         return None
-    schedule = Schedule.objects.create(
+    schedule = Schedule(
         name=timer_name(pause.id),
         func=TIMER_FUNC,
         args=repr(str(pause.id)),
@@ -77,6 +78,7 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
         next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
         cluster=settings.HITL_TIMER_CLUSTER,
     )
+    rows.insert(schedule)  # Schedule.save() adds nothing to a ONCE schedule, and no signal listens
     if not unsaved:
         Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
     pause.schedule_id = schedule.pk
@@ -86,7 +88,7 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
 def disarm_timer(pause: Pause) -> None:
     """Delete the pause's schedule by key (Schedule.name has no index); caller's transaction."""
     if pause.schedule_id:
-        Schedule.objects.filter(pk=pause.schedule_id).delete()
+        rows.delete(Schedule, where={"id": pause.schedule_id})  # nothing references a schedule row
 
 
 def _timeout_note(policy: str, verdict: str) -> str:

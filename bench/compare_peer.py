@@ -6,7 +6,9 @@
    LangGraph yet, or with --setup (it installs from the package index);
 2. runs, --rounds times (default 2), each scenario as its own script with the same clients and
    duration: peer over HTTP, ours over HTTP (once per --servers entry), peer in process, ours in process
-   (peer_cycles.py under the peer's python, cycles.py under ours; each stops what it started);
+   through DRF's test client and through the services the views call (cycles.py --services: no HTTP and
+   no DRF, the level of the peer's graph.invoke) (peer_cycles.py under the peer's python, cycles.py
+   under ours; each stops what it started);
 3. prints every figure of every run with the 1-minute load average at its end, and the ratios
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
@@ -42,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 def scenarios(servers: list[str]) -> list[tuple[str, str]]:
     """(side, mode) in the order they run; ours over HTTP once per server ("HTTP gunicorn")."""
     return [("peer", "HTTP"), *[("ours", f"HTTP {server}") for server in servers], ("peer", "in process"),
-            ("ours", "in process")]
+            ("ours", "in process"), ("ours", "in process services")]
 # (key in the figures, label, unit, decimals)
 FIGURES = (
     ("cycles_per_s", "cycles/s", "", 1),
@@ -91,6 +93,8 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
               "--json", str(out)]
     if mode == "in process":
         common.append("--in-process")
+    elif mode == "in process services":
+        common.append("--services")
     if side == "peer":
         return [peer_python(args.lg_venv), str(HERE / "peer_cycles.py"), *common, "--db", args.peer_db,
                 "--peer-dir", str(args.peer_dir)]
@@ -174,7 +178,7 @@ def main() -> int:
     described = {"gunicorn": f"gunicorn --workers {args.workers} (sync)",
                  "uvicorn": f"uvicorn --workers {args.workers}{nodelay}"}
     print(f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "
-          f"in process through the test client; q-cluster {args.q_workers} workers, database {args.db}")
+          f"in process through the test client and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}")
     print(f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
           f"database {args.peer_db}")
     print(f"{machine_line()}; shared with other work: 1-min load average {load_at_start:.2f} at the start, "
@@ -186,7 +190,9 @@ def main() -> int:
     header = ["figure", *[f"peer r{i + 1}" for i in rounds], *[f"ours r{i + 1}" for i in rounds], "ours/peer"]
     print("\n| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for peer_mode, ours_mode in [*[("HTTP", f"HTTP {server}") for server in servers], ("in process", "in process")]:
+    pairs = [*[("HTTP", f"HTTP {server}") for server in servers], ("in process", "in process"),
+             ("in process", "in process services")]
+    for peer_mode, ours_mode in pairs:
         peer, ours = results[("peer", peer_mode)], results[("ours", ours_mode)]
         for key, label, unit, decimals in FIGURES:
             cells = [cell(r, key, decimals) for r in peer + ours]

@@ -7,6 +7,10 @@ once the continuation ran; the cycle counts if its output is "Deletion APPROVED.
 C clients (one thread each, keep-alive connections) each run --warmup untimed cycles, then cycles
 back to back for D seconds.
 
+--services calls, in this process, the services the three views call (access check, service, snapshot;
+no routing, authentication per request, DRF or middleware): the level of the peer's in-process
+``graph.invoke``. See _services.py.
+
 --in-process sends the same requests through DRF's test client inside this process (no HTTP, no
 ASGI server; each thread its own persistent database connection), against the same database and
 the same q-cluster; the web server still runs (it creates the agent) but serves nothing during the run.
@@ -19,6 +23,7 @@ in process, PostgreSQL), with the 1-minute load average (see CostMeter in _cost.
     .venv/bin/python bench/cycles.py --server uvicorn         # 2 uvicorn workers +TCP_NODELAY
     .venv/bin/python bench/cycles.py --workers 1              # one worker
     .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the test client
+    .venv/bin/python bench/cycles.py -c 4 -d 15 --services    # the services the views call
 """
 
 from __future__ import annotations
@@ -72,7 +77,11 @@ def one_cycle(stack: Stack, alice, approver, results: Results) -> None:
         results.phases["resume?wait"].append(t3 - t2)
 
 
-def clients(stack: Stack, in_process: bool) -> tuple[Any, Any]:
+def clients(stack: Stack, in_process: bool, services: bool = False) -> tuple[Any, Any]:
+    if services:
+        from _services import ServicesClient
+
+        return ServicesClient(stack.tokens["alice"]), ServicesClient(stack.tokens["approver"])
     if in_process:
         from say_rules_only import InProcessClient
 
@@ -80,8 +89,9 @@ def clients(stack: Stack, in_process: bool) -> tuple[Any, Any]:
     return stack.client("alice"), stack.client("approver")
 
 
-def client_loop(stack: Stack, window: Window, warmup: int, results: Results, in_process: bool) -> None:
-    alice, approver = clients(stack, in_process)
+def client_loop(stack: Stack, window: Window, warmup: int, results: Results, in_process: bool,
+                services: bool) -> None:
+    alice, approver = clients(stack, in_process, services)
     try:
         for _ in range(warmup):
             try:
@@ -111,9 +121,13 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
     parser.add_argument("--in-process", action="store_true",
                         help="through DRF's test client in this process instead of HTTP")
+    parser.add_argument("--services", action="store_true",
+                        help="in process, calling the services the views call (no HTTP, no DRF: the level of "
+                             "the peer's in-process graph.invoke); implies --in-process")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
     add_stack_args(parser, workers=2, server="gunicorn")  # the topology docs/operations.md recommends
     args = parser.parse_args()
+    args.in_process = args.in_process or args.services
     # docs/operations.md: the REST API on gunicorn's sync workers; several uvicorn workers always with TCP_NODELAY
     args.nodelay = args.nodelay or (args.server == "uvicorn" and args.workers > 1)
 
@@ -122,7 +136,7 @@ def main() -> int:
         window = Window(clients=args.clients, duration=args.duration, meter=meter)
         results = Results()
         threads = [threading.Thread(target=client_loop,
-                                    args=(stack, window, args.warmup, results, args.in_process))
+                                    args=(stack, window, args.warmup, results, args.in_process, args.services))
                    for _ in range(args.clients)]
         for thread in threads:
             thread.start()
@@ -134,7 +148,8 @@ def main() -> int:
     cycles = len(results.cycles)
 
     print(machine_line())
-    where = "IN PROCESS (DRF test client, no HTTP)" if args.in_process else stack.describe_server()
+    where = ("IN PROCESS (the services the views call: no HTTP, no DRF)" if args.services else
+             "IN PROCESS (DRF test client, no HTTP)" if args.in_process else stack.describe_server())
     print(f"cycles: {args.clients} clients for {args.duration:.0f} s, {where}, "
           f"q-cluster {args.q_workers} workers")
     print(f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s, "

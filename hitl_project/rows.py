@@ -98,9 +98,10 @@ def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
 
 
 def insert(obj: Model) -> None:
-    """``obj.save(force_insert=True)`` for a new row of one of our own models, with its SQL built once per
-    model: each field's ``pre_save`` (``auto_now_add``) and database preparation as the ORM does them, an
-    auto-increment key read back with RETURNING. No model signals are sent: none of ours has receivers."""
+    """``obj.save(force_insert=True)`` for a new row, with its SQL built once per model: each field's
+    ``pre_save`` (``auto_now_add``) and database preparation as the ORM does them, an auto-increment key
+    read back with RETURNING. Neither the model's own ``save()`` nor its signals run: only for models
+    where they add nothing (ours have no receivers)."""
     if not on_postgresql():
         obj.save(force_insert=True)
         return

@@ -41,6 +41,12 @@ def database_settings(env: environ.Env, base_dir: Path) -> dict[str, Any]:
         options = config.setdefault("OPTIONS", {})
         # django-environ turns ?pool=true into the string 'true', which breaks the pool: decide in code.
         options.pop("pool", None)
+        if env.bool("HITL_DB_PREPARED", default=True):
+            # Server-side binding, and psycopg prepares a statement a connection has run twice:
+            # PostgreSQL then parses and plans the hot path's statements once per connection, not per
+            # execution (docs/operations.md). Off for a pooler in transaction mode without prepared statements.
+            options["server_side_binding"] = True
+            options["prepare_threshold"] = env.int("HITL_DB_PREPARE_THRESHOLD", default=2)
         if running_qcluster():
             # Never pool in a q-cluster (forked processes would share connections); keep each worker's
             # connection open between tasks instead of reconnecting for every task.
