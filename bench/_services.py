@@ -2,7 +2,7 @@
 
 The peer's in-process figure (bench_langgraph.py) calls ``graph.invoke`` directly, with no web
 framework; this is ours at the same level. Each call does what its view does after parsing:
-the access check (``conversation_for_talk`` / ``conversation_for_decision``), the service
+the access check (``talk_on_version`` / ``conversation_for_decision``), the service
 (``start_conversation``, ``say``, ``decide_and_continue``) and the snapshot it answers with. What
 it leaves out is the request itself: routing, authentication (the user and their roles are read once
 per client, not per request), DRF's parsing and rendering, the middleware.
@@ -66,11 +66,11 @@ class ServicesClient:
 
     def _say(self, conversation_id: str, text: str) -> dict[str, Any]:
         from conversations import turns
-        from conversations.selectors import conversation_for_talk
+        from conversations.selectors import talk_on_version
         from conversations.snapshots import snapshot
 
-        conversation = conversation_for_talk(self.user, conversation_id)
-        said = turns.say(conversation=conversation, user=self.user, user_input=text, context={})
+        said = turns.say(conversation=talk_on_version(self.user, conversation_id), user=self.user,
+                         user_input=text, context={})
         return snapshot(said.conversation, steps=said.steps)
 
     def _resume(self, conversation_id: str, body: dict[str, Any]) -> dict[str, Any]:

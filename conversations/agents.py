@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -153,24 +154,42 @@ def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> 
             .filter(Exists(deployed)).first())
 
 
-def conversation_and_its_version(conversation_id: Any) -> tuple[Conversation, AgentVersion | None]:
-    """A conversation and the version it runs on if still deployed (``deployed_version``), in one query;
-    Conversation.DoesNotExist if there is no such conversation."""
-    if not rows.on_postgresql():
-        conversation = Conversation.objects.get(pk=conversation_id)
-        return conversation, deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
-                                              environment=conversation.environment)
-    found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
+@dataclass(frozen=True)
+class OnVersion:
+    """A conversation and, read in the same statement, the version it runs on if that is still
+    deployed (``deployed_version``; None when it is not)."""
+
+    conversation: Conversation
+    version: AgentVersion | None
+
+
+def conversation_and_its_version(conversation_id: Any) -> OnVersion:
+    """``find_on_version``, and Conversation.DoesNotExist if there is no such conversation."""
+    found = find_on_version(conversation_id)
     if found is None:
         raise Conversation.DoesNotExist(f"no conversation {conversation_id}")
+    return found
+
+
+def find_on_version(conversation_id: Any) -> OnVersion | None:
+    """A conversation and its deployed version in one query; None if there is no such conversation."""
+    if not rows.on_postgresql():
+        conversation = Conversation.objects.filter(pk=conversation_id).first()
+        if conversation is None:
+            return None
+        return OnVersion(conversation, deployed_version(
+            agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment))
+    found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
+    if found is None:
+        return None
     conversation_values, version_values, agent_values = rows.split(
         found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent))
     conversation = rows.instance(Conversation, conversation_values)
     if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
-        return conversation, None
+        return OnVersion(conversation, None)
     version = rows.instance(AgentVersion, version_values)
     AgentVersion._meta.get_field("agent").set_cached_value(version, rows.instance(Agent, agent_values))
-    return conversation, version
+    return OnVersion(conversation, version)
 
 
 @functools.cache

@@ -34,7 +34,8 @@ class ConversationSurface:
         return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
 
     def check_can_continue(self, pause: Pause) -> ContinuationCheck:
-        conversation, version = conversation_and_its_version(pause.subject_id)
+        found = conversation_and_its_version(pause.subject_id)
+        conversation, version = found.conversation, found.version
         if version is None:
             raise NotDeployed(
                 f"Agent not deployed for resume (agent {conversation.agent_id} version "

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from approvals.access import require_decider, require_owner_or_admin
+from conversations.agents import OnVersion, find_on_version
 from conversations.models import Conversation
 from hitl_project import rows
 
@@ -35,6 +36,20 @@ def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
     )
     assert conversation is not None
     return conversation
+
+
+def talk_on_version(user: Any, conversation_id: Any) -> OnVersion:
+    """``conversation_for_talk`` (same access rule, same refusals), with the deployed version a turn
+    runs on read in the same statement: what ``turns.say`` needs, in one query."""
+    try:
+        found = find_on_version(uuid.UUID(str(conversation_id)))
+    except ValueError:
+        found = None
+    require_owner_or_admin(
+        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None
+    )
+    assert found is not None
+    return found
 
 
 def conversation_for_decision(user: Any, conversation_id: Any) -> Conversation:

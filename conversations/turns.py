@@ -28,7 +28,7 @@ from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
-from conversations.agents import deployed_version, newest_deployed_version
+from conversations.agents import OnVersion, deployed_version, newest_deployed_version
 from conversations.cancels import (
     cancel_check,
     cancel_conversation,
@@ -275,15 +275,21 @@ def start_conversation(
     return _result(conversation, outcome)
 
 
-def say(*, conversation: Conversation, user: Any, user_input: str, context: dict[str, Any] | None) -> TurnResult:
+def say(*, conversation: Conversation | OnVersion, user: Any, user_input: str,
+        context: dict[str, Any] | None) -> TurnResult:
     """Run one turn. While paused the input is refused (409) and not consumed.
 
     A turn that cannot start (agent no longer deployed) leaves the conversation as it was; once it
     started, whatever it raises leaves the conversation ERROR with the error on the step (never
     IN_PROGRESS), and the snapshot says so. An agent whose tasks are all local runs the turn in one
     transaction (conversations.local_turns); any other turn commits its claim first and runs under a lease.
+    ``conversation`` may come with its deployed version read with it (``selectors.talk_on_version``).
     """
-    version = _version_for_turn(conversation)
+    if isinstance(conversation, OnVersion):
+        conversation, version = conversation.conversation, _version_for_turn(conversation.conversation,
+                                                                             conversation.version)
+    else:
+        version = _version_for_turn(conversation, _deployed_version_of(conversation))
 
     def claimed() -> bool:
         return claim_turn(conversation, running=S.IN_PROGRESS, talkable=TALKABLE, started=timezone.now(),
@@ -321,10 +327,10 @@ def _state_of(conversation: Conversation) -> str | None:
     return Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
 
 
-def _version_for_turn(conversation: Conversation) -> AgentVersion:
-    """The deployed version a new turn runs on, read before the turn claims the conversation: a
-    conversation that could not take input anyway says so (409) before the agent is found undeployed."""
-    version = _deployed_version_of(conversation)
+def _version_for_turn(conversation: Conversation, version: AgentVersion | None) -> AgentVersion:
+    """The deployed version a new turn runs on (None: not deployed), read before the turn claims the
+    conversation: a conversation that could not take input anyway says so (409) before the agent is
+    found undeployed."""
     if version is None:
         state = _state_of(conversation)
         if state not in TALKABLE:

@@ -96,9 +96,11 @@ def test_the_deployed_version_by_sql_is_the_one_the_orm_finds(monkeypatch, alice
         Conversation.objects.filter(pk=conversation_id).update(environment="test")
 
     def reads():
-        found, version = conversation_and_its_version(conversation_id)
-        exact = deployed_version(agent_id=found.agent_id, version=found.agent_version, environment=found.environment)
-        return fields_of(found), fields_of(version), fields_of(exact)
+        found = conversation_and_its_version(conversation_id)
+        conversation, version = found.conversation, found.version
+        exact = deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
+                                 environment=conversation.environment)
+        return fields_of(conversation), fields_of(version), fields_of(exact)
 
     by_sql, by_orm = by_sql_and_by_orm(monkeypatch, reads)
     assert by_sql == by_orm

@@ -25,7 +25,7 @@ from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
-from conversations.selectors import conversation_for_decision, conversation_for_talk
+from conversations.selectors import conversation_for_decision, conversation_for_talk, talk_on_version
 from conversations.snapshots import approval_status, snapshot
 
 SNAPSHOT = inline_serializer(
@@ -149,8 +149,8 @@ class ConversationView(APIView):
         if len(text) > INPUT_MAX:
             raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
         context = _context(body.get("context"))
-        conversation = conversation_for_talk(request.user, conversation_id)
-        said = turns.say(conversation=conversation, user=request.user, user_input=text, context=context)
+        talk = talk_on_version(request.user, conversation_id)
+        said = turns.say(conversation=talk, user=request.user, user_input=text, context=context)
         return Response(snapshot(said.conversation, steps=said.steps))
 
 
