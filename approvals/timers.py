@@ -119,8 +119,9 @@ def apply_timeout(pause: Pause) -> str:
 def fire_timeout(pause_id: str, now: datetime | None = None) -> str:
     """Fire one pause's timeout. Counts the timeout even when the fire is a no-op."""
     from approvals import metrics
+    from approvals.decisions import pause_with_owner
 
-    pause = Pause.objects.select_related("owner").filter(pk=pause_id).first()
+    pause = pause_with_owner(uuid.UUID(str(pause_id)))
     metrics.count_timeout(pause.surface if pause else "unknown")
     now = now or timezone.now()
     if pause is None or pause.status != PauseStatus.PENDING or pause.due_at is None or pause.due_at > now:

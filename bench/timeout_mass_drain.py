@@ -12,7 +12,8 @@ have decided them all, and is every pause decided exactly once?
 3. starts the two q-clusters (default and ``hitl-timers``, ``--q-workers`` each, default 2) and waits
    until the timer drainer runs;
 4. moves every pause's deadline to one instant D a few seconds ahead (``--lead``, 5 s): ``due_at``
-   of the pauses and ``next_run`` of their schedules, in one transaction (the ``hitl.pause`` audit
+   of the pauses and ``next_run`` of their schedules (the backstop, D + ``HITL_TIMER_BACKSTOP_SECONDS``,
+   as ``arm_timer`` arms it), in one transaction (the ``hitl.pause`` audit
    entries keep the PT1H deadline they were opened with: the ledger is append-only);
 5. polls until no pause is PENDING and prints the time from D to the last decision (``decided_at``),
    decisions per second and per 5 s, the lateness distribution, every ``fire_timeout`` call
@@ -196,7 +197,9 @@ def main() -> int:
         with transaction.atomic():
             moved = Pause.objects.filter(pk__in=pause_ids).update(due_at=due)
             timers = 0 if args.keep_schedules else (
-                Schedule.objects.filter(pk__in=pauses.values("schedule_id")).update(next_run=due))
+                # as arm_timer arms them: the backstop, HITL_TIMER_BACKSTOP_SECONDS after the deadline
+                Schedule.objects.filter(pk__in=pauses.values("schedule_id")).update(
+                    next_run=due + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS)))
         print(f"deadline of {moved} pauses ({timers} schedules) moved to D = now + {args.lead:.0f} s; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
 

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from approvals.decisions import open_pause_of
+from approvals.decisions import open_pause_of, pause_with_owner
 from approvals.models import Pause, PauseStatus, SubjectType
 from conversations.agents import (
     conversation_and_its_version,
@@ -68,6 +68,8 @@ def test_the_pending_pause_and_its_owner_by_sql_are_the_ones_the_orm_reads(monke
         monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, Conversation.objects.get().pk))
     assert fields_of(by_sql) == fields_of(by_orm) and by_sql.bookmark == by_orm.bookmark
     assert by_sql.owner == alice and fields_of(by_sql.owner) == fields_of(by_orm.owner)
+    by_id, by_id_orm = by_sql_and_by_orm(monkeypatch, lambda: pause_with_owner(by_sql.pk))
+    assert fields_of(by_id) == fields_of(by_orm) == fields_of(by_id_orm) and by_id.owner == alice
     Pause.objects.update(owner=None)
     by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, conversation_id))
     assert by_sql.owner is None and by_orm.owner is None  # an ownerless pause: the LEFT JOIN found no one
