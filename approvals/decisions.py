@@ -125,16 +125,20 @@ def record_decision(
     what: str = "Conversation",
     continue_here: bool = False,
     continue_here_if_quick: bool = False,
+    pending: Pause | None = None,
 ) -> tuple[Pause, object | None]:
     """``decide_pause``, also returning what the surface's check read (``check_can_continue``) when the
     continuation was claimed here, for ``continue_pause`` to reuse (None otherwise).
 
     ``continue_here_if_quick``: claim it here only when the surface says its continuation takes
     milliseconds (``continues_quickly``: nothing it runs leaves the process); else queue it. A timer
-    decides this way, so a slow continuation never delays the next deadline."""
+    decides this way, so a slow continuation never delays the next deadline.
+
+    ``pending``: the subject's pending pause as the caller has just read it (a timer), not read again;
+    the compare-and-set on its status still decides whether this decision wins."""
     handler = handler_for(surface)
     with transaction.atomic():
-        pause = open_pause_of(subject_type, subject_id)
+        pause = pending if pending is not None else open_pause_of(subject_type, subject_id)
         if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
             raise _not_awaiting(surface, subject_id, what)
         refuse_self_approval(pause=pause, actor=actor)

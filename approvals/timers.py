@@ -108,7 +108,7 @@ def apply_timeout(pause: Pause) -> str:
         decide_and_continue(
             surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
             decision=DecisionInput(verdict=verdict, note=_timeout_note(policy, verdict)),
-            actor=TIMEOUT_ACTOR, expected_pause_id=pause.id, only_if_quick=True,
+            actor=TIMEOUT_ACTOR, expected_pause_id=pause.id, only_if_quick=True, pending=pause,
         )
         return verdict
     if policy == TimeoutPolicy.ABORT:
