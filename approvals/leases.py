@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ def kept_alive(renew: Callable[[datetime], object], *, what: str) -> Iterator[No
     One heartbeat thread per process serves every lease it keeps alive (``_Heartbeat``): entering and
     leaving costs a registration, not a thread, so work that ends before its first renewal (a
     continuation of local tasks) pays next to nothing. When the block ends, no renewal of it runs any
-    more: leaving waits for one in flight."""
+    more: leaving waits for one in flight. A renewal waits at most a second for a row lock (then it is
+    retried at the next beat), so one blocked renewal cannot hold up the others past their lease."""
     key = _HEARTBEAT.add(renew, what)
     try:
         yield
@@ -108,7 +109,12 @@ class _Heartbeat:
             renew, what = entry[0], entry[1]
             self._running = key
         try:
-            renew(lease_expiry())
+            with transaction.atomic():
+                if connection.vendor == "postgresql":
+                    # One renewal waiting on a row lock (its own turn's, say) must not hold up the others'.
+                    with connection.cursor() as cursor:
+                        cursor.execute("SET LOCAL lock_timeout = '1s'")
+                renew(lease_expiry())
         except Exception:  # a missed beat is survivable; the next one tries again
             logger.exception("could not renew the lease of %s", what)
         finally:

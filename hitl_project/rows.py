@@ -1,4 +1,4 @@
-"""Model instances from hand-written SQL, for the few reads every request of the approval cycle makes.
+"""Hand-written SQL for the statements every request of the approval cycle makes (decision record 0006).
 
 Building and compiling a queryset costs more Python than the query it sends (issue 11: about 40 % of a
 web worker's time went to the ORM). The hottest reads are written as SQL once and their rows turned
@@ -9,7 +9,12 @@ database converters applied (JSON text decoded), the instance marked as loaded f
     conversation = instance(Conversation, row)          # row: the values in select_list's order
     width(Conversation)                                 # how many of a row's values it takes
 
-PostgreSQL only: callers keep the ORM path for the SQLite fallback.
+The writes (``insert``, ``update``, ``delete``) build their statement once per model and shape, and
+prepare each value as the ORM does. Column lists come from ``_meta``; filter keys come from code, never
+from a request.
+
+Reads are PostgreSQL only: their callers keep the ORM path for the SQLite fallback (``on_postgresql``).
+The writes fall back to the ORM themselves.
 """
 
 from __future__ import annotations

@@ -5,7 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from approvals.leases import kept_alive
+
+# Each renewal runs in a transaction of the heartbeat thread's own (with a lock timeout): a database is needed.
+pytestmark = pytest.mark.django_db
 
 
 def heartbeat_threads() -> list[threading.Thread]:
@@ -73,3 +78,37 @@ def test_a_failed_renewal_is_retried_at_the_next_beat(settings):
     with kept_alive(flaky, what="flaky"):
         time.sleep(0.3)
     assert len(calls) >= 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_renewal_waiting_on_a_row_lock_does_not_hold_up_the_others(settings, django_user_model):
+    """A renewal blocked by a lock gives up after a second (and is retried): the other claims of the
+    process are still renewed, well inside their lease."""
+    from django.db import connection, transaction
+
+    settings.HITL_CONTINUATION_LEASE_SECONDS = 6
+    settings.HITL_LEASE_RENEW_SECONDS = 0.5
+    user = django_user_model.objects.create(username="locked")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        with transaction.atomic():
+            django_user_model.objects.select_for_update().get(pk=user.pk)
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    assert locked.wait(5)
+    others: list[object] = []
+    try:
+        with kept_alive(lambda until: django_user_model.objects.filter(pk=user.pk).update(last_login=until),
+                        what="blocked"), kept_alive(others.append, what="other"):
+            time.sleep(3.6)
+    finally:
+        release.set()
+        holder.join()
+    # every 0.5 s plus the blocked renewal's 1 s: about every 1.5 s, well inside the 6 s lease; without
+    # the lock timeout the blocked renewal would stall them all until the lock went (none at all here)
+    assert len(others) >= 2, others

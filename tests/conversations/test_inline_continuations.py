@@ -46,6 +46,7 @@ def decision_for(pause: Pause, user) -> dict:
             "decision": DecisionInput(verdict="APPROVED"), "actor": actor_for_user(user)}
 
 
+@pytest.mark.django_db
 def test_the_heartbeat_renews_a_lease_while_the_work_runs(settings):
     settings.HITL_CONTINUATION_LEASE_SECONDS = 1
     settings.HITL_LEASE_RENEW_SECONDS = 0.05
@@ -58,6 +59,7 @@ def test_the_heartbeat_renews_a_lease_while_the_work_runs(settings):
     assert len(renewals) == count  # the heartbeat stops with the work
 
 
+@pytest.mark.django_db
 def test_work_shorter_than_one_renewal_never_renews(settings):
     settings.HITL_LEASE_RENEW_SECONDS = 5
     renewals: list[object] = []
