@@ -43,22 +43,23 @@ def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
     if not rows.on_postgresql():
         return (Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
                 .select_related("owner").order_by("-paused_at").first())
-    return _pause_with_owner(_OPEN_PAUSE_WHERE, [subject_type, subject_id, PauseStatus.PENDING])
+    return _pause_with_owner(_PENDING_OF_SUBJECT, [subject_type, subject_id, PauseStatus.PENDING])
 
 
 def pause_with_owner(pause_id: Any) -> Pause | None:
     """A pause by id, with its owner; None if there is none."""
     if not rows.on_postgresql():
         return Pause.objects.select_related("owner").filter(pk=pause_id).first()
-    return _pause_with_owner(_BY_ID_WHERE, [pause_id])
+    return _pause_with_owner(_BY_ID, [pause_id])
 
 
-_OPEN_PAUSE_WHERE = 'p."subject_type" = %s AND p."subject_id" = %s AND p."status" = %s ORDER BY p."paused_at" DESC LIMIT 1'
-_BY_ID_WHERE = 'p."id" = %s'
+# what follows WHERE: the condition, and for a subject its newest pending pause
+_PENDING_OF_SUBJECT = 'p."subject_type" = %s AND p."subject_id" = %s AND p."status" = %s ORDER BY p."paused_at" DESC LIMIT 1'
+_BY_ID = 'p."id" = %s'
 
 
-def _pause_with_owner(where: str, params: list[Any]) -> Pause | None:
-    found = rows.fetch_one(_pause_with_owner_sql(where), params)
+def _pause_with_owner(after_where: str, params: list[Any]) -> Pause | None:
+    found = rows.fetch_one(_pause_with_owner_sql(after_where), params)
     if found is None:
         return None
     user_model = get_user_model()
@@ -70,11 +71,11 @@ def _pause_with_owner(where: str, params: list[Any]) -> Pause | None:
 
 
 @functools.cache
-def _pause_with_owner_sql(where: str) -> str:
+def _pause_with_owner_sql(after_where: str) -> str:
     user_model = get_user_model()
     return (
         f'SELECT {rows.select_list(Pause, "p")}, {rows.select_list(user_model, "u")} FROM {rows.table(Pause)} p '
-        f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" WHERE {where}'
+        f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" WHERE {after_where}'
     )
 
 
