@@ -1,12 +1,14 @@
 """Running the continuation of a decided pause: in the deciding process, or as a django-q2 task.
 
-The deciding process claims the continuation in the decision's own transaction and runs it right
-after the commit (``run_claimed_continuation``), keeping its short lease alive with a heartbeat
-(approvals.leases): a web worker answering ``resume?wait`` and the admin decision page always
-(``decide_and_continue``); a timer, and a ``resume`` without ``?wait`` once its answer is sent, only
-when the surface says the continuation is quick (``continues_quickly``; ``decide_and_continue_later``).
-Everything else is handed to the q-cluster (``run_continuation``), the durable backstop. Either way a claim whose lease ran out means the process died: the pause goes back to PENDING,
-audited (approvals.recovery), and the continuation is never run twice.
+The deciding process claims the continuation in the decision's own transaction and runs it
+(``run_claimed_continuation``): a quick one (``continues_quickly``: nothing it runs leaves the process)
+in that same transaction, any other right after the commit, keeping its short lease alive with a
+heartbeat (approvals.leases). A web worker answering ``resume?wait`` and the admin decision page always
+do so (``decide_and_continue``); a timer, and a ``resume`` without ``?wait`` once its answer is sent,
+only for a quick continuation (``decide_and_continue_later``). Everything else is handed to the
+q-cluster (``run_continuation``), the durable backstop. Either way a claim whose lease ran out means the
+process died: the pause goes back to PENDING, audited (approvals.recovery), and the continuation is
+never run twice.
 
 Task delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is
 RESOLVING and has never been claimed. A claim whose lease ran out means an earlier attempt died part
@@ -20,6 +22,7 @@ starts; one that comes later is honoured by the running continuation before its 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from approvals.decisions import record_decision, restore_pause
@@ -63,17 +67,19 @@ class Continued:
     subject: object | None = None
 
 
-def run_claimed_continuation(pause: Pause, checked: object | None = None) -> Continued:
+def run_claimed_continuation(pause: Pause, checked: object | None = None, *, in_decision: bool = False) -> Continued:
     """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
     while it runs; a continuation that cannot start restores the pause. ``checked``: what the surface
-    read to check the decision in this process (``record_decision``)."""
+    read to check the decision in this process (``record_decision``). ``in_decision``: it runs inside the
+    decision's own, still open transaction (a quick one): nothing of it is visible to another process
+    until it commits with the decision, so there is no lease to keep alive."""
     handler = handler_for(pause.surface)
 
     def renew(until: datetime) -> None:
         renew_continuation_lease(pause.id, until)
         handler.renew_turn(pause.subject_id, until)
 
-    with kept_alive(renew, what=f"continuation {pause.id}"):
+    with contextlib.nullcontext() if in_decision else kept_alive(renew, what=f"continuation {pause.id}"):
         try:
             subject = handler.continue_pause(pause, checked)
         except ContinuationNotStarted as exc:
@@ -103,13 +109,22 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
 
 
 def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
-    """``decide_pause`` and, once it committed, its continuation in this process (when inline continuations
-    are on; otherwise it is queued for the q-cluster). ``only_if_quick``: only a continuation the surface
-    knows to take milliseconds runs here, any other is queued (a timer's decision)."""
-    if only_if_quick:
-        pause, checked = record_decision(**decision, continue_here_if_quick=True)
-    else:
-        pause, checked = record_decision(**decision, continue_here=True)
+    """``decide_pause`` and its continuation in this process (when inline continuations are on; otherwise
+    it is queued for the q-cluster). ``only_if_quick``: only a continuation the surface knows to take
+    milliseconds runs here, any other is queued (a timer's decision).
+
+    A quick continuation (``continues_quickly``) runs in the decision's own transaction: one commit holds
+    the decision, its audit entry and the continued subject, and a process that dies half way leaves the
+    pause pending, as if nobody had decided. A continuation that fails still commits the decision with
+    what the surface recorded of the failure (it rolled back only its own savepoint). Any other
+    continuation runs right after the decision committed, under its lease."""
+    with transaction.atomic():
+        if only_if_quick:
+            pause, checked = record_decision(**decision, continue_here_if_quick=True, own_savepoint=False)
+        else:
+            pause, checked = record_decision(**decision, continue_here=True, own_savepoint=False)
+        if pause.claimed_here and handler_for(pause.surface).continues_quickly(checked):
+            return run_claimed_continuation(pause, checked, in_decision=True)
     if pause.claimed_here:
         return run_claimed_continuation(pause, checked)
     return Continued(pause, "queued")

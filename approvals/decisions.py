@@ -98,13 +98,15 @@ def decide_pause(
     expected_pause_id: uuid.UUID | None = None,
     what: str = "Conversation",
     continue_here: bool = False,
+    subject: object | None = None,
 ) -> Pause:
     """Record a human or automated decision on the subject's pending pause and queue its continuation.
 
     With ``continue_here`` (and ``HITL_CONTINUE_INLINE`` on), the caller's process claims the continuation
     in this transaction instead, with a short lease, and must run it right after the commit
     (``approvals.continuations.decide_and_continue`` does both): if the process dies first, the lease
-    expires and recovery restores the pause. ``pause.claimed_here`` says which happened.
+    expires and recovery restores the pause. ``pause.claimed_here`` says which happened. ``subject``: see
+    ``record_decision``.
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
     pause forbids this actor to decide it (separation of duties), and with the surface's own error
@@ -112,7 +114,7 @@ def decide_pause(
     """
     return record_decision(surface=surface, subject_type=subject_type, subject_id=subject_id, decision=decision,
                            actor=actor, expected_pause_id=expected_pause_id, what=what,
-                           continue_here=continue_here)[0]
+                           continue_here=continue_here, subject=subject)[0]
 
 
 def record_decision(
@@ -127,6 +129,8 @@ def record_decision(
     continue_here: bool = False,
     continue_here_if_quick: bool = False,
     pending: Pause | None = None,
+    subject: object | None = None,
+    own_savepoint: bool = True,
 ) -> tuple[Pause, object | None]:
     """``decide_pause``, also returning what the surface's check read (``check_can_continue``) when the
     continuation was claimed here, for ``continue_pause`` to reuse (None otherwise).
@@ -136,9 +140,14 @@ def record_decision(
     decides this way, so a slow continuation never delays the next deadline.
 
     ``pending``: the subject's pending pause as the caller has just read it (a timer), not read again;
-    the compare-and-set on its status still decides whether this decision wins."""
+    the compare-and-set on its status still decides whether this decision wins. ``subject``: the subject
+    as the caller has just read it (its access check), for the surface's check to reuse
+    (``check_can_continue``); the compare-and-sets still decide.
+
+    ``own_savepoint=False``: inside a caller's transaction that ends with any exception raised here
+    (``decide_and_continue``), no savepoint of its own is needed."""
     handler = handler_for(surface)
-    with transaction.atomic():
+    with transaction.atomic(savepoint=own_savepoint):
         pause = pending if pending is not None else open_pause_of(subject_type, subject_id)
         if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
             raise _not_awaiting(surface, subject_id, what)
@@ -150,7 +159,7 @@ def record_decision(
             )
         validator = decision_validator_for(pause.kind)
         kind_detail = validator(pause, decision) if validator else {}
-        checked = handler.check_can_continue(pause)
+        checked = handler.check_can_continue(pause, subject)
         now = timezone.now()
         here = continues_inline() and (
             continue_here or (continue_here_if_quick and handler.continues_quickly(checked)))

@@ -21,15 +21,17 @@ class SurfaceHandler(Protocol):
     def subject_state(self, subject_id: object) -> str | None:
         """The subject's current state, or None when it does not exist."""
 
-    def check_can_continue(self, pause: Pause) -> object | None:
+    def check_can_continue(self, pause: Pause, subject: object | None = None) -> object | None:
         """Raise (e.g. NotDeployed) when a decision could not be carried out; runs before the CAS.
 
-        Returns what the check read (e.g. the subject and its agent version), handed to ``continue_pause``
-        when the deciding process runs the continuation right after the commit, so it is not read again."""
+        ``subject``: the subject as the deciding request's access check just read it (opaque to the core;
+        None: read it here). Returns what the check read (e.g. the subject and its agent version), handed
+        to ``continue_pause`` when the deciding process runs the continuation, so it is not read again."""
 
     def continues_quickly(self, checked: object | None) -> bool:
         """Whether the continuation whose check read ``checked`` is known to take milliseconds (nothing
-        it runs leaves the process), so a timer's process may run it in place rather than queue it."""
+        it runs leaves the process), so a timer's process may run it in place rather than queue it, and
+        the deciding process runs it in the decision's own transaction."""
 
     def begin_resume(self, pause: Pause) -> bool:
         """Compare-and-set the subject from awaiting to running, in the caller's transaction."""

@@ -14,7 +14,7 @@ from approvals.errors import NotDeployed
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
-from conversations.agents import conversation_and_its_version
+from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
 from hitl_project import rows
 
@@ -33,8 +33,13 @@ class ConversationSurface:
     def subject_state(self, subject_id: object) -> str | None:
         return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
 
-    def check_can_continue(self, pause: Pause) -> ContinuationCheck:
-        found = conversation_and_its_version(pause.subject_id)
+    def check_can_continue(self, pause: Pause, subject: object | None = None) -> ContinuationCheck:
+        """``subject``: the conversation on its version as the resume request's access check read it
+        (``decision_on_version``); any other value, or a different conversation, is read here."""
+        if isinstance(subject, OnVersion) and subject.conversation.pk == pause.subject_id:
+            found = subject
+        else:
+            found = conversation_and_its_version(pause.subject_id)
         conversation, version = found.conversation, found.version
         if version is None:
             raise NotDeployed(

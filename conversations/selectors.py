@@ -41,15 +41,30 @@ def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
 def talk_on_version(user: Any, conversation_id: Any) -> OnVersion:
     """``conversation_for_talk`` (same access rule, same refusals), with the deployed version a turn
     runs on read in the same statement: what ``turns.say`` needs, in one query."""
-    try:
-        found = find_on_version(uuid.UUID(str(conversation_id)))
-    except ValueError:
-        found = None
+    found = _find_on_version(conversation_id)
     require_owner_or_admin(
         user, exists=found is not None, owner_id=found.conversation.owner_id if found else None
     )
     assert found is not None
     return found
+
+
+def decision_on_version(user: Any, conversation_id: Any) -> OnVersion:
+    """``conversation_for_decision`` (same access rule, same refusals), with the deployed version read
+    in the same statement: what the decision's check needs (``check_can_continue``), in one query."""
+    found = _find_on_version(conversation_id)
+    require_decider(
+        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None
+    )
+    assert found is not None
+    return found
+
+
+def _find_on_version(conversation_id: Any) -> OnVersion | None:
+    try:
+        return find_on_version(uuid.UUID(str(conversation_id)))
+    except ValueError:
+        return None
 
 
 def conversation_for_decision(user: Any, conversation_id: Any) -> Conversation:

@@ -25,7 +25,12 @@ from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
-from conversations.selectors import conversation_for_decision, conversation_for_talk, talk_on_version
+from conversations.selectors import (
+    conversation_for_decision,
+    conversation_for_talk,
+    decision_on_version,
+    talk_on_version,
+)
 from conversations.snapshots import approval_status, snapshot
 
 SNAPSHOT = inline_serializer(
@@ -223,9 +228,10 @@ class ResumeView(APIView):
     def post(self, request: Request, conversation_id: str) -> Response:
         decision = parse_decision_body(json_body(request, required=True))
         wait = clamp_wait(request.query_params.get("wait"))
-        conversation = conversation_for_decision(request.user, conversation_id)
-        decide = {"surface": Surface.REGULAR, "subject_type": SubjectType.CONVERSATION,
-                  "subject_id": conversation.pk, "decision": decision, "actor": actor_for_user(request.user)}
+        found = decision_on_version(request.user, conversation_id)
+        conversation = found.conversation
+        decide = {"surface": Surface.REGULAR, "subject_type": SubjectType.CONVERSATION, "subject_id": conversation.pk,
+                  "decision": decision, "actor": actor_for_user(request.user), "subject": found}
         if wait > 0 and continues_inline():
             # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
             return Response(_continued_here_answer(decide_and_continue(**decide)))

@@ -22,7 +22,7 @@ from tests.factories import deployed_agent, say, start
 pytestmark = pytest.mark.django_db
 
 # start, say (pauses), resume?wait (decides and continues here): statements, BEGIN and COMMIT included
-BUDGET = {"start": 7, "say": 13, "resume": 18}
+BUDGET = {"start": 7, "say": 13, "resume": 16}
 
 
 def statements(run) -> tuple[object, list[str]]:

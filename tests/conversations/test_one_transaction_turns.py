@@ -136,3 +136,72 @@ def test_failed_one_transaction_continuation_never_locks_conversation(alice_clie
     assert step.data["error"] == "RuntimeError: disk on fire"
     assert step.output == []  # nothing of the rolled-back continuation was kept
     assert say(alice_client, conversation_id, "hello").json()["output"] == ["Hello!"]
+
+
+def _resume_and_capture(approver_client, conversation_id: str) -> tuple[dict, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        answer = approver_client.post(f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"},
+                                      format="json").json()
+    return answer, [q["sql"] for q in captured.captured_queries]
+
+
+def _writes_in_one_transaction(sql: list[str], *expected: str) -> None:
+    """One BEGIN and one COMMIT, every write between them, and each ``expected`` write among them."""
+    assert sql.count("BEGIN") == 1 and sql.count("COMMIT") == 1, sql
+    begin, commit = sql.index("BEGIN"), sql.index("COMMIT")
+    writes = [i for i, s in enumerate(sql) if s.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "WITH")]
+    assert writes and all(begin < i < commit for i in writes), sql
+    for prefix in expected:
+        assert any(sql[i].startswith(prefix) for i in writes), (prefix, sql)
+
+
+DECISION = 'UPDATE "approvals_pause" SET "status" = \'RESOLVING\''
+FINISH = 'UPDATE "approvals_pause" SET "status" = \'RESOLVED\''
+DECISION_AUDIT = 'WITH new_entry AS (INSERT INTO "approvals_auditentry"'
+CONTINUED_STEP = 'UPDATE "conversations_conversationstep"'
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quick_continuation_commits_once_with_its_decision():
+    """resume?wait on an agent whose tasks are all local: the decision, its audit entry and the continued
+    turn are one transaction (one commit), so no process ever sees the decision without its outcome."""
+    from approvals.models import Pause
+
+    alice_client, approver_client = client_for(make_user("alice")), client_for(make_user("approver", "approver"))
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+    pause = Pause.objects.get(subject_id=conversation_id)
+
+    answer, sql = _resume_and_capture(approver_client, conversation_id)
+
+    assert answer["state"] == "READY" and answer["output"] == ["Deletion APPROVED."]
+    _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH, CONTINUED_STEP)
+    assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
+    """The failure rolls back only the continuation's savepoint: the decision commits with the failure it
+    recorded, in the same one transaction."""
+    from approvals.models import AuditEntry, Pause
+
+    alice_client, approver_client = client_for(make_user("alice")), client_for(make_user("approver", "approver"))
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+    pause = Pause.objects.get(subject_id=conversation_id)
+    real_save_step = turns.save_step
+
+    def failing_save_step(conversation, step, properties, row=None, **kwargs):
+        if row is not None:  # the continued step
+            raise RuntimeError("disk on fire")
+        return real_save_step(conversation, step, properties, row=row, **kwargs)
+
+    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    answer, sql = _resume_and_capture(approver_client, conversation_id)
+    monkeypatch.setattr(turns, "save_step", real_save_step)
+
+    assert answer["state"] == "ERROR" and answer["lastDecision"]["verdict"] == "APPROVED"
+    _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH)
+    verbs = list(AuditEntry.objects.filter(pause_id=pause.pk).order_by("sequence").values_list("verb", flat=True))
+    assert verbs == ["hitl.pause", "hitl.approval", "hitl.continuation.failed"], verbs
+    assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"

@@ -5,6 +5,9 @@ slow target. The whole uvicorn process group is killed while that call is in fli
 leases (15 s, renewed every 5 s, swept every 5 s by the q-cluster's drainer) the pause is back in the
 inbox within 30 s of the kill, audited, and the target saw one request. A turn killed the same way is
 interrupted within 30 s. Nothing here shortens a lease: these are the settings a deployment runs.
+
+A quick continuation (every task local) runs in the decision's own transaction: killed half way, it
+leaves nothing behind, and the pause is pending at once, as if nobody had decided.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from approvals.continuations import INTERRUPTED
@@ -21,7 +25,7 @@ from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
 from tests.e2e.clusters import SlowTarget, deploy_agent, kill_group, paused_conversation, with_http_call
 from tests.e2e.clusters import slow_target as slow_target  # noqa: F401  (fixture)
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
+from tests.e2e.conftest import LiveStack, api_user, database_url, eventually, running_stack
 from tests.factories import account_bot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -109,4 +113,43 @@ def test_sigkill_of_the_web_process_mid_turn_interrupts_the_turn_within_30s(stac
     assert entry.actor == "system:recovery"
     assert len(slow_target.requests) == 1
     for client in (admin, alice):
+        client.close()
+
+
+def waiting_on_a_lock() -> bool:
+    with psycopg.connect(database_url(), autocommit=True) as probe:
+        row = probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND wait_event_type = 'Lock'").fetchone()
+    return bool(row and row[0])
+
+
+def test_sigkill_mid_quick_continuation_leaves_the_pause_pending_as_if_nobody_had_decided(stack: LiveStack):
+    admin, alice = stack.client(api_user("admin", "admin")), stack.client(api_user("alice"))
+    approver = stack.client(api_user("approver", "approver"), timeout=120)
+    conversation_id = paused_conversation(alice, deploy_agent(admin, account_bot()))
+    pause = Pause.objects.get(subject_id=conversation_id)
+
+    with psycopg.connect(database_url()) as blocker:
+        # Hold the paused step's row: the continuation waits for it in the decision's open transaction.
+        blocker.execute("SELECT 1 FROM conversations_conversationstep WHERE conversation_id = %s FOR UPDATE",
+                        [conversation_id])
+        in_background(lambda: approver.post(f"/agents/{conversation_id}/resume?wait=60",
+                                             json={"verdict": "APPROVED"}))
+        eventually(waiting_on_a_lock, timeout=30, what="the continuation to wait for the step's row")
+        assert stack.server is not None
+        kill_group(stack.server)
+        stack.server = None
+    # The killed backend's transaction rolls back once its client is gone; nothing of the decision stays.
+    eventually(lambda: not waiting_on_a_lock(), timeout=15, what="the killed transaction to end")
+
+    assert Pause.objects.get(pk=pause.pk).status == "PENDING"
+    assert Conversation.objects.get(pk=conversation_id).state == "AWAITING_HUMAN"
+    assert not AuditEntry.objects.filter(pause_id=pause.pk, verb__in=["hitl.approval", "hitl.restored"]).exists()
+    stack.start_server()
+    with stack.client(approver.headers["Authorization"].removeprefix("Token ")) as again:
+        assert conversation_id in [row["conversationId"] for row in again.get("/agents/pending-approvals").json()]
+        answer = again.post(f"/agents/{conversation_id}/resume?wait=10", json={"verdict": "APPROVED"}).json()
+    assert answer["state"] == "READY" and answer["output"] == ["Deletion APPROVED."]
+    assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.approval").count() == 1
+    for client in (admin, alice, approver):
         client.close()
