@@ -70,7 +70,7 @@ def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str,
         raise no_access(what)
 
 
-def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
+def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str) -> None:
     """Owner, admin or approver may decide, cancel and read approval status.
 
     An unknown id is a 404 only for admins and approvers; anyone else gets 403, so a plain user cannot
@@ -79,6 +79,6 @@ def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str 
     _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=sees_every_pause(user))
 
 
-def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
-    """Talking to a conversation (say, undo, redo, end) is for its owner and admins only."""
+def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str) -> None:
+    """Using a subject as its owner (a conversation's say, undo, redo, end) is for its owner and admins only."""
     _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=is_admin(user))
