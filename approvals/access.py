@@ -46,6 +46,13 @@ def is_owner(user: Any, owner_id: int | None) -> bool:
     return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
 
 
+def may_read_turns(user: Any, *, owner_id: int | None, awaiting: bool) -> bool:
+    """Of those who may decide a subject, admins and its owner may always read its turns; an approver only
+    while it awaits a decision (``awaiting``). The one rule behind the snapshot, ``approval-status?detail=full``
+    and the admin decision page."""
+    return is_admin(user) or is_owner(user, owner_id) or awaiting
+
+
 def no_access(what: str) -> Forbidden:
     """The one refusal for a subject the caller may not use: unknown, someone else's and ownerless alike.
 
