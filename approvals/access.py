@@ -46,6 +46,13 @@ def is_owner(user: Any, owner_id: int | None) -> bool:
     return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
 
 
+def may_read_turns(user: Any, *, owner_id: int | None, awaiting: bool) -> bool:
+    """Of those who may decide a subject, admins and its owner may always read its turns; an approver only
+    while it awaits a decision (``awaiting``). The one rule behind the snapshot, ``approval-status?detail=full``
+    and the admin decision page."""
+    return is_admin(user) or is_owner(user, owner_id) or awaiting
+
+
 def no_access(what: str) -> Forbidden:
     """The one refusal for a subject the caller may not use: unknown, someone else's and ownerless alike.
 
@@ -70,7 +77,7 @@ def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str,
         raise no_access(what)
 
 
-def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
+def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str) -> None:
     """Owner, admin or approver may decide, cancel and read approval status.
 
     An unknown id is a 404 only for admins and approvers; anyone else gets 403, so a plain user cannot
@@ -79,6 +86,6 @@ def require_decider(user: Any, *, exists: bool, owner_id: int | None, what: str 
     _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=sees_every_pause(user))
 
 
-def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str = "conversation") -> None:
-    """Talking to a conversation (say, undo, redo, end) is for its owner and admins only."""
+def require_owner_or_admin(user: Any, *, exists: bool, owner_id: int | None, what: str) -> None:
+    """Using a subject as its owner (a conversation's say, undo, redo, end) is for its owner and admins only."""
     _require_access(user, exists=exists, owner_id=owner_id, what=what, allowed_for_all=is_admin(user))

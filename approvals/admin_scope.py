@@ -11,8 +11,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from approvals.access import is_admin, is_owner, sees_every_pause
+from approvals import access
+from approvals.access import is_owner, sees_every_pause
 from approvals.models import Pause, PauseStatus
+from approvals.selectors import decidable_by
 
 
 def may_use_inbox(user: Any) -> bool:
@@ -23,9 +25,7 @@ def scoped_pauses(user: Any, pauses: QuerySet[Pause]) -> QuerySet[Pause]:
     """``pauses`` narrowed, inside SQL, to those ``user`` may see and decide (any status)."""
     if not may_use_inbox(user):
         return pauses.none()
-    if sees_every_pause(user):
-        return pauses
-    return pauses.filter(owner_id=user.pk)
+    return decidable_by(user, pauses)
 
 
 def may_decide(user: Any, pause: Pause) -> bool:
@@ -33,10 +33,6 @@ def may_decide(user: Any, pause: Pause) -> bool:
 
 
 def may_read_turns(user: Any, pause: Pause) -> bool:
-    """Admins and the owner may always read the conversation; approvers only while it awaits them.
-
-    The same rule as ``approval-status?detail=full`` in the REST API.
-    """
-    if not may_decide(user, pause):
-        return False
-    return is_admin(user) or is_owner(user, pause.owner_id) or pause.status == PauseStatus.PENDING
+    """``approvals.access.may_read_turns``, for a reviewer who may decide ``pause`` in the inbox."""
+    return may_decide(user, pause) and access.may_read_turns(user, owner_id=pause.owner_id,
+                                                             awaiting=pause.status == PauseStatus.PENDING)

@@ -72,7 +72,8 @@ def append_audit_entry(
     (outside one it runs in a transaction of its own). Appends to one subject serialize on the
     subject's ``AuditHead`` row lock, held until the caller commits: keep that transaction short, and
     when one transaction appends to several subjects, append in a fixed order to avoid deadlocks.
-    ``automated`` defaults to whether the actor is a ``system:`` actor.
+    ``automated`` defaults to whether the actor is a ``system:`` actor. ``conversation_id`` files the entry
+    under a conversation; an entry whose subject is a conversation is filed under it without being told.
     """
     if subject_type not in SubjectType.values:
         raise ValueError(f"unknown audit subject type {subject_type!r}")
@@ -85,7 +86,8 @@ def append_audit_entry(
             subject_type=subject_type,
             subject_id=subject_id,
             sequence=head.last_sequence + 1,
-            conversation_id=_as_uuid_or_none(conversation_id),
+            conversation_id=_as_uuid_or_none(
+                subject_id if conversation_id is None and subject_type == SubjectType.CONVERSATION else conversation_id),
             pause_id=_as_uuid_or_none(pause_id),
             epoch=_as_uuid_or_none(epoch),
             verb=verb,

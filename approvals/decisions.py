@@ -24,18 +24,14 @@ from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.errors import BadRequest, WrongState
 from approvals.leases import lease_expiry
-from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Verdict
+from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
 from approvals.surfaces import handler_for
-from approvals.timers import arm_timer, disarm_timer
+from approvals.timer_arming import arm_timer, disarm_timer
 from hitl_project import rows
 
 CONTINUATION_TASK = "approvals.continuations.run_continuation"
-
-
-def _conversation_id(pause: Pause) -> uuid.UUID | None:
-    return pause.subject_id if pause.subject_type == SubjectType.CONVERSATION else None
 
 
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
@@ -96,7 +92,7 @@ def decide_pause(
     decision: DecisionInput,
     actor: Actor,
     expected_pause_id: uuid.UUID | None = None,
-    what: str = "Conversation",
+    what: str | None = None,
     continue_here: bool = False,
     subject: object | None = None,
 ) -> Pause:
@@ -110,7 +106,7 @@ def decide_pause(
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
     pause forbids this actor to decide it (separation of duties), and with the surface's own error
-    (e.g. NotDeployed) when the decision could not be carried out; either way nothing changes.
+    (an ApplicationError of its own) when the decision could not be carried out; either way nothing changes.
     """
     return record_decision(surface=surface, subject_type=subject_type, subject_id=subject_id, decision=decision,
                            actor=actor, expected_pause_id=expected_pause_id, what=what,
@@ -125,7 +121,7 @@ def record_decision(
     decision: DecisionInput,
     actor: Actor,
     expected_pause_id: uuid.UUID | None = None,
-    what: str = "Conversation",
+    what: str | None = None,
     continue_here: bool = False,
     continue_here_if_quick: bool = False,
     pending: Pause | None = None,
@@ -150,7 +146,7 @@ def record_decision(
     with transaction.atomic(savepoint=own_savepoint):
         pause = pending if pending is not None else open_pause_of(subject_type, subject_id)
         if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
-            raise _not_awaiting(surface, subject_id, what)
+            raise _not_awaiting(surface, subject_id, what or handler.subject_word)
         refuse_self_approval(pause=pause, actor=actor)
         if decision.tool_decisions and pause.kind != PauseKind.TOOL_CALL:
             raise BadRequest(
@@ -176,7 +172,7 @@ def record_decision(
         }
         won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
         if not won or not handler.begin_resume(pause):
-            raise _not_awaiting(surface, subject_id, what)
+            raise _not_awaiting(surface, subject_id, what or handler.subject_word)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
             setattr(pause, field, value)
         if actor.user is not None:
@@ -190,7 +186,6 @@ def record_decision(
             automated=actor.automated,
             verdict=decision.verdict,
             note=decision.note,
-            conversation_id=_conversation_id(pause),
             pause_id=pause.id,
             epoch=pause.epoch,
             detail={
@@ -244,7 +239,6 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
             actor=actor.name,
             automated=actor.automated,
             verdict=Verdict.CANCELLED,
-            conversation_id=_conversation_id(pause),
             pause_id=pause.id,
             epoch=pause.epoch,
             detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface},
@@ -292,7 +286,6 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             verb="hitl.restored",
             actor="system:recovery",
             automated=True,
-            conversation_id=_conversation_id(pause),
             pause_id=pause.id,
             epoch=pause.epoch,
             detail={"reason": reason, "previousDecision": previous,
@@ -317,7 +310,6 @@ def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = 
             verb=f"hitl.continuation.{outcome}",
             actor="system:continuation",
             automated=True,
-            conversation_id=_conversation_id(pause),
             pause_id=pause.id,
             epoch=pause.epoch,
             detail=detail or {},

@@ -55,12 +55,6 @@ class Conflict(ApplicationError):
     title = "Conflict"
 
 
-class NotDeployed(ApplicationError):
-    status = 409
-    code = "NOT_DEPLOYED"
-    title = "Agent not deployed"
-
-
 class Disabled(ApplicationError):
     status = 409
     code = "DISABLED"

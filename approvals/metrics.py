@@ -42,7 +42,6 @@ class Meters:
     pauses: Any
     resumes: Any
     timeouts: Any
-    member_pauses_skipped: Any
     tool_resumes: Any
     tool_guards: Any
     rules_matched: Any
@@ -69,9 +68,6 @@ def _build() -> Meters:
         pauses=Counter("hitl_pauses", "Pauses committed", ["surface"]),
         resumes=Counter("hitl_resumes", "Decisions that resumed a pause", ["surface"]),
         timeouts=Counter("hitl_timeouts", "Pause timers fired, no-ops included", ["surface"]),
-        member_pauses_skipped=Counter(
-            "hitl_group_member_pause_skipped", "Member-agent pauses auto-cancelled inside a group"
-        ),
         tool_resumes=Counter("hitl_tool_resumes", "Tool-call pauses resumed", ["verdict"]),
         tool_guards=Counter("hitl_tool_guard", "Tool-loop guards that fired", ["guard"]),
         rules_matched=Counter("hitl_rule_matched", "Distinct tool rules matched per pause", ["match"]),
@@ -142,10 +138,6 @@ def count_resume(surface: str) -> None:
 def count_timeout(surface: str) -> None:
     label = _one_of(surface, SURFACES, "surface")
     _record("hitl_timeouts", lambda m: m.timeouts.labels(surface=label).inc())
-
-
-def count_member_pause_skipped() -> None:
-    _record("hitl_group_member_pause_skipped", lambda m: m.member_pauses_skipped.inc())
 
 
 def count_tool_resume(verdict: str) -> None:

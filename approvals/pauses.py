@@ -12,9 +12,9 @@ from django.utils import timezone
 from approvals import metrics
 from approvals.audit import append_audit_entry
 from approvals.durations import positive_duration
-from approvals.models import Pause, PauseKind, SubjectType, TimeoutPolicy
+from approvals.models import Pause, PauseKind, TimeoutPolicy
 from approvals.self_approval import effective_allow_self_approval
-from approvals.timers import arm_timer
+from approvals.timer_arming import arm_timer
 from hitl_project import rows
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
@@ -104,7 +104,6 @@ def open_pause(
         verb="hitl.pause",
         actor="system:pipeline",
         automated=True,
-        conversation_id=subject_id if subject_type == SubjectType.CONVERSATION else None,
         pause_id=pause.id,
         epoch=pause.epoch,
         detail={

@@ -31,7 +31,7 @@ from approvals.decisions import cancel_pending_pause, restore_pause
 from approvals.durations import positive_duration
 from approvals.models import Pause, PauseStatus
 from approvals.surfaces import registered_handlers
-from approvals.timers import arm_timer
+from approvals.timer_arming import arm_timer
 
 logger = logging.getLogger(__name__)
 

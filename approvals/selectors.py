@@ -22,6 +22,12 @@ def clamp_limit(value: Any, default: int = 200) -> int:
     return max(LIMIT_MIN, min(LIMIT_MAX, number))
 
 
+def decidable_by(user: Any, pauses: QuerySet[Pause]) -> QuerySet[Pause]:
+    """``pauses`` narrowed, inside SQL, to those ``user`` may decide: every pause for admins and approvers,
+    their own for anyone else (the scope is part of the query, never a filter on fetched rows)."""
+    return pauses if sees_every_pause(user) else pauses.filter(owner_id=user.pk)
+
+
 def pending_pauses_for(user: Any, *, limit: int, surface: str | None = None) -> QuerySet[Pause]:
     """PENDING pauses the user may decide, oldest first. Admins and approvers see all, others their own;
     the owner filter is part of the query, so a personal inbox is never starved by other users' backlog."""
@@ -30,9 +36,7 @@ def pending_pauses_for(user: Any, *, limit: int, surface: str | None = None) -> 
     pauses = Pause.objects.filter(status=PauseStatus.PENDING)
     if surface is not None:
         pauses = pauses.filter(surface=surface)
-    if not sees_every_pause(user):
-        pauses = pauses.filter(owner_id=user.pk)
-    return pauses.select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
+    return decidable_by(user, pauses).select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
 
 
 INBOX_COLUMNS = ("id", "surface", "subject_id", "agent_id", "group_id", "owner__username", "paused_at", "due_at",

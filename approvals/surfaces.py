@@ -18,11 +18,14 @@ class ContinuationNotStarted(Exception):
 
 
 class SurfaceHandler(Protocol):
+    subject_word: str
+    """What the surface's subject is called in a refusal ("Conversation is not in a resumable state")."""
+
     def subject_state(self, subject_id: object) -> str | None:
         """The subject's current state, or None when it does not exist."""
 
     def check_can_continue(self, pause: Pause, subject: object | None = None) -> object | None:
-        """Raise (e.g. NotDeployed) when a decision could not be carried out; runs before the CAS.
+        """Raise (the surface's own ApplicationError) when a decision could not be carried out; runs before the CAS.
 
         ``subject``: the subject as the deciding request's access check just read it (opaque to the core;
         None: read it here). Returns what the check read (e.g. the subject and its agent version), handed

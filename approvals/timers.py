@@ -1,7 +1,8 @@
 """Timeouts of pauses: the deadline is data (``Pause.due_at``); timers only act on it.
 
 - ``arm_timer`` creates a django-q2 one-shot Schedule in the transaction that opens the pause, and
-  ``disarm_timer`` deletes it (by primary key) in the transaction that ends the pause.
+  ``disarm_timer`` deletes it (by primary key) in the transaction that ends the pause
+  (approvals.timer_arming, below the decisions that call them; this module fires timers and decides).
 - django-q2's scheduler wakes only every ~30 s, so a *drainer* task fires overdue pauses close to
   their deadline: it polls the partial index on ``due_at`` a few times a second, claims overdue
   pauses in batches with ``FOR UPDATE SKIP LOCKED`` and fires each in its own transaction. One
@@ -35,16 +36,17 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
+from approvals import metrics
 from approvals.actors import system_actor
+from approvals.continuations import decide_and_continue
 from approvals.decision_input import DecisionInput
+from approvals.decisions import cancel_pending_pause, pause_with_owner
 from approvals.errors import ApplicationError, WrongState
 from approvals.models import Pause, PauseStatus, TimeoutPolicy, Verdict
-from hitl_project import rows
+from approvals.timer_arming import TIMER_FUNC
 
 logger = logging.getLogger(__name__)
 
-TIMER_FUNC = "approvals.timers.fire_timeout"
-TIMER_PREFIX = "hitl-timeout-"
 DRAIN_FUNC = "approvals.timers.drain_due_timers"
 BURST_FUNC = "approvals.timers.fire_due_burst"
 DRAIN_LOCK_KEY = 0x48495446  # "HITF": one drainer across every cluster
@@ -54,52 +56,12 @@ TIMEOUT_ACTOR = system_actor("timeout")
 POLICY_VERDICT = {TimeoutPolicy.AUTO_APPROVE: Verdict.APPROVED, TimeoutPolicy.AUTO_REJECT: Verdict.REJECTED}
 
 
-def timer_name(pause_id: uuid.UUID | str) -> str:
-    return f"{TIMER_PREFIX}{pause_id}"
-
-
-def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
-    """Create the pause's one-shot schedule, a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its deadline
-    (or after now if overdue); caller's transaction. ``unsaved``: the pause is about to be inserted, so
-    only its ``schedule_id`` is set (no UPDATE).
-
-    The drainer fires pauses at their deadline and deletes the schedule with the decision; a schedule
-    due at the same instant would make django-q2's scheduler lock and enqueue thousands of rows during
-    a mass drain. The backstop only fires when no drainer ran.
-    """
-    if pause.due_at is None or pause.status != PauseStatus.PENDING:
-        return None
-    schedule = Schedule(
-        name=timer_name(pause.id),
-        func=TIMER_FUNC,
-        args=repr(str(pause.id)),
-        schedule_type=Schedule.ONCE,
-        repeats=1,
-        next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
-        cluster=settings.HITL_TIMER_CLUSTER,
-    )
-    rows.insert(schedule)  # Schedule.save() adds nothing to a ONCE schedule, and no signal listens
-    if not unsaved:
-        Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
-    pause.schedule_id = schedule.pk
-    return schedule
-
-
-def disarm_timer(pause: Pause) -> None:
-    """Delete the pause's schedule by key (Schedule.name has no index); caller's transaction."""
-    if pause.schedule_id:
-        rows.delete(Schedule, where={"id": pause.schedule_id})  # nothing references a schedule row
-
-
 def _timeout_note(policy: str, verdict: str) -> str:
     return f"Automatic {verdict.lower()} due to timeout (policy: {policy})"
 
 
 def apply_timeout(pause: Pause) -> str:
     """Decide an overdue pause by its policy, through the same services as a human decision."""
-    from approvals.continuations import decide_and_continue
-    from approvals.decisions import cancel_pending_pause
-
     policy = pause.timeout_policy
     if policy in POLICY_VERDICT:
         verdict = POLICY_VERDICT[policy]
@@ -118,9 +80,6 @@ def apply_timeout(pause: Pause) -> str:
 
 def fire_timeout(pause_id: str, now: datetime | None = None) -> str:
     """Fire one pause's timeout. Counts the timeout even when the fire is a no-op."""
-    from approvals import metrics
-    from approvals.decisions import pause_with_owner
-
     pause = pause_with_owner(uuid.UUID(str(pause_id)))
     metrics.count_timeout(pause.surface if pause else "unknown")
     now = now or timezone.now()

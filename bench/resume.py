@@ -49,6 +49,23 @@ def pause_states(conn, pause_ids: list[str], conversation_ids: list[str]) -> tup
     return pauses, conversations
 
 
+def decide_each(approver, conversation_ids: list[str]) -> tuple[list[float], list[str], list[str]]:
+    """Approve each conversation's pause, one request at a time: latencies (s), pause ids, errors."""
+    latencies: list[float] = []
+    pause_ids: list[str] = []
+    errors: list[str] = []
+    for conversation_id in conversation_ids:
+        t = time.perf_counter()
+        response = approver.post(f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "ok"})
+        elapsed = time.perf_counter() - t
+        if response.status_code != 200:
+            errors.append(f"resume {response.status_code} {response.text[:200]}")
+            continue
+        latencies.append(elapsed)
+        pause_ids.append(response.json()["pauseId"])
+    return latencies, pause_ids, errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--conversations", type=int, default=300, help="paused conversations (default 300)")
@@ -68,22 +85,11 @@ def main() -> int:
         conversation_ids = [paused_conversation(alice, stack.agent_id) for _ in range(args.conversations)]
         prepare = time.perf_counter() - t0
 
-        latencies: list[float] = []
-        pause_ids: list[str] = []
-        errors: list[str] = []
         sessions_before = sessions_opened(conn)
         meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=False)
         meter.begin()
         first_decision = time.perf_counter()
-        for conversation_id in conversation_ids:
-            t = time.perf_counter()
-            response = approver.post(f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "ok"})
-            elapsed = time.perf_counter() - t
-            if response.status_code != 200:
-                errors.append(f"resume {response.status_code} {response.text[:200]}")
-                continue
-            latencies.append(elapsed)
-            pause_ids.append(response.json()["pauseId"])
+        latencies, pause_ids, errors = decide_each(approver, conversation_ids)
         last_decision = time.perf_counter()
         decisions_wall = last_decision - first_decision
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -10,32 +9,29 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals.audit import append_audit_entry
-from approvals.errors import NotDeployed
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from conversations.agents import OnVersion, conversation_and_its_version
-from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from conversations.errors import NotDeployed
+from conversations.local_turns import runs_in_one_transaction
+from conversations.models import Conversation, ConversationState, ConversationStep
+from conversations.turns import continue_after_decision, renew_turn
 from hitl_project import rows
 
 S = ConversationState
 
 
-@dataclass(frozen=True)
-class ContinuationCheck:
-    """What the decision's check read: the paused conversation and the deployed version it runs on."""
-
-    conversation: Conversation
-    version: AgentVersion
-
-
 class ConversationSurface:
+    subject_word = "Conversation"
+
     def subject_state(self, subject_id: object) -> str | None:
         return Conversation.objects.filter(pk=subject_id).values_list("state", flat=True).first()
 
-    def check_can_continue(self, pause: Pause, subject: object | None = None) -> ContinuationCheck:
-        """``subject``: the conversation on its version as the resume request's access check read it
-        (``decision_on_version``); any other value, or a different conversation, is read here."""
+    def check_can_continue(self, pause: Pause, subject: object | None = None) -> OnVersion:
+        """The paused conversation and the deployed version it runs on (never None: not deployed is
+        refused). ``subject``: the conversation on its version as the resume request's access check read
+        it (``decision_on_version``); any other value, or a different conversation, is read here."""
         if isinstance(subject, OnVersion) and subject.conversation.pk == pause.subject_id:
             found = subject
         else:
@@ -48,12 +44,11 @@ class ConversationSurface:
                 "AWAITING_HUMAN; redeploy the agent and retry",
                 currentState=S.AWAITING_HUMAN,
             )
-        return ContinuationCheck(conversation, version)
+        return found
 
     def continues_quickly(self, checked: object | None) -> bool:
-        from conversations.local_turns import runs_in_one_transaction
-
-        return isinstance(checked, ContinuationCheck) and runs_in_one_transaction(checked.version.document)
+        return (isinstance(checked, OnVersion) and checked.version is not None
+                and runs_in_one_transaction(checked.version.document))
 
     def begin_resume(self, pause: Pause) -> bool:
         return bool(rows.update(
@@ -70,9 +65,7 @@ class ConversationSurface:
         Conversation.objects.filter(pk=pause.subject_id, state=S.IN_PROGRESS).update(state=S.AWAITING_HUMAN)
 
     def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
-        from conversations.turns import continue_after_decision
-
-        return continue_after_decision(pause, checked if isinstance(checked, ContinuationCheck) else None)
+        return continue_after_decision(pause, checked if isinstance(checked, OnVersion) else None)
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         renew_turn(subject_id, until)
@@ -111,11 +104,6 @@ class ConversationSurface:
             {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
             for row in list(rows)[::-1]
         ]
-
-
-def renew_turn(conversation_id: object, until: datetime) -> int:
-    """Push the lease of the conversation's running turn to ``until`` (its heartbeat)."""
-    return Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).update(turn_alive_until=until)
 
 
 def register() -> None:

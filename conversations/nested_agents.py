@@ -8,6 +8,7 @@ gets a structured PAUSED_FOR_APPROVAL result naming the conversation and the rea
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -17,14 +18,13 @@ from approvals.models import SubjectType
 from approvals.selectors import current_pause_of
 from conversations.models import ConversationState
 from conversations.selectors import conversation_for_talk
+from conversations.snapshots import snapshot
 
 MAX_DEPTH = 3
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("hitl_nested_depth", default=0)
 
 
 def _result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    from conversations.snapshots import snapshot
-
     view = snapshot(conversation, steps=steps)
     if conversation.state == ConversationState.AWAITING_HUMAN:
         pause = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
@@ -42,11 +42,11 @@ def _result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dic
             "output": view["output"]}
 
 
-def talk_to_agent(*, caller_username: str, parent_conversation_id: str, message: str,
-                  agent_id: str | None = None, conversation_id: str | None = None,
-                  environment: str = "production") -> dict[str, Any]:
-    from conversations.turns import say, start_conversation
-
+def talk_to_agent(*, say: Callable[..., Any], start_conversation: Callable[..., Any], caller_username: str,
+                  parent_conversation_id: str, message: str, agent_id: str | None = None,
+                  conversation_id: str | None = None, environment: str = "production") -> dict[str, Any]:
+    """``say`` and ``start_conversation``: the turn services (conversations.turns, which passes them: it
+    runs the outer turn, so this module cannot import it)."""
     if _depth.get() >= MAX_DEPTH:
         return {"status": "NOT_EXECUTED", "reason": f"agents may nest at most {MAX_DEPTH} conversations deep"}
     user = get_user_model().objects.filter(username=caller_username, is_active=True).first()

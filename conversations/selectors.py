@@ -11,6 +11,8 @@ from conversations.agents import OnVersion, find_on_version
 from conversations.models import Conversation
 from hitl_project import rows
 
+WHAT = "conversation"  # the word the access refusals use
+
 
 def _find(conversation_id: Any) -> Conversation | None:
     try:
@@ -32,7 +34,7 @@ def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
     """Say, undo, redo, end and reading the snapshot: owner or admin."""
     conversation = _find(conversation_id)
     require_owner_or_admin(
-        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None
+        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None, what=WHAT
     )
     assert conversation is not None
     return conversation
@@ -43,7 +45,7 @@ def talk_on_version(user: Any, conversation_id: Any) -> OnVersion:
     runs on read in the same statement: what ``turns.say`` needs, in one query."""
     found = _find_on_version(conversation_id)
     require_owner_or_admin(
-        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None
+        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None, what=WHAT
     )
     assert found is not None
     return found
@@ -54,7 +56,7 @@ def decision_on_version(user: Any, conversation_id: Any) -> OnVersion:
     in the same statement: what the decision's check needs (``check_can_continue``), in one query."""
     found = _find_on_version(conversation_id)
     require_decider(
-        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None
+        user, exists=found is not None, owner_id=found.conversation.owner_id if found else None, what=WHAT
     )
     assert found is not None
     return found
@@ -71,7 +73,7 @@ def conversation_for_decision(user: Any, conversation_id: Any) -> Conversation:
     """Resume, cancel and approval status: owner, admin or approver."""
     conversation = _find(conversation_id)
     require_decider(
-        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None
+        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None, what=WHAT
     )
     assert conversation is not None
     return conversation

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -23,11 +24,13 @@ from django.utils import timezone
 from approvals.actors import system_actor
 from approvals.decision_notices import rejection_text
 from approvals.decisions import finish_pause
-from approvals.errors import NotDeployed, WrongState
+from approvals.errors import WrongState
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
+from approvals.surfaces import ContinuationNotStarted
+from conversations import nested_agents
 from conversations.agents import OnVersion, deployed_version, newest_deployed_version
 from conversations.cancels import (
     cancel_check,
@@ -36,7 +39,7 @@ from conversations.cancels import (
     finish_cancelled_turn,
     finish_unstarted_continuation,
 )
-from conversations.continuation import ContinuationCheck, renew_turn
+from conversations.errors import NotDeployed
 from conversations.lifecycle import (
     Cancelled,
     Completed,
@@ -59,12 +62,16 @@ from conversations.memory_store import (
     save_step,
 )
 from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from conversations.pipeline.llm_task import apply_config_drift
 from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import fail_turn, failure_text, run_guarded
 from hitl_project import rows
+from toolgate.batches import store_batch
+from toolgate.models import PendingToolBatch
+from toolgate.no_progress import act_on_trip, record_trip
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +95,11 @@ def _busy(conversation_id: Any, state: str | None) -> WrongState:
     return WrongState(f"Conversation has ended (current state: {state})", current_state=state)
 
 
+def renew_turn(conversation_id: object, until: datetime) -> int:
+    """Push the lease of the conversation's running turn to ``until`` (its heartbeat)."""
+    return Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).update(turn_alive_until=until)
+
+
 def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnContext:
     return TurnContext(
         agent_document=document,
@@ -95,7 +107,13 @@ def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnC
         agent_id=str(conversation.agent_id),
         environment=conversation.environment,
         check_cancelled=cancel_check(conversation.pk),
+        talk_to_agent=_talk_to_nested_agent,
     )
+
+
+def _talk_to_nested_agent(**kwargs: Any) -> dict[str, Any]:
+    """A tool's talk to another agent: a nested conversation run by this module's own turn services."""
+    return nested_agents.talk_to_agent(say=say, start_conversation=start_conversation, **kwargs)
 
 
 def _deployed_version_of(conversation: Conversation) -> AgentVersion | None:
@@ -222,8 +240,6 @@ def _open_pause(conversation: Conversation, document: dict[str, Any], memory: Co
 def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
     """A pause and what belongs to it commit together: the gated batch, and the audit of a guard that
     tripped on it. A trip that rejects or cancels the pause acts once the pause is committed."""
-    from toolgate.batches import store_batch
-    from toolgate.no_progress import act_on_trip, record_trip
 
     if request.tool_batch is not None:
         store_batch(pause, request.tool_batch)
@@ -365,7 +381,6 @@ def _apply_decision(memory: ConversationMemory, pause: Pause) -> None:
 def _resume_point(pause: Pause) -> ResumePoint:
     """Where the decided pause's turn goes on: after the task that paused on a rule, back into the llm
     task that paused on tools, with its frozen batch (the decision applied is this pause's)."""
-    from toolgate.models import PendingToolBatch
 
     batch = None
     if pause.kind == PauseKind.TOOL_CALL:
@@ -377,7 +392,7 @@ def _resume_point(pause: Pause) -> ResumePoint:
                        pause_id=str(pause.id), kind=pause.kind, tool_batch=batch)
 
 
-def continue_after_decision(pause: Pause, checked: ContinuationCheck | None = None) -> TurnResult:
+def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> TurnResult:
     """The continuation of a decided pause of a conversation: in the deciding process right after the
     decision committed (``checked``: the conversation and version its check read, as the decision's
     compare-and-set left them), or on a django-q2 worker (read afresh).
@@ -425,7 +440,6 @@ def _continue_in_one_transaction(conversation: Conversation, pause: Pause, versi
 def _prepared(conversation: Conversation, pause: Pause, version: AgentVersion | None
               ) -> tuple[ConversationMemory, ConversationStep, Any]:
     """The paused turn's memory, its step row, and the function that runs it on and commits it."""
-    from approvals.surfaces import ContinuationNotStarted
 
     try:
         version, memory, row, resume = _prepare_continuation(conversation, pause, version)
@@ -457,8 +471,6 @@ def _prepare_continuation(
     memory with the decision applied, its step row, and where the pipeline resumes (None: it does not
     run again, a rejected rule pause only posts the rejection; ConfigDrift: the paused workflow is gone,
     the turn fails)."""
-    from approvals.surfaces import ContinuationNotStarted
-    from conversations.pipeline.llm_task import apply_config_drift
 
     if version is None:
         version = _deployed_version_of(conversation)

@@ -45,6 +45,14 @@ def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, 
     amended = entry.get("amendedArguments")
     if amended is None:
         return verdict, None
+    return verdict, _checked_amendment(call_id, amended, verdict, call)
+
+
+def _checked_amendment(call_id: str, amended: Any, verdict: str, call: PendingToolCall) -> str:
+    """The reviewer's amended arguments of one call: a JSON object, storable, within its size, on an
+    approved call whose arguments were kept whole at pause time."""
+    where = f"toolDecisions['{call_id}']"
+    field = f"toolDecisions.{call_id}"
     if verdict != Verdict.APPROVED:
         raise _bad(f"{where}.amendedArguments is only valid for an APPROVED call", f"{field}.amendedArguments")
     if call.args_truncated:
@@ -70,7 +78,7 @@ def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, 
     if inner:
         raise _bad(f"{where}.amendedArguments: {inner[0]['field']} {inner[0]['message']}",
                    f"{field}.amendedArguments")
-    return verdict, amended
+    return amended
 
 
 def _refuse_unstorable(value: Any, field: str) -> None:

@@ -37,7 +37,8 @@ from toolgate.log_redaction import remember_secret
 from toolgate.redaction import REDACTED as REDACTED
 from toolgate.redaction import SENSITIVE_NAME_PARTS as SENSITIVE_NAME_PARTS
 from toolgate.redaction import is_sensitive_name as is_sensitive_name
-from toolgate.redaction import redact_headers, redact_query_pairs
+from toolgate.redaction import redact_headers, redact_query_pairs, replace_known_secrets
+from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
 from toolgate.templates import render
 
 
@@ -128,7 +129,6 @@ def resolve_secret_references(text: str, *, caller_token: str | None, allow_call
                 raise SecretReferenceError(f"unknown environment variable: {reference}")
             return os.environ[name]
         if scheme == "vault":
-            from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
 
             try:
                 value = secret_value(name)
@@ -362,7 +362,6 @@ def _parse_body(response: httpx.Response) -> Any:
 
 def without_secrets(value: Any, secrets: list[str]) -> Any:
     """``value`` (text or JSON-able data) with every resolved secret value replaced by <REDACTED>."""
-    from toolgate.redaction import replace_known_secrets
 
     if not secrets:
         return value

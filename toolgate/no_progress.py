@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from approvals import metrics
 from approvals.actors import system_actor
 from approvals.audit import append_audit_entry
+from approvals.decision_input import DecisionInput
+from approvals.decisions import cancel_pending_pause, decide_pause
 from approvals.models import Pause, SubjectType, TimeoutPolicy
 from toolgate.batches import PendingBatch
 from toolgate.models import PendingToolBatch
@@ -71,8 +73,6 @@ def record_trip(pause: Pause, trip: GuardTrip, batch: PendingBatch) -> None:
 def act_on_trip(pause: Pause, trip: GuardTrip) -> None:
     """Reject or cancel the new pause as ``system:no-progress``; runs once the pause is committed (a
     decision is made on a committed pause, like any other)."""
-    from approvals.decision_input import DecisionInput
-    from approvals.decisions import cancel_pending_pause, decide_pause
 
     actor = system_actor("no-progress")
     if trip.action == "AUTO_REJECT":

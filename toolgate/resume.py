@@ -23,6 +23,7 @@ from toolgate.decision_validation import effective_verdict
 from toolgate.execution import run_call, tool_message
 from toolgate.loop import LoopState
 from toolgate.models import JournalStatus, PendingToolBatch, PendingToolCall
+from toolgate.pinning import request_changed_reason
 from toolgate.tools import ToolCall, ToolContext, ToolSet
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,6 @@ def _stored_result(text: str) -> Any:
 def pre_execution_refusal(call: PendingToolCall, decision: CallDecision, toolset: ToolSet,
                           context: ToolContext) -> str | None:
     """Why an approved call must not run after all (request pinning re-check); None to proceed."""
-    from toolgate.pinning import request_changed_reason
 
     return request_changed_reason(call, decision.amended, toolset, context)
 

@@ -16,8 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals import metrics
+from approvals.api.permissions import AdminOnly
 from approvals.errors import BadRequest
-from conversations.api.permissions import AdminOnly
 
 OUTCOMES = ("pass", "fail", "unknown")
 

@@ -14,10 +14,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.access import is_admin
+from approvals.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
 from approvals.errors import BadRequest
 from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
-from conversations.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
 from conversations.models import Agent
 from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value

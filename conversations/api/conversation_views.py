@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.access import is_admin, is_owner
+from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
 from approvals.continuations import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import parse_decision_body
@@ -162,9 +162,8 @@ class ConversationView(APIView):
 def _readable(user: Any, conversation_id: str) -> Conversation:
     """The snapshot is for owner and admin; an approver may read it while it awaits a decision."""
     conversation = conversation_for_decision(user, conversation_id)
-    if is_admin(user) or is_owner(user, conversation.owner_id):
-        return conversation
-    if conversation.state != ConversationState.AWAITING_HUMAN:
+    if not may_read_turns(user, owner_id=conversation.owner_id,
+                          awaiting=conversation.state == ConversationState.AWAITING_HUMAN):
         raise Forbidden("Approvers may read a conversation only while it is awaiting approval")
     return conversation
 
@@ -344,12 +343,12 @@ class ApprovalStatusView(APIView):
         conversation = conversation_for_decision(request.user, conversation_id)
         summary = approval_status(conversation)
         if request.query_params.get("detail") == "full":
-            if not (is_admin(request.user) or is_owner(request.user, conversation.owner_id)):
-                if conversation.state != ConversationState.AWAITING_HUMAN:
-                    raise Forbidden(
-                        "Full approval status is available to approvers only while the conversation is "
-                        "awaiting approval - use the summary view"
-                    )
+            if not may_read_turns(request.user, owner_id=conversation.owner_id,
+                                  awaiting=conversation.state == ConversationState.AWAITING_HUMAN):
+                raise Forbidden(
+                    "Full approval status is available to approvers only while the conversation is "
+                    "awaiting approval - use the summary view"
+                )
             summary["conversation"] = snapshot(conversation)
         return Response(summary)
 

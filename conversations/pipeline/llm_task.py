@@ -68,23 +68,23 @@ def initial_messages(task: dict[str, Any], memory: ConversationMemory) -> list[d
 
 
 def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
-    from conversations.nested_agents import talk_to_agent
-
     facts = memory.properties.setdefault("userFacts", {})
 
     def forget(key: str) -> bool:
         return facts.pop(key, None) is not None
 
     caller = memory.caller
+    talk = turn.talk_to_agent
     return ToolContext(
         conversation_id=memory.conversation_id, agent_id=turn.agent_id, environment=turn.environment,
         caller_username=caller.username if caller else "", caller_token=caller.token if caller else "",
         template_data=memory.template_data(), set_property=memory.set_property,
         remember=lambda key, value: facts.__setitem__(key, value), forget=forget,
         recall_facts=lambda: dict(facts), search_history=memory.search_history,
-        talk_to_agent=lambda **kwargs: talk_to_agent(caller_username=caller.username if caller else "",
-                                                     parent_conversation_id=memory.conversation_id,
-                                                     environment=turn.environment, **kwargs),
+        talk_to_agent=None if talk is None else (
+            lambda **kwargs: talk(caller_username=caller.username if caller else "",
+                                  parent_conversation_id=memory.conversation_id, environment=turn.environment,
+                                  **kwargs)),
         check_cancelled=turn.check_cancelled,
     )
 

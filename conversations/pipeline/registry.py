@@ -33,6 +33,9 @@ class TurnContext:
     check_cancelled: Callable[[], None] | None = None
     # Set only for the task a continuation enters at (conversations.lifecycle.run_lifecycle).
     resume: ResumePoint | None = None
+    # Talks to another deployed agent in a nested conversation (conversations.nested_agents.talk_to_agent,
+    # with the turn services it runs on); set by the services that run a stored conversation's turn.
+    talk_to_agent: Callable[..., dict[str, Any]] | None = None
 
     def stop_if_cancelled(self) -> None:
         if self.check_cancelled is not None:

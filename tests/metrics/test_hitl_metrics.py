@@ -29,7 +29,6 @@ COUNTS: list[tuple[str, Callable[[], None], str, dict[str, str]]] = [
         "hitl_timeouts_total",
         {"surface": "unknown"},
     ),
-    ("member-pause-skipped", metrics.count_member_pause_skipped, "hitl_group_member_pause_skipped_total", {}),
     (
         "tool-resume-mixed",
         lambda: metrics.count_tool_resume("mixed"),

@@ -8,9 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.api.permissions import AdminOnly
 from approvals.errors import BadRequest
 from approvals.presenters import iso
-from conversations.api.permissions import AdminOnly
 from toolgate import secret_store
 from toolgate.models import StoredSecret
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
+from toolgate.providers.scripted import ScriptedChatModel
 from toolgate.providers.turn import ChatModel, ModelError, ModelTurn, generated_call_id, tool_result_message
 
 __all__ = [
@@ -24,12 +27,9 @@ def chat_model_for(provider: dict[str, Any]) -> ChatModel:
     """
     kind = provider.get("type")
     if kind == "scripted":
-        from toolgate.providers.scripted import ScriptedChatModel
-
         return ScriptedChatModel(list(provider.get("script") or []))
     if kind == "openai":
-        from django.conf import settings
-
+        # local import: the openai client library loads only in a process that talks to a model
         from toolgate.providers.openai_chat import DEFAULT_TIMEOUT_SECONDS, OpenAIChatModel
 
         timeout = float(getattr(settings, "HITL_LLM_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))

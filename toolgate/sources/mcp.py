@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from toolgate.http_requests import refuse_private_address
 from toolgate.tools import Tool, ToolContext
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,6 @@ def run_sync(operation: Callable[[], Awaitable[T]]) -> T:
 def _refuse_private(url: str) -> None:
     from django.conf import settings
 
-    from toolgate.http_requests import refuse_private_address
 
     if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):
         refuse_private_address(url)

@@ -10,6 +10,7 @@ import copy
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from conversations.agents import create_agent, deploy_agent
 from conversations.models import Agent, Deployment, Environment
 
 DEMO_AGENT_NAME = "account-bot"
@@ -84,7 +85,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, created_by: str | None, **options):
         # Imported here so that the command is listed even while the agent services are missing.
-        from conversations.agents import create_agent, deploy_agent
 
         creator = None
         if created_by:

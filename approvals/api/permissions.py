@@ -1,4 +1,4 @@
-"""DRF permission classes over approvals.access."""
+"""DRF permission classes over approvals.access, shared by every app's API (the core's, tool gating's, the surfaces')."""
 
 from typing import Any
 

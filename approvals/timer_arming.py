@@ -1,0 +1,58 @@
+"""Arming and disarming a pause's timer: a django-q2 one-shot Schedule, created in the transaction
+that opens the pause and deleted (by primary key) in the one that ends it.
+
+Below the decisions that call it; approvals.timers, which fires timers and decides overdue pauses, is
+above them. ``TIMER_FUNC`` is stored in every armed schedule: the dotted path must keep resolving.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+from django_q.models import Schedule
+
+from approvals.models import Pause, PauseStatus
+from hitl_project import rows
+
+TIMER_FUNC = "approvals.timers.fire_timeout"
+TIMER_PREFIX = "hitl-timeout-"
+
+
+def timer_name(pause_id: uuid.UUID | str) -> str:
+    return f"{TIMER_PREFIX}{pause_id}"
+
+
+def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
+    """Create the pause's one-shot schedule, a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its deadline
+    (or after now if overdue); caller's transaction. ``unsaved``: the pause is about to be inserted, so
+    only its ``schedule_id`` is set (no UPDATE).
+
+    The drainer fires pauses at their deadline and deletes the schedule with the decision; a schedule
+    due at the same instant would make django-q2's scheduler lock and enqueue thousands of rows during
+    a mass drain. The backstop only fires when no drainer ran.
+    """
+    if pause.due_at is None or pause.status != PauseStatus.PENDING:
+        return None
+    schedule = Schedule(
+        name=timer_name(pause.id),
+        func=TIMER_FUNC,
+        args=repr(str(pause.id)),
+        schedule_type=Schedule.ONCE,
+        repeats=1,
+        next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
+        cluster=settings.HITL_TIMER_CLUSTER,
+    )
+    rows.insert(schedule)  # Schedule.save() adds nothing to a ONCE schedule, and no signal listens
+    if not unsaved:
+        Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
+    pause.schedule_id = schedule.pk
+    return schedule
+
+
+def disarm_timer(pause: Pause) -> None:
+    """Delete the pause's schedule by key (Schedule.name has no index); caller's transaction."""
+    if pause.schedule_id:
+        rows.delete(Schedule, where={"id": pause.schedule_id})  # nothing references a schedule row
