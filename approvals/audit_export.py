@@ -150,17 +150,13 @@ async def jsonl_chunks(rows: QuerySet[AuditEntry, dict[str, Any]]) -> AsyncItera
 async def _pieces(
     rows: QuerySet[AuditEntry, dict[str, Any]], line: Callable[[Mapping[str, Any]], str], first: str = ""
 ) -> AsyncIterator[str]:
-    parts, size = [first], len(first)
+    pieces = _Pieces(first)
     async with _one_transaction():
         async for row in rows.aiterator(chunk_size=EXPORT_CHUNK_SIZE):
-            text = line(row)
-            parts.append(text)
-            size += len(text)
-            if size >= PIECE_CHARS:
-                yield "".join(parts)
-                parts, size = [], 0
-    if size:
-        yield "".join(parts)
+            if (piece := pieces.add(line(row))) is not None:
+                yield piece
+    if (piece := pieces.rest()) is not None:
+        yield piece
 
 
 @contextlib.asynccontextmanager
@@ -198,17 +194,34 @@ def jsonl_chunks_sync(rows: QuerySet[AuditEntry, dict[str, Any]]) -> Iterator[st
 def _pieces_sync(
     rows: QuerySet[AuditEntry, dict[str, Any]], line: Callable[[Mapping[str, Any]], str], first: str = ""
 ) -> Iterator[str]:
-    parts, size = [first], len(first)
+    pieces = _Pieces(first)
     with transaction.atomic():  # see _one_transaction
         for row in rows.iterator(chunk_size=EXPORT_CHUNK_SIZE):
-            text = line(row)
-            parts.append(text)
-            size += len(text)
-            if size >= PIECE_CHARS:
-                yield "".join(parts)
-                parts, size = [], 0
-    if size:
-        yield "".join(parts)
+            if (piece := pieces.add(line(row))) is not None:
+                yield piece
+    if (piece := pieces.rest()) is not None:
+        yield piece
+
+
+class _Pieces:
+    """Lines gathered into pieces of at least PIECE_CHARS, the one rule of both exports (async, sync)."""
+
+    def __init__(self, first: str) -> None:
+        self.parts, self.size = [first], len(first)
+
+    def add(self, text: str) -> str | None:
+        """The piece to send once it holds PIECE_CHARS, else None."""
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size < PIECE_CHARS:
+            return None
+        piece = "".join(self.parts)
+        self.parts, self.size = [], 0
+        return piece
+
+    def rest(self) -> str | None:
+        """What is left after the last row, None when nothing is."""
+        return "".join(self.parts) if self.size else None
 
 
 CHUNKS = {"csv": csv_chunks, "jsonl": jsonl_chunks}

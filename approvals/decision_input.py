@@ -7,6 +7,7 @@ from typing import Any
 
 from approvals.body_rules import body_errors, shown_text
 from approvals.errors import BadRequest
+from approvals.field_errors import utf16_length
 from approvals.models import Verdict
 
 NOTE_MAX = 4096
@@ -29,11 +30,6 @@ def parse_verdict(value: Any) -> str | None:
         return None
     candidate = value.strip().upper()
     return candidate if candidate in (Verdict.APPROVED, Verdict.REJECTED) else None
-
-
-def utf16_length(text: str) -> int:
-    """Length as the original counts it (UTF-16 code units), so limits agree with its clients."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def bad_verdict_message(value: Any) -> str:

@@ -1,5 +1,6 @@
-"""A validation finding tied to the place in a document it is about, and the two helpers every document
-validator uses to name places and types (conversations' agent documents, toolgate's call configs)."""
+"""A validation finding tied to the place in a document it is about, and the helpers every validator uses
+to name places and types and to measure a text against its length limit (conversations' agent
+documents, toolgate's call configs, decision bodies)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def json_type(value: object) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units, as the original (Java's ``String.length()``) counts it: an emoji counts
+    2, so a length limit refuses exactly what the original's clients expect it to refuse."""
+    return len(text.encode("utf-16-le")) // 2

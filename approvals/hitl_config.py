@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from approvals.durations import InvalidDuration, NonPositiveDuration, positive_duration
-from approvals.field_errors import FieldError
+from approvals.field_errors import FieldError, utf16_length
 
 TIMEOUT_POLICIES = ("WAIT_INDEFINITELY", "AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 FINITE_POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT")
@@ -29,14 +29,7 @@ def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list
     if not isinstance(config, dict):
         return [FieldError(field_path, f"{field_path} must be an object")]
     errors = [_unknown_key_error(key, field_path) for key in config if key not in HITL_CONFIG_KEYS]
-    policy = config.get("timeoutPolicy")
-    policy_errors = timeout_policy_errors(policy, field_path)
-    errors += policy_errors
-    errors += approval_timeout_errors(
-        config.get("approvalTimeout"),
-        finite_policy=not policy_errors and is_finite_policy(policy),
-        field_path=field_path,
-    )
+    errors += timeout_errors(config, field_path)
     errors += pause_reason_errors(config.get("pauseReason"), field_path)
     errors += allow_self_approval_errors(config.get("allowSelfApproval"), field_path)
     tool_approvals = config.get("toolApprovals")
@@ -45,6 +38,18 @@ def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list
             FieldError(f"{field_path}.toolApprovals", f"{field_path}.toolApprovals must be an object")
         )
     return errors
+
+
+def timeout_errors(config: dict, field_path: str) -> list[FieldError]:
+    """The ``timeoutPolicy`` and ``approvalTimeout`` of one block (a hitlConfig, a toolApprovals block):
+    a known policy, and a duration of its own when the policy is finite (else the policy never fires)."""
+    policy = config.get("timeoutPolicy")
+    policy_errors = timeout_policy_errors(policy, field_path)
+    return policy_errors + approval_timeout_errors(
+        config.get("approvalTimeout"),
+        finite_policy=not policy_errors and is_finite_policy(policy),
+        field_path=field_path,
+    )
 
 
 def is_finite_policy(policy: object) -> bool:
@@ -102,7 +107,7 @@ def pause_reason_errors(reason: object, field_path: str) -> list[FieldError]:
         return []
     if not isinstance(reason, str):
         return [FieldError(field, f"{field} must be a string")]
-    if java_length(reason) > PAUSE_REASON_MAX:
+    if utf16_length(reason) > PAUSE_REASON_MAX:
         return [
             FieldError(
                 field,
@@ -120,11 +125,6 @@ def allow_self_approval_errors(value: object, field_path: str) -> list[FieldErro
         return []
     field = f"{field_path}.allowSelfApproval"
     return [FieldError(field, f"{field} must be true or false, got {json.dumps(value)}")]
-
-
-def java_length(text: str) -> int:
-    """Length in UTF-16 code units, as Java's ``String.length()`` counts (an emoji counts 2)."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _unknown_key_error(key: str, field_path: str) -> FieldError:

@@ -103,12 +103,28 @@ def undeploy_agent(*, agent_id: uuid.UUID | str, version: int | None, environmen
 def _deployed_sql(newest: bool) -> str:
     """A live agent's version deployed in an environment, with its agent: the newest, or one by number."""
     which = 'ORDER BY v."version" DESC LIMIT 1' if newest else 'AND v."version" = %s'
+    deployed = _still_deployed_sql(agent='v."agent_id"', version='v."version"', environment="%s")
     return (
         f'SELECT {rows.select_list(AgentVersion, "v")}, {rows.select_list(Agent, "a")} '
         f'FROM {rows.table(AgentVersion)} v JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" '
-        f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL AND EXISTS (SELECT 1 FROM {rows.table(Deployment)} d '
-        f'WHERE d."agent_id" = v."agent_id" AND d."version" = v."version" AND d."environment" = %s) {which}'
+        f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL '
+        f'AND {deployed} {which}'
     )
+
+
+def _still_deployed_sql(*, agent: str, version: str, environment: str) -> str:
+    """The SQL condition "that agent's version is deployed in that environment" (a Deployment row exists),
+    over the given column expressions; ``_still_deployed`` is the same condition for the ORM."""
+    return (
+        f'EXISTS (SELECT 1 FROM {rows.table(Deployment)} d WHERE d."agent_id" = {agent} '
+        f'AND d."version" = {version} AND d."environment" = {environment})'
+    )
+
+
+def _still_deployed(environment: str) -> Exists:
+    """For a query of AgentVersion rows: that row's version is deployed in ``environment``."""
+    return Exists(Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
+                                            environment=environment))
 
 
 def _deployed_row(*, agent_id: uuid.UUID, version: int | None, environment: str) -> AgentVersion | None:
@@ -133,10 +149,8 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
     if rows.on_postgresql():
         row = _deployed_row(agent_id=key, version=None, environment=environment)
     else:
-        deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
-                                             environment=environment)
         row = (AgentVersion.objects.select_related("agent")
-               .filter(agent_id=key, agent__deleted_at__isnull=True).filter(Exists(deployed))
+               .filter(agent_id=key, agent__deleted_at__isnull=True).filter(_still_deployed(environment))
                .order_by("-version").first())
     if row is None:
         live_agent(key)  # unknown or deleted: NotFound
@@ -149,10 +163,8 @@ def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> 
     ``is_deployed`` and the version's row in one query."""
     if rows.on_postgresql():
         return _deployed_row(agent_id=agent_id, version=version, environment=environment)
-    deployed = Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
-                                         environment=environment)
     return (AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
-            .filter(Exists(deployed)).first())
+            .filter(_still_deployed(environment)).first())
 
 
 @dataclass(frozen=True)
@@ -195,12 +207,12 @@ def find_on_version(conversation_id: Any) -> OnVersion | None:
 
 @functools.cache
 def _conversation_and_version_sql() -> str:
+    deployed = _still_deployed_sql(agent='c."agent_id"', version='c."agent_version"', environment='c."environment"')
     return (
         f'SELECT {rows.select_list(Conversation, "c")}, {rows.select_list(AgentVersion, "v")}, '
         f'{rows.select_list(Agent, "a")} FROM {rows.table(Conversation)} c '
         f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
-        f'AND EXISTS (SELECT 1 FROM {rows.table(Deployment)} d WHERE d."agent_id" = c."agent_id" '
-        f'AND d."version" = c."agent_version" AND d."environment" = c."environment") '
+        f'AND {deployed} '
         f'LEFT JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" AND a."deleted_at" IS NULL '
         f'WHERE c."id" = %s'
     )

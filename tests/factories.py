@@ -6,31 +6,20 @@ import copy
 from typing import Any
 
 from conversations.agents import create_agent, deploy_agent
+from conversations.demo_agent import demo_agent_document
 
-ACCOUNT_BOT: dict[str, Any] = {
-    "name": "account-bot",
-    "workflows": [
-        {"id": "main", "tasks": [
-            {"id": "parse", "type": "parser", "dictionaries": [
-                {"phrase": "delete my account", "expressions": "delete_account(me)"},
-                {"word": "hello", "expressions": "greeting(hello)"},
-            ]},
-            {"id": "rules", "type": "behavior_rules", "rules": [
-                {"name": "Pause for deletion approval", "actions": ["PAUSE_CONVERSATION", "confirm_deletion"],
-                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "delete_account(*)"}}]},
-                {"name": "Greet", "actions": ["say_hello"],
-                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}]},
-            ]},
-            {"id": "output", "type": "output", "outputs": [
-                {"action": "confirm_deletion", "texts": ["Deletion {memory.current.hitlDecision}."]},
-                {"action": "say_hello", "texts": ["Hello!"]},
-            ]},
-            {"id": "templating", "type": "templating"},
-        ]},
-    ],
-    "hitlConfig": {"approvalTimeout": "PT15M", "timeoutPolicy": "AUTO_REJECT",
-                   "pauseReason": "Account deletion requires manager sign-off"},
-}
+
+def _account_bot() -> dict[str, Any]:
+    """The demo agent (conversations.demo_agent) as the tests use it: a short greeting, and who may decide
+    its pauses left to HITL_ALLOW_SELF_APPROVAL, so a test's requester may decide her own pause."""
+    document = demo_agent_document()
+    del document["hitlConfig"]["allowSelfApproval"]
+    outputs = document["workflows"][0]["tasks"][2]["outputs"]
+    next(output for output in outputs if output["action"] == "say_hello")["texts"] = ["Hello!"]
+    return document
+
+
+ACCOUNT_BOT: dict[str, Any] = _account_bot()
 
 
 def account_bot(**changes: Any) -> dict[str, Any]:

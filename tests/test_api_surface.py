@@ -14,6 +14,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from conversations.agents import create_agent, is_deployed
+from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
 from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation, start
@@ -204,6 +205,7 @@ def test_hitl_demo_creates_a_deployed_agent_and_prints_its_id_last(db, alice_cli
 
     agent = Agent.objects.get(pk=uuid.UUID(agent_id))
     assert agent.name == "account-bot"
+    assert agent.versions.get(version=1).document == demo_agent_document()  # the one copy, as stored
     assert is_deployed(agent_id=agent.pk, version=1, environment="production"), output
     conversation_id = start(alice_client, agent_id)
     said = alice_client.post(f"/agents/{conversation_id}", {"input": "please delete my account"}, format="json")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 
-from approvals.field_errors import FieldError
+from approvals.field_errors import FieldError, utf16_length
 from approvals.hitl_config import (
     allow_self_approval_errors,
     approval_timeout_errors,
     is_finite_policy,
-    java_length,
+    timeout_errors,
     timeout_policy_errors,
 )
 from toolgate.patterns import validate_pattern
@@ -74,14 +74,7 @@ def validate_tool_approvals(config: object, field_path: str) -> list[FieldError]
     )
     errors += _no_progress_errors(config.get("onNoProgress"), field_path)
     errors += _in_group_turns_errors(config.get("inGroupTurns"), field_path)
-    policy = config.get("timeoutPolicy")
-    policy_errors = timeout_policy_errors(policy, field_path)
-    errors += policy_errors
-    errors += approval_timeout_errors(
-        config.get("approvalTimeout"),
-        finite_policy=not policy_errors and is_finite_policy(policy),
-        field_path=field_path,
-    )
+    errors += timeout_errors(config, field_path)
     errors += _text_errors(config, field_path)
     errors += _rules_errors(config, field_path, set(exempt.values()))
     return errors
@@ -216,7 +209,7 @@ def _text_errors(config: dict, field_path: str) -> list[FieldError]:
             continue
         if not isinstance(value, str):
             errors.append(FieldError(path, f"{path} must be a string"))
-        elif java_length(value) > TEXT_MAX:
+        elif utf16_length(value) > TEXT_MAX:
             errors.append(FieldError(path, f"{path} exceeds the maximum length of {TEXT_MAX} characters"))
     return errors
 

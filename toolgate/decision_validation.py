@@ -17,8 +17,9 @@ from django.db import transaction
 
 from approvals import metrics
 from approvals.body_rules import body_errors
-from approvals.decision_input import DecisionInput, parse_verdict, utf16_length
+from approvals.decision_input import DecisionInput, parse_verdict
 from approvals.errors import BadRequest
+from approvals.field_errors import utf16_length
 from approvals.models import Pause, Verdict
 from toolgate.models import PendingToolCall
 

@@ -19,7 +19,8 @@ Rules of ``run_http_call`` (the fields are read by toolgate.http_call_config):
   passes the instruction's ``httpCodeValidator``; they read the final result under
   ``memory.current.<call name>``.
 - The result is the last attempt's: ``{"status", "body"}`` (plus ``"attempts"`` when the call declares a
-  retry that can fire), ``{"error"}`` when the request could not be built or sent, a ``fireAndForget``
+  retry that can fire), ``{"error"}`` when the request could not be built or sent or failed otherwise
+  (``unexpected_failure``: fail closed, name only the exception's type), a ``fireAndForget``
   call's ``{"sent": true, "status"}`` (one attempt, no postResponse). ``effects.check_attempt`` may refuse
   an attempt's request before it is sent (http tools: the self-conversation guard); its refusal is the
   result and nothing else runs.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +52,8 @@ from toolgate.http_requests import (
 from toolgate.templates import MISSING, lookup_path, render, value_as_text
 
 FIRE_AND_FORGET_TIMEOUT_SECONDS = 2.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -214,9 +218,19 @@ def _attempt(task: dict[str, Any], call: dict[str, Any], data: dict[str, Any], *
         response = send_request(built, timeout=timeout)
     except HttpCallError as error:
         return {"error": str(error)}, False
-    except Exception as error:  # a declared call must never fail the turn
-        return {"error": f"{type(error).__name__}: {error}"}, False
+    except Exception as error:
+        return {"error": unexpected_failure(str(call.get("name") or ""), error)}, False
     return {"status": response.status, "body": response.body}, False
+
+
+def unexpected_failure(call_name: str, error: Exception) -> str:
+    """The error result of an attempt that failed in a way http_requests does not name (a response too
+    deeply nested to parse, say). Fail closed and report, never raise: a rule-fired call must not fail
+    the turn, and a tool's result must go through the same secret filter as every other result. Only
+    the exception's type is named: its text may quote the request, and a resolved ``${env:…}`` or
+    ``${caller:token}`` value is not among the secrets that filter replaces."""
+    logger.warning("http call %s failed: %s", call_name, type(error).__name__)
+    return f"the call failed: {type(error).__name__}"
 
 
 def _working_copy(template_data: dict[str, Any]) -> dict[str, Any]:

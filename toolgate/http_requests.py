@@ -194,7 +194,7 @@ def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
         try:
             response = client.send(built.outgoing(timeout=timeout))
         except (httpx.HTTPError, httpx.InvalidURL) as error:
-            raise HttpCallError(f"{type(error).__name__}: {error or 'request failed'}") from error
+            raise not_sent(error) from error
     return HttpResult(status=response.status_code, body=_parse_body(response), headers=dict(response.headers))
 
 
@@ -209,9 +209,18 @@ def send_without_waiting(built: BuiltRequest, *, timeout: float) -> int | None:
         except httpx.ReadTimeout:
             return None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
-            raise HttpCallError(f"{type(error).__name__}: {error or 'request failed'}") from error
+            raise not_sent(error) from error
         response.close()
         return response.status_code
+
+
+def not_sent(error: httpx.HTTPError | httpx.InvalidURL) -> HttpCallError:
+    """The error of a request httpx could not send, safe to store and show. A LocalProtocolError or an
+    InvalidURL quotes what it refused (a header value, the URL), which may hold a resolved secret, so
+    only its type is named; the others describe the connection or the server's answer."""
+    if isinstance(error, httpx.LocalProtocolError | httpx.InvalidURL):
+        return HttpCallError(f"{type(error).__name__}: the request is malformed (its value is not shown)")
+    return HttpCallError(f"{type(error).__name__}: {error or 'request failed'}")
 
 
 def refuse_private_address(url: str) -> None:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 from approvals.edit_distance import near_miss
-from approvals.hitl_config import java_length
+from approvals.field_errors import utf16_length
 from toolgate.tools import SOURCES
 
 PATTERN_MAX = 256
@@ -72,7 +72,7 @@ def validate_pattern(pattern: object) -> str | None:
         return "pattern must not be blank"
     if not isinstance(pattern, str):
         return f"pattern must be a string, got {_json_type(pattern)}"
-    if java_length(pattern) > PATTERN_MAX:
+    if utf16_length(pattern) > PATTERN_MAX:
         return f"pattern exceeds {PATTERN_MAX} characters"
     if not _ALLOWED.fullmatch(pattern):
         return (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -10,54 +9,10 @@ import pytest
 from approvals.edit_distance import levenshtein, near_miss
 from approvals.field_errors import FieldError
 from conversations.agent_document import DocumentReport, validate_agent_document
+from conversations.demo_agent import demo_agent_document
 from conversations.pipeline.memory import RESERVED_ACTIONS
 
 T0 = "workflows[0].tasks[0]"
-
-DOCUMENTED_AGENT: dict[str, Any] = {
-    "name": "account-bot",
-    "workflows": [
-        {
-            "id": "main",
-            "tasks": [
-                {
-                    "id": "parse",
-                    "type": "parser",
-                    "dictionaries": [
-                        {"phrase": "delete my account", "expressions": "delete_account(me)"},
-                        {"word": "hello", "expressions": "greeting(hello)"},
-                    ],
-                },
-                {
-                    "id": "rules",
-                    "type": "behavior_rules",
-                    "rules": [
-                        {
-                            "name": "Pause for deletion approval",
-                            "actions": ["PAUSE_CONVERSATION", "confirm_deletion"],
-                            "conditions": [
-                                {"type": "inputmatcher", "configs": {"expressions": "delete_account(*)"}}
-                            ],
-                        }
-                    ],
-                },
-                {
-                    "id": "output",
-                    "type": "output",
-                    "outputs": [
-                        {"action": "confirm_deletion", "texts": ["Deletion {memory.current.hitlDecision}."]}
-                    ],
-                },
-                {"id": "templating", "type": "templating"},
-            ],
-        }
-    ],
-    "hitlConfig": {
-        "approvalTimeout": "PT15M",
-        "timeoutPolicy": "AUTO_REJECT",
-        "pauseReason": "Account deletion requires manager sign-off",
-    },
-}
 
 
 def agent(*tasks: dict[str, Any], **top: Any) -> dict[str, Any]:
@@ -106,15 +61,15 @@ def only_error(doc: object) -> FieldError:
 # --- the document as a whole ---------------------------------------------------------------------------
 
 
-def test_the_documented_agent_is_valid_without_warnings() -> None:
-    report = validate_agent_document(copy.deepcopy(DOCUMENTED_AGENT))
+def test_the_demo_agent_is_valid_without_warnings() -> None:
+    report = validate_agent_document(demo_agent_document())
     assert report.ok
     assert report.errors == []
     assert report.warnings == []
 
 
 def test_every_error_of_the_document_is_reported_at_once_with_its_full_path() -> None:
-    doc = copy.deepcopy(DOCUMENTED_AGENT)
+    doc = demo_agent_document()
     doc["name"] = ""
     tasks = doc["workflows"][0]["tasks"]
     tasks[0]["dictionaries"][1]["word"] = "two words"

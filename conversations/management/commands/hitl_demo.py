@@ -5,74 +5,12 @@ prints its agent id on the last line of stdout. Saying "delete my account" to it
 conversation for a human decision; "hello" gets a greeting.
 """
 
-import copy
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations.agents import create_agent, deploy_agent
+from conversations.demo_agent import DEMO_AGENT_NAME, demo_agent_document
 from conversations.models import Agent, Deployment, Environment
-
-DEMO_AGENT_NAME = "account-bot"
-
-# The agent document of ../shared/API.md ("Agents"), plus a greeting rule and separation of duties.
-DEMO_AGENT_DOCUMENT = {
-    "name": DEMO_AGENT_NAME,
-    "workflows": [
-        {
-            "id": "main",
-            "tasks": [
-                {
-                    "id": "parse",
-                    "type": "parser",
-                    "dictionaries": [
-                        {"phrase": "delete my account", "expressions": "delete_account(me)"},
-                        {"word": "hello", "expressions": "greeting(hello)"},
-                    ],
-                },
-                {
-                    "id": "rules",
-                    "type": "behavior_rules",
-                    "rules": [
-                        {
-                            "name": "Pause for deletion approval",
-                            "actions": ["PAUSE_CONVERSATION", "confirm_deletion"],
-                            "conditions": [
-                                {"type": "inputmatcher", "configs": {"expressions": "delete_account(*)"}}
-                            ],
-                        },
-                        {
-                            "name": "Greet",
-                            "actions": ["say_hello"],
-                            "conditions": [
-                                {"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}
-                            ],
-                        },
-                    ],
-                },
-                {
-                    "id": "output",
-                    "type": "output",
-                    "outputs": [
-                        {"action": "confirm_deletion", "texts": ["Deletion {memory.current.hitlDecision}."]},
-                        {
-                            "action": "say_hello",
-                            "texts": ["Hello! Ask me to delete your account to see an approval gate."],
-                        },
-                    ],
-                },
-                {"id": "templating", "type": "templating"},
-            ],
-        }
-    ],
-    "hitlConfig": {
-        "approvalTimeout": "PT15M",
-        "timeoutPolicy": "AUTO_REJECT",
-        "pauseReason": "Account deletion requires manager sign-off",
-        # A manager sign-off: alice may cancel her own request, only someone else may decide it.
-        "allowSelfApproval": False,
-    },
-}
 
 
 class Command(BaseCommand):
@@ -96,7 +34,7 @@ class Command(BaseCommand):
         # No surrounding transaction: the services may open durable atomic blocks of their own.
         agent = Agent.objects.filter(name=DEMO_AGENT_NAME, deleted_at__isnull=True).first()
         if agent is None:
-            created = create_agent(document=copy.deepcopy(DEMO_AGENT_DOCUMENT), created_by=creator)
+            created = create_agent(document=demo_agent_document(), created_by=creator)
             agent_id, version, what = created.agent_id, created.version, "Created"
         else:
             latest = agent.versions.order_by("-version").first()
