@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import Failure, OrmQ, Schedule, Task
 
-from approvals.admin_schedules import ProtectedScheduleAdmin
+from approvals.admin.schedules import ProtectedScheduleAdmin
 from tests.approvals.test_schedule_protection import NOOP, hitl_timer, plain_schedule
 from tests.conftest import make_user
 
