@@ -2,4 +2,3 @@
 
 import approvals.admin.audit  # noqa: F401  (the read-only audit ledger: filters, chain verification, export)
 import approvals.admin.inbox  # noqa: F401  (the "Pending approvals" inbox, decision page and bulk decisions)
-import approvals.admin.schedules  # noqa: F401  (replaces django-q2's admins with protected ones)
