@@ -97,7 +97,7 @@ def _timeout_note(policy: str, verdict: str) -> str:
 
 def apply_timeout(pause: Pause) -> str:
     """Decide an overdue pause by its policy, through the same services as a human decision."""
-    from approvals.continuations import decide_and_continue
+    from approvals.continuation_runs import decide_and_continue
     from approvals.decisions import cancel_pending_pause
 
     policy = pause.timeout_policy

@@ -36,7 +36,6 @@ from conversations.cancels import (
     finish_cancelled_turn,
     finish_unstarted_continuation,
 )
-from conversations.continuation import ContinuationCheck, renew_turn
 from conversations.lifecycle import (
     Cancelled,
     Completed,
@@ -63,6 +62,7 @@ from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
+from conversations.surface_handler import ContinuationCheck, renew_turn
 from conversations.turn_failures import fail_turn, failure_text, run_guarded
 from hitl_project import rows
 

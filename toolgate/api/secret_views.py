@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.errors import BadRequest
-from approvals.presenters import iso
+from approvals.pause_summaries import iso
 from conversations.api.permissions import AdminOnly
 from toolgate import secret_store
 from toolgate.models import StoredSecret
