@@ -1,7 +1,7 @@
 """Deciding, cancelling, restoring and finishing pauses: every transition is one compare-and-set.
 
 A decision moves the Pause PENDING -> RESOLVING, the subject to running, writes the audit entry and
-either claims the continuation for the deciding process (approvals.continuations) or enqueues it on
+either claims the continuation for the deciding process (approvals.continuation_runs) or enqueues it on
 django-q2 (ORM broker), all in one transaction. The loser of any race
 gets WrongState (409); bad input was rejected before, so it never consumes a pause.
 """
@@ -31,7 +31,7 @@ from approvals.surfaces import handler_for
 from approvals.timer_arming import arm_timer, disarm_timer
 from hitl_project import rows
 
-CONTINUATION_TASK = "approvals.continuations.run_continuation"
+CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
 
 
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
@@ -100,7 +100,7 @@ def decide_pause(
 
     With ``continue_here`` (and ``HITL_CONTINUE_INLINE`` on), the caller's process claims the continuation
     in this transaction instead, with a short lease, and must run it right after the commit
-    (``approvals.continuations.decide_and_continue`` does both): if the process dies first, the lease
+    (``approvals.continuation_runs.decide_and_continue`` does both): if the process dies first, the lease
     expires and recovery restores the pause. ``pause.claimed_here`` says which happened. ``subject``: see
     ``record_decision``.
 

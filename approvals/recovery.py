@@ -26,7 +26,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from approvals.actors import system_actor
-from approvals.continuations import INTERRUPTED
+from approvals.continuation_runs import INTERRUPTED
 from approvals.decisions import cancel_pending_pause, restore_pause
 from approvals.durations import positive_duration
 from approvals.models import Pause, PauseStatus

@@ -38,7 +38,7 @@ from django_q.tasks import async_task
 
 from approvals import metrics
 from approvals.actors import system_actor
-from approvals.continuations import decide_and_continue
+from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, pause_with_owner
 from approvals.errors import ApplicationError, WrongState

@@ -75,7 +75,7 @@ class ServicesClient:
 
     def _resume(self, conversation_id: str, body: dict[str, Any]) -> dict[str, Any]:
         from approvals.actors import actor_for_user
-        from approvals.continuations import decide_and_continue
+        from approvals.continuation_runs import decide_and_continue
         from approvals.decision_input import parse_decision_body
         from approvals.models import SubjectType, Surface
         from conversations.api.conversation_views import _continued_here_answer  # the view's own answer

@@ -41,7 +41,7 @@ from typing import Any
 from _stack import LOG_DIR, PYTHON, ROOT, database_url, ensure_database, machine_line, stop_group, summarize
 
 DEFAULT_DB = "hitl_bench_timers"
-CONTINUATION = "approvals.continuations.run_continuation"
+CONTINUATION = "approvals.continuation_runs.run_continuation"
 FIRE_FUNC = "approvals.timers.fire_timeout"
 
 

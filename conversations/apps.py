@@ -6,6 +6,6 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import continuation
+        from conversations import surface_handler
 
-        continuation.register()
+        surface_handler.register()

@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 
 from approvals.models import PauseStatus, SubjectType
-from approvals.presenters import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
+from approvals.pause_summaries import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
 from conversations.memory_store import newest_live
 from conversations.models import Conversation, ConversationState

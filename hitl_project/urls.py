@@ -15,7 +15,7 @@ urlpatterns = [
     path("administration/operator/gate-status", GateStatusView.as_view(), name="operator-gate"),
     path("", include("approvals.api.audit_urls")),
     path("", include("toolgate.api.secret_urls")),
-    path("", include("approvals.api.schedule_urls")),
+    path("", include("schedules.api.urls")),
     path("", include("hitl_project.metrics_urls")),
     path("", include("conversations.api.urls")),
 ]

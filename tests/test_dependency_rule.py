@@ -2,8 +2,8 @@
 function-local import of the project's own code says why it is there.
 
 - The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring ->
-  the surfaces (conversations, groups: independent of each other) -> tool gating -> the HITL core ->
-  the shared base. Every import counts, function-local ones included, and indirect chains too.
+  the surfaces (conversations, groups: independent of each other) -> tool gating and the schedule
+  store (independent of each other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and indirect chains too.
 - A planted upward import inside a function breaks the contract (the rule can fail).
 - No two modules import each other, directly or through others (TYPE_CHECKING imports aside: they
   do not run). A cycle hidden behind a function-local import counts as a cycle.
@@ -24,7 +24,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("hitl_project", "approvals", "toolgate", "conversations", "groups")
+PACKAGES = ("hitl_project", "approvals", "schedules", "toolgate", "conversations", "groups")
 LOCAL_IMPORT_REASON = "# local import:"
 
 

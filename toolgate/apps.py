@@ -25,7 +25,7 @@ class ToolgateConfig(AppConfig):
             log_redaction,
         )
         from toolgate.decision_validation import validate_tool_decision
-        from toolgate.presentation import tool_pause_details
+        from toolgate.tool_pause_details import tool_pause_details
 
         register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
         register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)

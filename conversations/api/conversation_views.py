@@ -15,12 +15,12 @@ from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
-from approvals.continuations import Continued, decide_and_continue, decide_and_continue_later
+from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
-from approvals.presenters import decision_summary, inbox_row_from_values
+from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult

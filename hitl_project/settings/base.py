@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_q",
     "approvals",
+    "schedules",
     "toolgate",
     "conversations",
     "groups",

@@ -283,7 +283,7 @@ def test_opening_a_decided_pause_shows_the_decision_without_a_form(alice, approv
 
 
 def test_a_race_lost_inside_the_service_is_reported_as_already_decided(alice, approver, monkeypatch):
-    from approvals import admin_decision
+    from approvals.admin import decision as admin_decision
 
     pause = paused_pause(alice)
     real = admin_decision.decide_and_continue
@@ -396,7 +396,7 @@ def test_bad_amended_arguments_are_kept_on_the_form_with_the_error(alice, approv
 
 
 def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkeypatch):
-    from approvals import admin_decision
+    from approvals.admin import decision as admin_decision
     from approvals.errors import BadRequest
 
     pause = make_tool_call_pause(paused_pause(alice))

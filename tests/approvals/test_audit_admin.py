@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from approvals import admin_audit
+from approvals.admin import audit as admin_audit
 from approvals.models import AuditEntry, SubjectType, Verdict
 from tests.approvals.test_audit_export import T0, body, build_ledger, from_csv, from_jsonl, record
 from tests.conftest import make_user

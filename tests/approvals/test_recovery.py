@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from django_q.models import Schedule
 
-from approvals.continuations import run_continuation
+from approvals.continuation_runs import run_continuation
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import run_recovery, run_retention
 from conversations.models import Conversation
@@ -160,7 +160,7 @@ def test_periodic_maintenance_schedules_exist_after_migrate():
 
 @pytest.mark.usefixtures("continuations_queued")
 def test_a_duplicate_delivery_never_runs_a_continuation_whose_claim_is_alive(alice_client, approver_client):
-    from approvals.continuations import ContinuationStillClaimed
+    from approvals.continuation_runs import ContinuationStillClaimed
 
     pause = paused(alice_client)
     decide(approver_client, pause)

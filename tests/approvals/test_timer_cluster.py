@@ -129,7 +129,7 @@ def test_a_timeouts_slow_continuation_runs_on_the_work_cluster_not_the_timer_clu
     OrmQ.objects.all().delete()
     with time_machine.travel(pause.due_at + timedelta(seconds=1), tick=False):
         assert fire_timeout(str(pause.pk)) == "REJECTED"
-    assert queued() == [(settings.Q_CLUSTER["name"], "approvals.continuations.run_continuation")]
+    assert queued() == [(settings.Q_CLUSTER["name"], "approvals.continuation_runs.run_continuation")]
 
 
 def test_a_timeouts_quick_continuation_runs_in_the_timers_process(alice_client, monkeypatch):

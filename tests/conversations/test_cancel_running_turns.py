@@ -16,7 +16,7 @@ import pytest
 import time_machine
 from django.db import connections
 
-from approvals.continuations import claim_continuation
+from approvals.continuation_runs import claim_continuation
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import run_recovery
 from conversations.models import Conversation, ConversationStep

@@ -16,7 +16,7 @@ from django.db import connections
 from django.utils import timezone
 
 from approvals.actors import actor_for_user
-from approvals.continuations import decide_and_continue, run_claimed_continuation
+from approvals.continuation_runs import decide_and_continue, run_claimed_continuation
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
 from approvals.leases import kept_alive
@@ -27,7 +27,7 @@ from conversations.models import Conversation, ConversationState
 from tests.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
 from tests.queue_drain import queued_functions, run_queued_tasks
 
-CONTINUATION = "approvals.continuations.run_continuation"
+CONTINUATION = "approvals.continuation_runs.run_continuation"
 
 
 def paused(client, document=None) -> Pause:
@@ -94,6 +94,21 @@ def test_resume_without_wait_hands_the_continuation_to_the_q_cluster(alice_clien
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("continuations_queued")
+def test_a_continuation_queued_under_its_pre_rename_dotted_path_still_runs(alice_client, approver_client):
+    """Queues of deployed databases hold ``approvals.continuations.run_continuation``; it still resolves."""
+    from django_q.models import OrmQ
+    from django_q.tasks import async_task
+
+    pause = paused(alice_client)
+    approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    OrmQ.objects.all().delete()
+    async_task("approvals.continuations.run_continuation", str(pause.id), group="hitl")
+    assert run_queued_tasks() == 1
+    assert Conversation.objects.get(pk=pause.subject_id).state == ConversationState.READY
+
+
+@pytest.mark.django_db
 def test_resume_without_wait_runs_a_quick_continuation_once_its_answer_is_sent(alice_client, approver_client):
     """The answer is the decision (IN_PROGRESS, as it was when sent); the server closes the response
     and the same process runs the continuation: nothing is queued, the conversation is READY after."""
@@ -119,7 +134,7 @@ def test_resume_without_wait_queues_a_continuation_that_may_be_slow(alice_client
 @pytest.mark.django_db
 def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_the_inbox(alice_client, approver):
     """The web process died after sending its answer and before running the continuation."""
-    from approvals.continuations import decide_and_continue_later
+    from approvals.continuation_runs import decide_and_continue_later
 
     pause = paused(alice_client)
     decided, run_later = decide_and_continue_later(**decision_for(pause, approver))

@@ -18,7 +18,7 @@ from tests.factories import account_bot, slow_account_bot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROBLEM = "application/problem+json"
-CONTINUATION = "approvals.continuations.run_continuation"
+CONTINUATION = "approvals.continuation_runs.run_continuation"
 REJECTED_TEXT = "This action was rejected by a human reviewer."
 
 

@@ -31,7 +31,7 @@ import pytest
 from django.utils import timezone
 from django_q.models import OrmQ, Task
 
-from approvals.continuations import INTERRUPTED
+from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
 from tests.e2e import clusters as live_clusters
@@ -52,7 +52,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 clusters = live_clusters.clusters  # fixtures
 slow_target = live_clusters.slow_target
 
-CONTINUATION = "approvals.continuations.run_continuation"
+CONTINUATION = "approvals.continuation_runs.run_continuation"
 RETRY_SECONDS = 6
 CRASH_ENV = {
     "HITL_CONTINUATION_LEASE_SECONDS": 2,

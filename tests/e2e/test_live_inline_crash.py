@@ -20,7 +20,7 @@ import httpx
 import psycopg
 import pytest
 
-from approvals.continuations import INTERRUPTED
+from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
 from tests.e2e.clusters import SlowTarget, deploy_agent, kill_group, paused_conversation, with_http_call

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 clusters = live_clusters.clusters  # fixtures
 slow_target = live_clusters.slow_target
 
-CONTINUATION = "approvals.continuations.run_continuation"
+CONTINUATION = "approvals.continuation_runs.run_continuation"
 RETRY_SECONDS = 6
 QUEUE_ENV = {"HITL_Q_TIMEOUT": 5, "HITL_Q_RETRY": RETRY_SECONDS, "HITL_TIMER_DRAIN_SECONDS": 3}
 DOOMED_ENV = {**QUEUE_ENV, "HITL_CONTINUATION_LEASE_SECONDS": 2, "HITL_HTTP_TIMEOUT_SECONDS": 30}

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from approvals.api.permissions import AdminOnly
 from approvals.errors import BadRequest
-from approvals.presenters import iso
+from approvals.pause_summaries import iso
 from toolgate import secret_store
 from toolgate.models import StoredSecret
 

@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
-from approvals.admin_review import PauseReview, ReviewCall, describe_deadline, pause_review
-from approvals.admin_scope import may_read_turns, scoped_pauses
-from approvals.continuations import Continued, decide_and_continue
+from approvals.admin.review import PauseReview, ReviewCall, describe_deadline, pause_review
+from approvals.admin.scope import may_read_turns, scoped_pauses
+from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict

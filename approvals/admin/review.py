@@ -14,7 +14,7 @@ from typing import Any
 from django.utils.timesince import timesince, timeuntil
 
 from approvals.models import Pause, PauseKind
-from approvals.presenters import pause_details
+from approvals.pause_summaries import pause_details
 
 
 def as_text(value: Any) -> str:

@@ -1,8 +1,8 @@
 """The "Pending approvals" inbox in Django admin: a role-scoped, read-only list of PENDING pauses.
 
-A thin adapter: the list is a query over Pause scoped inside SQL (approvals.admin_scope); opening a row
-shows the decision page (approvals.admin_decision) and the bulk actions decide through
-approvals.admin_bulk. Nothing here changes a pause except through ``decide_pause``.
+A thin adapter: the list is a query over Pause scoped inside SQL (approvals.admin.scope); opening a row
+shows the decision page (approvals.admin.decision) and the bulk actions decide through
+approvals.admin.bulk. Nothing here changes a pause except through ``decide_pause``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
 
-from approvals import admin_bulk, admin_decision
-from approvals.admin_inbox_filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter
-from approvals.admin_review import describe_deadline
-from approvals.admin_scope import may_decide, may_use_inbox, scoped_pauses
+from approvals.admin import bulk as admin_bulk
+from approvals.admin import decision as admin_decision
+from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter
+from approvals.admin.review import describe_deadline
+from approvals.admin.scope import may_decide, may_use_inbox, scoped_pauses
 from approvals.models import PauseStatus, PendingApproval
 
 

@@ -33,7 +33,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from approvals.access import is_admin
-from approvals.admin_audit_filters import ActorFilter, PauseFilter, SubjectFilter, VerbFilter, VerdictFilter
+from approvals.admin.filters import ActorFilter, PauseFilter, SubjectFilter, VerbFilter, VerdictFilter
 from approvals.audit import ChainProblem, ChainReport, verify_ledger
 from approvals.audit_export import FORMATS, export_response
 from approvals.models import AuditEntry, SubjectType

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals.api.schedule_views import (
+from schedules.api.views import (
     ScheduleDetailView,
     ScheduleDisableView,
     ScheduleEnableView,

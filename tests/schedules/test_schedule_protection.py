@@ -14,8 +14,7 @@ from django_q.conf import croniter
 from django_q.models import OrmQ, Schedule
 from django_q.scheduler import scheduler
 
-from approvals import schedule_protection
-from approvals.schedule_protection import (
+from schedules.protection import (
     claims_hitl,
     hitl_schedules_filter,
     is_hitl_schedule,
@@ -24,7 +23,7 @@ from approvals.schedule_protection import (
 )
 from tests.conftest import client_for, make_user
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.approvals.schedule_test_urls")]
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]
 
 URL = "/schedulestore/schedules"
 NOOP = "approvals.maintenance_tasks.noop"
@@ -322,10 +321,10 @@ def test_a_function_off_the_allow_list_is_refused_even_for_admins(admin_client, 
     assert "func" in {error["field"] for error in response.json()["errors"]}
 
 
-@override_settings(HITL_SCHEDULABLE_FUNCTIONS=["tests.approvals.test_schedule_protection.enqueued"])
+@override_settings(HITL_SCHEDULABLE_FUNCTIONS=["tests.schedules.test_schedule_protection.enqueued"])
 def test_the_allow_list_is_a_setting(admin_client):
     assert admin_client.post(URL, {"func": NOOP}, format="json").status_code == 400
-    allowed = {"func": "tests.approvals.test_schedule_protection.enqueued", "args": "'x'"}
+    allowed = {"func": "tests.schedules.test_schedule_protection.enqueued", "args": "'x'"}
     assert admin_client.post(URL, allowed, format="json").status_code == 201
 
 
@@ -495,13 +494,14 @@ def test_an_admin_may_delete_a_hitl_timer(admin_client):
 # --- the recognition rule -------------------------------------------------------------------------
 
 
-def test_the_rule_matches_the_timer_code_contract():
-    from approvals import timer_arming, timers
+def test_a_timer_the_core_arms_is_a_hitl_timer_hidden_from_staff():
+    from approvals.models import Pause, PauseStatus
+    from approvals.timer_arming import arm_timer
 
-    assert schedule_protection.HITL_TIMER_FUNC == timer_arming.TIMER_FUNC
-    assert schedule_protection.HITL_TIMER_PREFIX == timer_arming.TIMER_PREFIX
-    assert timer_arming.timer_name(uuid.uuid4()).startswith(schedule_protection.HITL_TIMER_PREFIX)
-    assert callable(timers.fire_timeout)  # the stored dotted path still resolves
+    pause = Pause(status=PauseStatus.PENDING, due_at=timezone.now() + datetime.timedelta(hours=1))
+    timer = arm_timer(pause, unsaved=True)
+    assert is_hitl_timer(timer) and is_hitl_schedule(timer)
+    assert not visible_schedules(make_user("staff-armed", "staff")).filter(pk=timer.pk).exists()
 
 
 def test_the_service_own_periodic_schedules_are_hitl_schedules():

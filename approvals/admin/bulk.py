@@ -21,8 +21,8 @@ from django.urls import reverse
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
-from approvals.admin_decision import SUBJECT_WORD, decided_message
-from approvals.admin_scope import scoped_pauses
+from approvals.admin.decision import SUBJECT_WORD, decided_message
+from approvals.admin.scope import scoped_pauses
 from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState

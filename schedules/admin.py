@@ -4,7 +4,7 @@ django-q2 registers plain admins for Schedule, Success, Failure and OrmQ (queued
 
 - Schedules: staff see and change non-HITL schedules; HITL schedules are listed to admins only, a
   hidden one answers 404 (no existence oracle), and only admins change or delete them. No form may
-  make a schedule HITL's, and ``func`` must be on the allow-list (approvals.schedule_protection).
+  make a schedule HITL's, and ``func`` must be on the allow-list (schedules.protection).
 - Successful and failed tasks and the queue show task arguments (a timer's pause id) and can resubmit
   a task — for a timer's task that would fire it by hand. They are for admins only, and resubmitting
   skips a HITL timer's tasks even for admins.
@@ -23,7 +23,7 @@ from django_q.conf import croniter
 from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.access import is_admin
-from approvals.schedule_protection import (
+from schedules.protection import (
     is_hitl_schedule,
     is_hitl_timer_task,
     may_change,

@@ -3,5 +3,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", include("approvals.api.schedule_urls")),
+    path("", include("schedules.api.urls")),
 ]

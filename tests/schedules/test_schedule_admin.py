@@ -10,11 +10,11 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import Failure, OrmQ, Schedule, Task
 
-from approvals.admin_schedules import ProtectedScheduleAdmin
-from tests.approvals.test_schedule_protection import NOOP, hitl_timer, plain_schedule
+from schedules.admin import ProtectedScheduleAdmin
 from tests.conftest import make_user
+from tests.schedules.test_schedule_protection import NOOP, hitl_timer, plain_schedule
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.approvals.schedule_test_urls")]
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]
 
 CHANGELIST = "/admin/django_q/schedule/"
 ADD = "/admin/django_q/schedule/add/"

@@ -1,6 +1,6 @@
 """/schedulestore/schedules: django-q2 schedules for staff and admins, with HITL's own schedules protected.
 
-Who may do what is decided in approvals.schedule_protection; this module parses bodies, applies the
+Who may do what is decided in schedules.protection; this module parses bodies, applies the
 change under a row lock and renders the result.
 """
 
@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.errors import BadRequest, Conflict, NotFound
-from approvals.schedule_protection import (
+from schedules.protection import (
     TASK_OPTION_KEYWORDS,
     is_hitl_timer,
     may_use_schedule_store,

@@ -22,10 +22,10 @@ from django_q.models import Schedule
 
 from approvals.access import is_admin
 from approvals.errors import Forbidden, WrongState
+from approvals.timer_arming import TIMER_FUNC as HITL_TIMER_FUNC
+from approvals.timer_arming import TIMER_PREFIX as HITL_TIMER_PREFIX
 
-# The contract with approvals.timers (a test checks that both sides agree).
-HITL_TIMER_PREFIX = "hitl-timeout-"
-HITL_TIMER_FUNC = "approvals.timers.fire_timeout"
+# The core names its timers (approvals.timers); the schedule store asks it, never the other way round.
 HITL_NAME_PREFIX = "hitl-"
 HITL_FUNC_PREFIX = "approvals."
 # The one module under approvals. meant for user schedules; everything else there is HITL machinery.

@@ -1,5 +1,0 @@
-"""Admin pages of the approvals app (Django autodiscovers this module)."""
-
-import approvals.admin_audit  # noqa: F401  (the read-only audit ledger: filters, chain verification, export)
-import approvals.admin_inbox  # noqa: F401  (the "Pending approvals" inbox, decision page and bulk decisions)
-import approvals.admin_schedules  # noqa: F401  (replaces django-q2's admins with protected ones)

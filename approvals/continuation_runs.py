@@ -1,0 +1,168 @@
+"""Running the continuation of a decided pause: in the deciding process, or as a django-q2 task.
+
+The deciding process claims the continuation in the decision's own transaction and runs it
+(``run_claimed_continuation``): a quick one (``continues_quickly``: nothing it runs leaves the process)
+in that same transaction, any other right after the commit, keeping its short lease alive with a
+heartbeat (approvals.leases). A web worker answering ``resume?wait`` and the admin decision page always
+do so (``decide_and_continue``); a timer, and a ``resume`` without ``?wait`` once its answer is sent,
+only for a quick continuation (``decide_and_continue_later``). Everything else is handed to the
+q-cluster (``run_continuation``), the durable backstop. Either way a claim whose lease ran out means the
+process died: the pause goes back to PENDING, audited (approvals.recovery), and the continuation is
+never run twice.
+
+Task delivery is at-least-once, so the body starts with a claim: a pause is continued only while it is
+RESOLVING and has never been claimed. A claim whose lease ran out means an earlier attempt died part
+way (its worker was killed): running it again could repeat what it already did, so instead the pause
+goes back to PENDING, audited, for a human to decide again. A continuation is never applied twice.
+
+A cancel that lands after the decision is recorded on the pause (``cancel_requested_*``). One that
+comes before any worker claimed the continuation takes the claim itself, so the continuation never
+starts; one that comes later is honoured by the running continuation before its next task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.decisions import record_decision, restore_pause
+from approvals.leases import kept_alive, lease_expiry
+from approvals.models import Pause, PauseStatus
+from approvals.surfaces import ContinuationNotStarted, handler_for
+
+logger = logging.getLogger(__name__)
+
+INTERRUPTED = "an earlier continuation attempt was interrupted before it finished"
+
+
+def claim_continuation(pause_id: str) -> Pause | None:
+    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
+        lease_until=lease_expiry()
+    )
+    if not claimed:
+        return None
+    return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
+
+
+def renew_continuation_lease(pause_id: uuid.UUID | str, until: datetime) -> int:
+    return Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).update(lease_until=until)
+
+
+@dataclass(frozen=True)
+class Continued:
+    """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
+    start; the pause is pending again) or ``queued`` for the q-cluster. ``subject`` is the subject as the
+    continuation left it (the surface's own type; None when queued, restored, or nothing to show)."""
+
+    pause: Pause
+    outcome: str
+    subject: object | None = None
+
+
+def run_claimed_continuation(pause: Pause, checked: object | None = None, *, in_decision: bool = False) -> Continued:
+    """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
+    while it runs; a continuation that cannot start restores the pause. ``checked``: what the surface
+    read to check the decision in this process (``record_decision``). ``in_decision``: it runs inside the
+    decision's own, still open transaction (a quick one): nothing of it is visible to another process
+    until it commits with the decision, so there is no lease to keep alive."""
+    handler = handler_for(pause.surface)
+
+    def renew(until: datetime) -> None:
+        renew_continuation_lease(pause.id, until)
+        handler.renew_turn(pause.subject_id, until)
+
+    with contextlib.nullcontext() if in_decision else kept_alive(renew, what=f"continuation {pause.id}"):
+        try:
+            subject = handler.continue_pause(pause, checked)
+        except ContinuationNotStarted as exc:
+            logger.warning("continuation of pause %s could not start: %s", pause.id, exc)
+            restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
+            return Continued(pause, "restored")
+    return Continued(pause, "continued", subject)
+
+
+def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pause | None:
+    """A decided pause whose continuation no worker has claimed yet is cancelled before it starts.
+
+    The canceller takes the claim (the same compare-and-set a worker makes), so exactly one of them
+    wins: the continuation either never runs, or runs and sees the cancel request at its next task.
+    """
+    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
+        lease_until=lease_expiry(at), cancel_requested_at=at, cancel_requested_by=by
+    )
+    return Pause.objects.get(pk=pause_id) if claimed else None
+
+
+def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> bool:
+    """A cancel that lands while the continuation runs is kept on the pause; the first canceller counts."""
+    return bool(Pause.objects.filter(
+        pk=pause_id, status=PauseStatus.RESOLVING, cancel_requested_at__isnull=True
+    ).update(cancel_requested_at=at, cancel_requested_by=by))
+
+
+def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
+    """``decide_pause`` and its continuation in this process (when inline continuations are on; otherwise
+    it is queued for the q-cluster). ``only_if_quick``: only a continuation the surface knows to take
+    milliseconds runs here, any other is queued (a timer's decision).
+
+    A quick continuation (``continues_quickly``) runs in the decision's own transaction: one commit holds
+    the decision, its audit entry and the continued subject, and a process that dies half way leaves the
+    pause pending, as if nobody had decided. A continuation that fails still commits the decision with
+    what the surface recorded of the failure (it rolled back only its own savepoint). Any other
+    continuation runs right after the decision committed, under its lease."""
+    with transaction.atomic():
+        if only_if_quick:
+            pause, checked = record_decision(**decision, continue_here_if_quick=True, own_savepoint=False)
+        else:
+            pause, checked = record_decision(**decision, continue_here=True, own_savepoint=False)
+        if pause.claimed_here and handler_for(pause.surface).continues_quickly(checked):
+            return run_claimed_continuation(pause, checked, in_decision=True)
+    if pause.claimed_here:
+        return run_claimed_continuation(pause, checked)
+    return Continued(pause, "queued")
+
+
+def decide_and_continue_later(**decision: Any) -> tuple[Pause, Callable[[], object] | None]:
+    """``decide_pause`` claiming a quick continuation (``SurfaceHandler.continues_quickly``) for this
+    process, and the function that runs it, for the caller to call once its answer is out
+    (``HITL_CONTINUE_AFTER_RESPONSE``); None when it was queued instead (a slow one always is). A process
+    that dies before it ran lets the lease expire: recovery restores the pause."""
+    pause, checked = record_decision(**decision, continue_here_if_quick=True)
+    if not pause.claimed_here:
+        return pause, None
+
+    def run() -> object:
+        try:
+            return run_claimed_continuation(pause, checked)
+        except Exception:  # the answer is sent: log; the pause's lease and recovery are the backstop
+            logger.exception("continuation of pause %s after the response failed", pause.id)
+            return None
+
+    return pause, run
+
+
+class ContinuationStillClaimed(RuntimeError):
+    """Raised so django-q2 delivers the task again later: the claim may belong to a dead worker."""
+
+
+def run_continuation(pause_id: str) -> str:
+    pause = claim_continuation(pause_id)
+    if pause is None:
+        claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).values_list(
+            "lease_until", flat=True).first()
+        if claimed is None:
+            return "skipped"  # finished, restored or cancelled meanwhile
+        if claimed < timezone.now():
+            return "restored" if restore_pause(pause_id=pause_id, reason=INTERRUPTED) else "skipped"
+        # django-q2 re-delivers only after its retry time, by when a worker past its timeout was killed;
+        # a lease still alive then is on the edge of expiring: try again rather than drop the task.
+        raise ContinuationStillClaimed(f"the continuation of pause {pause_id} is still claimed")
+    return run_claimed_continuation(pause).outcome
