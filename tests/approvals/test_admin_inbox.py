@@ -68,11 +68,10 @@ def make_tool_call_pause(pause: Pause, calls: list[dict] | None = None, *, outco
     calls = calls if calls is not None else [
         {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
          "arguments": {"amount": 250, "iban": "DE** redacted **"},
-         "gateReason": "transfer_*", "matchedRule": "transfer_*", "pinned": True,
-         "preview": {"method": "POST", "uri": "https://payments.example/transfers", "queryParams": {},
-                     "headers": {}, "body": "", "bodyTruncated": False}},
+         "gateReason": "transfer_*", "matchedRule": "transfer_*",
+         "request": {"method": "POST", "url": "https://payments.example/transfers"}},
         {"callId": "call-2", "toolName": "send_email", "source": "builtin", "arguments": {"to": "a@example.org"},
-         "gateReason": "send_*", "pinned": False},
+         "gateReason": "send_*"},
     ]
     return store_tool_batch(pause, calls, outcome_unknown=outcome_unknown, executed_ungated=executed_ungated)
 
