@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from conversations.agents import create_agent, deploy_agent
 from conversations.demo_agent import demo_agent_document
@@ -64,35 +66,59 @@ def paused_conversation(client: Any, agent_id: str | None = None) -> str:
 
 def store_tool_batch(pause: Any, calls: list[dict[str, Any]], *, executed_ungated: list[str] | None = None,
                      outcome_unknown: list[str] | None = None, reason: str | None = None) -> Any:
-    """Turn a pause into a TOOL_CALL pause with a stored batch, as the tool gate leaves it.
+    """Turn a pause into a TOOL_CALL pause with the batch the tool gate builds for ``calls``.
 
-    Each call: {callId, toolName, source, arguments (dict), gateReason, matchedRule, pinned, preview}.
-    ``outcome_unknown`` call ids get an EXECUTING journal entry (claimed, never recorded).
+    Each call: {callId, toolName, source, arguments (dict), gateReason, matchedRule}; an http call also
+    has {request: {method, url, headers, body}}, the request its tool sends. The batch is built by the
+    gate's own code (toolgate.loop.build_batch: redaction, rules, pinning, fingerprints; then
+    toolgate.batches.store_batch), so an http call is pinned with its real request fingerprint and has
+    its real redacted preview, and a call of another source has neither. ``reason`` is the pause reason
+    the gate config asks for. ``outcome_unknown`` call ids are claimed in the journal, never recorded.
     """
-    import hashlib
-    import json
-
     from approvals.models import Pause
-    from toolgate.models import JournalEntry, PendingToolBatch, PendingToolCall
+    from toolgate.batches import store_batch
+    from toolgate.journal import claim
+    from toolgate.loop import LoopSettings, LoopState, build_batch
+    from toolgate.tools import ToolCall, ToolContext, ToolSet
 
-    Pause.objects.filter(pk=pause.pk).update(
-        kind="TOOL_CALL", tool_names=[c["toolName"] for c in calls], **({"reason": reason} if reason else {}))
-    pause.refresh_from_db()
-    batch = PendingToolBatch.objects.create(
-        pause=pause, conversation_id=pause.subject_id, llm_task_id="assistant", llm_task_index=0,
-        workflow_id="main", transcript=[], executed_ungated_calls=executed_ungated or [],
-        fingerprint=hashlib.sha256(json.dumps(calls, sort_keys=True).encode()).hexdigest(),
+    toolset = ToolSet()
+    for call in calls:
+        toolset.add(_tool_of(call))
+    gated = [ToolCall(id=c["callId"], name=c["toolName"], arguments=json.dumps(c.get("arguments", {})))
+             for c in calls]
+    config: dict[str, Any] = {"rules": [{"match": c["matchedRule"]} for c in calls if c.get("matchedRule")]}
+    if reason:
+        config["pauseReason"] = reason
+    batch = build_batch(
+        content=None, gated=gated, gate_reasons={c["callId"]: c.get("gateReason", "") for c in calls},
+        toolset=toolset, context=ToolContext(conversation_id=str(pause.subject_id), agent_id=str(pause.agent_id)),
+        state=LoopState(messages=[], executed_ungated=list(executed_ungated or [])),
+        loop=LoopSettings(llm_task_id="assistant", config=config, hitl_config=None, max_iterations=5,
+                          user_input=""),
     )
-    for position, call in enumerate(calls):
-        arguments = json.dumps(call.get("arguments", {}))
-        PendingToolCall.objects.create(
-            batch=batch, position=position, call_id=call["callId"], tool_name=call["toolName"],
-            source=call.get("source", "http"), arguments_raw=arguments, arguments_redacted=arguments,
-            args_truncated=bool(call.get("argsTruncated")), gate_reason=call.get("gateReason", ""),
-            matched_rule=call.get("matchedRule", ""),
-            request_fingerprint="f" * 64 if call.get("pinned") else "", request_preview=call.get("preview"),
-        )
+    Pause.objects.filter(pk=pause.pk).update(kind="TOOL_CALL", tool_names=batch.tool_names, reason=batch.reason)
+    pause.refresh_from_db()
+    store_batch(pause, batch)
+    names = {c["callId"]: c["toolName"] for c in calls}
     for call_id in outcome_unknown or []:
-        JournalEntry.objects.create(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id=call_id,
-                                    tool_name="charge_card", claimed_at=pause.paused_at)
+        assert claim(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id=call_id,
+                     tool_name=names.get(call_id, ""), decided_by="approver")
     return pause
+
+
+def _tool_of(call: dict[str, Any]) -> Any:
+    """The tool a call is offered as: an http tool built from its request, else a tool of its source."""
+    from toolgate.sources.http import http_tool
+    from toolgate.tools import Tool
+
+    request = call.get("request")
+    if request is None:
+        return Tool(name=call["toolName"], source=call.get("source", "builtin"), description="",
+                    parameters={"type": "object"}, run=lambda args, context: {"ok": True})
+    url = urlsplit(request["url"])
+    path = url.path + (f"?{url.query}" if url.query else "")
+    return http_tool({"targetServerUrl": f"{url.scheme}://{url.netloc}"}, {
+        "name": call["toolName"], "parameters": {"type": "object"},
+        "request": {"method": request.get("method", "GET"), "path": path,
+                    "headers": request.get("headers") or {}, "body": request.get("body")},
+    })

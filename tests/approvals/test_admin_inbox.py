@@ -14,6 +14,8 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from tests.conftest import client_for, make_user
 from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
+from toolgate.journal import claim
+from toolgate.models import UNRESOLVED_FINGERPRINT, PendingToolBatch, PendingToolCall
 
 pytestmark = pytest.mark.django_db
 
@@ -68,11 +70,10 @@ def make_tool_call_pause(pause: Pause, calls: list[dict] | None = None, *, outco
     calls = calls if calls is not None else [
         {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
          "arguments": {"amount": 250, "iban": "DE** redacted **"},
-         "gateReason": "transfer_*", "matchedRule": "transfer_*", "pinned": True,
-         "preview": {"method": "POST", "uri": "https://payments.example/transfers", "queryParams": {},
-                     "headers": {}, "body": "", "bodyTruncated": False}},
+         "gateReason": "transfer_*", "matchedRule": "transfer_*",
+         "request": {"method": "POST", "url": "https://payments.example/transfers"}},
         {"callId": "call-2", "toolName": "send_email", "source": "builtin", "arguments": {"to": "a@example.org"},
-         "gateReason": "send_*", "pinned": False},
+         "gateReason": "send_*"},
     ]
     return store_tool_batch(pause, calls, outcome_unknown=outcome_unknown, executed_ungated=executed_ungated)
 
@@ -352,13 +353,56 @@ def test_a_tool_call_page_shows_each_call_with_its_pinning_badge_and_warnings(al
     assert 'name="call_0_amended"' in html and 'name="call_1_verdict"' in html
 
 
-@pytest.mark.parametrize("details", [
-    {"calls": None}, {"calls": "garbage"}, {"calls": [None, 5, "text", {}]}, {"outcomeUnknown": "oops"}, {},
-])
-def test_a_tool_call_page_renders_whatever_details_are_there(alice, approver, details):
-    pause = paused_pause(alice)
-    Pause.objects.filter(pk=pause.pk).update(kind="TOOL_CALL", details=details)
-    assert logged_in(approver).get(page(pause)).status_code == 200
+def stored_calls(pause: Pause):
+    return PendingToolCall.objects.filter(batch__pause=pause)
+
+
+# What the tool gate's details provider reads (toolgate.presentation): the stored batch, its calls and
+# the journal. Each case stores something unusual there and names what the page must then show.
+STORED_BATCHES = {
+    "no batch": (
+        lambda pause: PendingToolBatch.objects.filter(pause=pause).delete(),
+        lambda review: review.calls == [] and review.executed_ungated == [],
+    ),
+    "a batch without calls": (
+        lambda pause: stored_calls(pause).delete(),
+        lambda review: review.calls == [] and [n.tool_name for n in review.executed_ungated] == ["lookup_balance"],
+    ),
+    "a request unresolved at the gate": (
+        lambda pause: stored_calls(pause).filter(call_id="call-1").update(
+            request_fingerprint=UNRESOLVED_FINGERPRINT, request_preview=None),
+        lambda review: not review.calls[0].pinned and review.calls[0].request_preview == "",
+    ),
+    "truncated arguments": (
+        lambda pause: stored_calls(pause).filter(call_id="call-1").update(
+            args_truncated=True, arguments_redacted='{"amount": 25'),
+        lambda review: review.calls[0].args_truncated and review.calls[0].arguments == '{"amount": 25',
+    ),
+    "no matched rule": (
+        lambda pause: stored_calls(pause).filter(call_id="call-1").update(matched_rule=""),
+        lambda review: review.calls[0].matched_rule == "" and review.calls[0].gate_reason == "transfer_*",
+    ),
+    "ungated calls that ran first": (
+        lambda pause: PendingToolBatch.objects.filter(pause=pause).update(
+            executed_ungated_calls=["lookup_balance", "lookup_rates"]),
+        lambda review: [n.tool_name for n in review.executed_ungated] == ["lookup_balance", "lookup_rates"],
+    ),
+    "a claim never recorded": (
+        lambda pause: claim(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id="call-2",
+                            tool_name="send_email", decided_by="approver"),
+        lambda review: [(n.call_id, n.tool_name) for n in review.outcome_unknown] == [("call-2", "send_email")],
+    ),
+}
+
+
+@pytest.mark.parametrize("stored", STORED_BATCHES.values(), ids=STORED_BATCHES.keys())
+def test_a_tool_call_page_shows_whatever_the_gate_stored(alice, approver, stored):
+    change, shown = stored
+    pause = make_tool_call_pause(paused_pause(alice), executed_ungated=["lookup_balance"])
+    change(pause)
+    response = logged_in(approver).get(page(pause))
+    assert response.status_code == 200
+    assert shown(response.context["review"]), response.context["review"]
 
 
 def test_per_call_verdicts_and_amended_arguments_reach_the_service(alice, approver):

@@ -40,13 +40,12 @@ def other_pending_work(owner) -> Pause:
     store_tool_batch(tool_pause, [
         {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
          "arguments": {"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"},
-         "gateReason": "transfer_*", "matchedRule": "transfer_*", "pinned": True,
-         "preview": {"method": "POST", "uri": "https://payments.example/v1/transfers", "queryParams": {},
-                     "headers": {"authorization": "<REDACTED>"},
-                     "body": '{"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"}',
-                     "bodyTruncated": False}},
+         "gateReason": "transfer_*", "matchedRule": "transfer_*",
+         "request": {"method": "POST", "url": "https://payments.example/v1/transfers",
+                     "headers": {"Authorization": "Basic cGF5bWVudHM6c2VjcmV0LXBhc3N3b3Jk"},
+                     "body": {"amount": "{args.amount}", "currency": "{args.currency}", "iban": "{args.iban}"}}},
         {"callId": "call-2", "toolName": "send_receipt", "source": "builtin",
-         "arguments": {"to": "a***@example.org"}, "gateReason": "send_*", "pinned": False},
+         "arguments": {"to": "a***@example.org"}, "gateReason": "send_*"},
     ], outcome_unknown=["call-1"], reason="Payment over 1,000 EUR needs approval")
     tool_pause.refresh_from_db()
     Pause.objects.create(
