@@ -6,7 +6,12 @@ import time
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
@@ -33,32 +38,46 @@ from conversations.selectors import (
 )
 from conversations.snapshots import approval_status, snapshot
 
-SNAPSHOT = inline_serializer(
-    "Snapshot",
-    {
+
+def _snapshot_fields() -> dict[str, serializers.Field]:
+    """The snapshot's fields, fresh for each response that carries them (a field belongs to one serializer)."""
+    return {
         "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(),
         "agentVersion": serializers.IntegerField(), "environment": serializers.CharField(),
         "state": serializers.ChoiceField(ConversationState.choices),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
+        "quickReplies": serializers.ListField(child=serializers.DictField(), help_text="of the latest turn"),
         "properties": serializers.DictField(), "steps": serializers.ListField(
             child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
         "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
-    },
-)
+    }
+
+
+class LastDecisionSerializer(serializers.Serializer):
+    verdict = serializers.CharField()
+    decidedBy = serializers.CharField()
+    automated = serializers.BooleanField()
+    note = serializers.CharField(allow_null=True)
+    decidedAt = serializers.DateTimeField(allow_null=True)
+    cancelledBy = serializers.CharField(allow_null=True,
+                                        help_text="who cancelled the pause or its continuation; null when nobody did")
+    cancelledAt = serializers.DateTimeField(allow_null=True)
+
+
+SNAPSHOT = inline_serializer("Snapshot", _snapshot_fields())
 CANCEL_ANSWER = inline_serializer(
     "CancelAnswer",
     {
-        "conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
-        "output": serializers.ListField(child=serializers.CharField()),
-        "actions": serializers.ListField(child=serializers.CharField()),
-        "properties": serializers.DictField(), "steps": serializers.ListField(
-            child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
-        "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
+        **_snapshot_fields(),
         "cancelRequested": inline_serializer(
             "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
             help_text="Present while a running turn was told to stop and had not stopped yet"),
     },
+)
+CONTINUED = inline_serializer(
+    "ContinuedSnapshot",
+    {**_snapshot_fields(), "lastDecision": LastDecisionSerializer(allow_null=True)},
 )
 SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
 DECISION = inline_serializer(
@@ -223,7 +242,8 @@ class ResumeView(APIView):
                                      description="Seconds (0..60) to wait for the continuation; "
                                                  "the continued snapshot is returned instead")],
         request=DECISION,
-        responses={200: DECIDED},
+        responses={200: PolymorphicProxySerializer(
+            "DecisionAnswer", serializers=[DECIDED, CONTINUED], resource_type_field_name=None)},
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         decision = parse_decision_body(json_body(request, required=True))
@@ -320,16 +340,7 @@ APPROVAL_STATUS = inline_serializer(
      "pauseDetails": serializers.DictField(allow_null=True, help_text="RULE {type, reason, actions}; TOOL_CALL "
                                                                       "{type, calls, executedUngatedCalls, "
                                                                       "outcomeUnknown}"),
-     "lastDecision": inline_serializer(
-         "LastDecision",
-         {"verdict": serializers.CharField(), "decidedBy": serializers.CharField(),
-          "automated": serializers.BooleanField(), "note": serializers.CharField(allow_null=True),
-          "decidedAt": serializers.DateTimeField(allow_null=True),
-          "cancelledBy": serializers.CharField(allow_null=True, help_text="who cancelled the pause or its "
-                                                                          "continuation; null when nobody did"),
-          "cancelledAt": serializers.DateTimeField(allow_null=True)},
-         allow_null=True,
-     ),
+     "lastDecision": LastDecisionSerializer(allow_null=True),
      "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},
 )
 

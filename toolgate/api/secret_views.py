@@ -14,7 +14,10 @@ from conversations.api.permissions import AdminOnly
 from toolgate import secret_store
 from toolgate.models import StoredSecret
 
-SECRET_ROW = inline_serializer("SecretRow", {"name": serializers.CharField(), "updatedAt": serializers.DateTimeField()})
+
+class SecretRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    updatedAt = serializers.DateTimeField()
 
 
 def _row(secret: StoredSecret) -> dict[str, str | None]:
@@ -24,7 +27,7 @@ def _row(secret: StoredSecret) -> dict[str, str | None]:
 class SecretListView(APIView):
     permission_classes = [AdminOnly]
 
-    @extend_schema(summary="Secret names and update times (never values)", responses=SECRET_ROW)
+    @extend_schema(summary="Secret names and update times (never values)", responses=SecretRowSerializer(many=True))
     def get(self, request: Request) -> Response:
         return Response([_row(s) for s in StoredSecret.objects.order_by("name").only("name", "updated_at")])
 
@@ -34,7 +37,7 @@ class SecretDetailView(APIView):
 
     @extend_schema(summary="Set a secret (encrypted at rest; the value is never returned)",
                    request=inline_serializer("SecretValue", {"value": serializers.CharField()}),
-                   responses={200: SECRET_ROW})
+                   responses={200: SecretRowSerializer})
     def put(self, request: Request, name: str) -> Response:
         data = request.data if isinstance(request.data, dict) else None
         if data is None:
