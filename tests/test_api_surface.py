@@ -278,8 +278,20 @@ def _mismatch(openapi: dict[str, Any], operation: dict[str, Any], response: Any)
     return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
 
 
+def _request_mismatch(openapi: dict[str, Any], operation: dict[str, Any], body: Any) -> str | None:
+    import jsonschema
+
+    content = operation.get("requestBody", {}).get("content", {})
+    if "application/json" not in content:
+        return "no JSON request body is documented"
+    schema = _json_schema(content["application/json"]["schema"], openapi["components"]["schemas"])
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors(body))
+    return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+
+
 def test_every_endpoint_returns_what_its_schema_documents(world, settings):
-    """Each documented operation, called for real, answers with a body its response schema accepts."""
+    """Each documented operation, called for real, answers with a body its response schema accepts; each body
+    the test sends (one the view accepts) is one its request schema accepts."""
     settings.HITL_CONTINUE_AFTER_RESPONSE = False
     openapi = _openapi()
     agent_id = deployed_agent()
@@ -296,6 +308,8 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
         assert response.status_code == expected, (method, path, response.status_code, response.content[:500])
         name, operation = _operation_for(openapi, method, path.split("?")[0])
         checked.add(name)
+        if kwargs.get("format") == "json" and (problem := _request_mismatch(openapi, operation, kwargs["data"])):
+            mismatches.append(f"{name} request: {problem}")
         if (problem := _mismatch(openapi, operation, response)) is not None:
             mismatches.append(f"{name} -> {response.status_code}: {problem}")
         return response

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 from approvals.access import is_admin, is_owner
 from approvals.actors import actor_for_user
 from approvals.continuations import Continued, decide_and_continue, decide_and_continue_later
-from approvals.decision_input import parse_decision_body
+from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
@@ -80,12 +80,6 @@ CONTINUED = inline_serializer(
     {**_snapshot_fields(), "lastDecision": LastDecisionSerializer(allow_null=True)},
 )
 SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
-DECISION = inline_serializer(
-    "Decision",
-    {"verdict": serializers.ChoiceField(["APPROVED", "REJECTED"]),
-     "note": serializers.CharField(required=False, max_length=4096),
-     "toolDecisions": serializers.DictField(required=False)},
-)
 DECIDED = inline_serializer(
     "Decided",
     {"conversationId": serializers.UUIDField(), "pauseId": serializers.UUIDField(),
@@ -241,7 +235,7 @@ class ResumeView(APIView):
         parameters=[OpenApiParameter("wait", int, required=False,
                                      description="Seconds (0..60) to wait for the continuation; "
                                                  "the continued snapshot is returned instead")],
-        request=DECISION,
+        request=DecisionBodySerializer,
         responses={200: PolymorphicProxySerializer(
             "DecisionAnswer", serializers=[DECIDED, CONTINUED], resource_type_field_name=None)},
     )
