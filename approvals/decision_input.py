@@ -5,14 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.validators import ProhibitNullCharactersValidator
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from approvals.body_rules import body_errors, shown_text
 from approvals.models import Verdict
-from approvals.request_bodies import BodySerializer, validated_body
+from approvals.request_bodies import BodySerializer, TextField, validated_body
 
 NOTE_MAX = 4096
 VERDICT_REQUIRED = "Request body must include a 'verdict' field (APPROVED or REJECTED)"
@@ -79,23 +77,7 @@ class VerdictField(serializers.Field):
         return verdict
 
 
-class TextField(serializers.CharField):
-    """A string and nothing else (DRF's CharField would take 5 as "5"). NUL and lone surrogates are
-    refused by approvals.body_rules, in its words, not by DRF's own validators."""
-
-    default_error_messages = {"invalid": "must be a string"}
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validators = [v for v in self.validators if not isinstance(
-            v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)]
-
-    def to_internal_value(self, data: Any) -> str:
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
+@extend_schema_serializer(component_name="Decision")
 class DecisionBodySerializer(BodySerializer):
     """The decision body of every surface: what REST documents is what every surface checks."""
 

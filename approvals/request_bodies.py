@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from approvals.errors import BadRequest
 
@@ -36,8 +38,31 @@ class BodySerializer(serializers.Serializer):
         return value
 
     def problem_detail(self, errors: list[dict[str, str]]) -> str:
-        """The 400's ``detail``; a body with its own wording (the decision) overrides it."""
-        return "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+        """The 400's ``detail``: unknown fields quoted, with the fields the body takes, then each other
+        error. A body with its own wording (the decision) overrides it."""
+        unknown = [e["field"] for e in errors if e["message"] == "unknown field"]
+        parts = [f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
+                 f"the body takes {', '.join(self.fields)}"] if unknown else []
+        parts.extend(f"{e['field']}: {e['message']}" if e["field"] else e["message"]
+                     for e in errors if e["field"] not in unknown)
+        return "; ".join(parts)
+
+
+class TextField(serializers.CharField):
+    """A string and nothing else (DRF's CharField would take 5 as "5"). NUL and lone surrogates are
+    refused by approvals.body_rules, in its words, not by DRF's own validators."""
+
+    default_error_messages = {"invalid": "must be a string"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(
+            v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)]
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:

@@ -10,6 +10,7 @@ from drf_spectacular.utils import (
     OpenApiParameter,
     PolymorphicProxySerializer,
     extend_schema,
+    extend_schema_serializer,
     inline_serializer,
 )
 from rest_framework import serializers, status
@@ -26,6 +27,7 @@ from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
 from approvals.presenters import decision_summary, inbox_row_from_values
+from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
@@ -79,15 +81,18 @@ CONTINUED = inline_serializer(
     "ContinuedSnapshot",
     {**_snapshot_fields(), "lastDecision": LastDecisionSerializer(allow_null=True)},
 )
-SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
 DECIDED = inline_serializer(
     "Decided",
     {"conversationId": serializers.UUIDField(), "pauseId": serializers.UUIDField(),
      "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
 )
 INPUT_MAX = 16_384
-SAY_FIELDS = ("input", "context")
-START_FIELDS = ("context",)
+
+
+def _context_field() -> serializers.DictField:
+    return serializers.DictField(required=False, allow_null=True, default=dict,
+                                 error_messages={"not_a_dict": "must be an object"},
+                                 help_text="Conversation context for this turn ({context.X} in templates)")
 
 
 def json_body(request: Request, *, required: bool) -> Any:
@@ -106,42 +111,27 @@ def json_body(request: Request, *, required: bool) -> Any:
     return data
 
 
-def _context(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BadRequest("context must be an object", errors=[{"field": "context", "message": "must be an object"}])
-    return value
-
-
-def refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...]) -> None:
-    """A field we do not know is a 400 naming each one, as resume does: a misspelt ``contxt`` is
-    never silently dropped."""
-    unknown = sorted(set(body) - set(known))
-    if unknown:
-        raise BadRequest(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
-                         f"the body takes {', '.join(known)}",
-                         errors=[{"field": name, "message": "unknown field"} for name in unknown])
-
-
 class StartView(APIView):
+    @extend_schema_serializer(component_name="StartInput")
+    class InputSerializer(BodySerializer):
+        """The optional start body; any other field is a 400 naming it."""
+
+        context = _context_field()
+
     @extend_schema(
         summary="Start a conversation",
         parameters=[OpenApiParameter("environment", str, enum=["production", "test"], required=False)],
-        request=inline_serializer("StartInput", {"context": serializers.DictField(required=False)}),
+        request=InputSerializer,
         responses={201: SNAPSHOT},
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        body = json_body(request, required=False)
-        if not isinstance(body, dict):
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-        refuse_unknown_fields(body, START_FIELDS)
+        body = validated_body(self.InputSerializer, json_body(request, required=False))
         environment = request.query_params.get("environment", "production")
         if environment not in ("production", "test"):
             raise BadRequest(f"unknown environment '{environment}'",
                              errors=[{"field": "environment", "message": "must be production or test"}])
         started = turns.start_conversation(
-            user=request.user, agent_id=agent_id, environment=environment, context=_context(body.get("context"))
+            user=request.user, agent_id=agent_id, environment=environment, context=body["context"] or {}
         )
         response = Response(snapshot(started.conversation, steps=started.steps), status=status.HTTP_201_CREATED)
         response["Location"] = f"/agents/{started.conversation.id}"
@@ -149,26 +139,27 @@ class StartView(APIView):
 
 
 class ConversationView(APIView):
+    @extend_schema_serializer(component_name="SayInput")
+    class InputSerializer(BodySerializer):
+        """The say body; any other field is a 400 naming it."""
+
+        input = TextField(max_length=INPUT_MAX, allow_blank=True, trim_whitespace=False,
+                          error_messages={"required": "required string", "null": "required string",
+                                          "invalid": "required string",
+                                          "max_length": f"over {INPUT_MAX} characters"})
+        context = _context_field()
+
     @extend_schema(summary="Read a conversation snapshot", responses=SNAPSHOT)
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = _readable(request.user, conversation_id)
         return Response(snapshot(conversation))
 
     @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
-                   request=SAY, responses=SNAPSHOT)
+                   request=InputSerializer, responses=SNAPSHOT)
     def post(self, request: Request, conversation_id: str) -> Response:
-        body = json_body(request, required=True)
-        if not isinstance(body, dict):
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-        refuse_unknown_fields(body, SAY_FIELDS)
-        text = body.get("input")
-        if not isinstance(text, str):
-            raise BadRequest("input must be a string", errors=[{"field": "input", "message": "required string"}])
-        if len(text) > INPUT_MAX:
-            raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
-        context = _context(body.get("context"))
+        body = validated_body(self.InputSerializer, json_body(request, required=True))
         talk = talk_on_version(request.user, conversation_id)
-        said = turns.say(conversation=talk, user=request.user, user_input=text, context=context)
+        said = turns.say(conversation=talk, user=request.user, user_input=body["input"], context=body["context"] or {})
         return Response(snapshot(said.conversation, steps=said.steps))
 
 
