@@ -6,6 +6,7 @@ whose ``errors`` name each bad field (``toolDecisions.call-1.note``), raised bef
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
@@ -63,6 +64,15 @@ class TextField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+def checked_by(rule: Callable[[Any], Any], value: Any) -> Any:
+    """``rule(value)``, an existing rule that raises ``BadRequest``, from inside a serializer's
+    ``validate_<field>``: its messages become the field's errors, so the rule is not copied."""
+    try:
+        return rule(value)
+    except BadRequest as exc:
+        raise serializers.ValidationError([e["message"] for e in exc.extra.get("errors", [])] or [exc.detail]) from None
 
 
 def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
