@@ -22,13 +22,14 @@ class BodySerializer(serializers.Serializer):
     an object is an error naming ``not_an_object`` (field, message)."""
 
     ignored_fields: frozenset[str] = frozenset()
+    takes_unknown_fields = False  # True where clients of the original send more (login, metric relays)
     not_an_object: tuple[str, str] = ("body", "not an object")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             field, message = self.not_an_object
             raise serializers.ValidationError({field: [message]})
-        unknown = sorted(set(data) - set(self.fields) - self.ignored_fields)
+        unknown = [] if self.takes_unknown_fields else sorted(set(data) - set(self.fields) - self.ignored_fields)
         errors: dict[str, Any] = {name: ["unknown field"] for name in unknown}
         try:
             value = super().to_internal_value(data)
