@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
 from approvals.body_rules import body_errors, shown_text
-from approvals.errors import BadRequest
 from approvals.field_errors import utf16_length
 from approvals.models import Verdict
+from approvals.request_bodies import BodySerializer, TextField, validated_body
 
 NOTE_MAX = 4096
 VERDICT_REQUIRED = "Request body must include a 'verdict' field (APPROVED or REJECTED)"
 # Accepted for compatibility with clients of the original, and ignored: the actor is the caller.
 IGNORED_FIELDS = {"decidedBy"}
-KNOWN_FIELDS = {"verdict", "note", "toolDecisions"} | IGNORED_FIELDS
 
 
 @dataclass(frozen=True)
@@ -41,45 +43,73 @@ def bad_verdict_message(value: Any) -> str:
     return f"verdict must be the string APPROVED or REJECTED, not {kind}"
 
 
-def parse_decision_body(data: Any) -> DecisionInput:
-    if not isinstance(data, dict):
-        raise BadRequest(VERDICT_REQUIRED, errors=[{"field": "verdict", "message": "required"}])
-    errors: list[dict[str, str]] = []
-    unknown = sorted(set(data) - KNOWN_FIELDS)
-    for name in unknown:
-        errors.append({"field": name, "message": "unknown field"})
-    raw_verdict = data.get("verdict")
-    verdict = parse_verdict(raw_verdict)
+def decision_problem_detail(raw_verdict: Any, errors: list[dict[str, str]]) -> str:
+    """The 400's ``detail`` for a bad decision: what is wrong with the verdict first, as the original words it."""
     if raw_verdict is None:
-        errors.append({"field": "verdict", "message": "required: APPROVED or REJECTED"})
-    elif verdict is None:
-        errors.append({"field": "verdict", "message": bad_verdict_message(raw_verdict)})
-    note = data.get("note")
-    if note is None:
-        note = ""
-    elif not isinstance(note, str):
-        errors.append({"field": "note", "message": "must be a string"})
-        note = ""
-    elif utf16_length(note) > NOTE_MAX:
-        errors.append({"field": "note", "message": f"exceeds the maximum length of {NOTE_MAX} characters"})
-    else:
-        errors.extend(body_errors(note, field="note"))
-    tool_decisions = data.get("toolDecisions")
-    if tool_decisions is None:
-        tool_decisions = {}
-    elif not isinstance(tool_decisions, dict):
-        errors.append({"field": "toolDecisions", "message": "must be an object keyed by call id"})
-        tool_decisions = {}
-    else:
-        errors.extend(body_errors(tool_decisions, field="toolDecisions"))
-    if errors:
-        if raw_verdict is None:
-            detail = VERDICT_REQUIRED
-        elif verdict is None:
-            detail = bad_verdict_message(raw_verdict)
-        elif any(e["field"] == "note" and "exceeds" in e["message"] for e in errors):
-            detail = f"Decision note exceeds the maximum length of {NOTE_MAX} characters"
-        else:
-            detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        raise BadRequest(detail, errors=errors)
-    return DecisionInput(verdict=verdict, note=note, tool_decisions=tool_decisions)
+        return VERDICT_REQUIRED
+    if parse_verdict(raw_verdict) is None:
+        return bad_verdict_message(raw_verdict)
+    if any(e["field"] == "note" and "exceeds" in e["message"] for e in errors):
+        return f"Decision note exceeds the maximum length of {NOTE_MAX} characters"
+    return "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+
+
+def _refused(errors: list[dict[str, str]]) -> serializers.ValidationError:
+    """``body_errors`` of a value (fields relative to it) as the value's own validation error."""
+    if any(e["field"] for e in errors):
+        return serializers.ValidationError({e["field"]: [e["message"]] for e in errors})
+    return serializers.ValidationError([e["message"] for e in errors])
+
+
+@extend_schema_field({"type": "string", "enum": [Verdict.APPROVED, Verdict.REJECTED],
+                      "description": "Case-insensitive; surrounding blanks are ignored"})
+class VerdictField(serializers.Field):
+    default_error_messages = {"required": "required: APPROVED or REJECTED", "null": "required: APPROVED or REJECTED"}
+
+    def to_internal_value(self, data: Any) -> str:
+        verdict = parse_verdict(data)
+        if verdict is None:
+            raise serializers.ValidationError(bad_verdict_message(data))
+        return verdict
+
+
+@extend_schema_serializer(component_name="Decision")
+class DecisionBodySerializer(BodySerializer):
+    """The decision body of every surface: what REST documents is what every surface checks."""
+
+    ignored_fields = frozenset(IGNORED_FIELDS)
+    not_an_object = ("verdict", "required")
+
+    verdict = VerdictField()
+    note = TextField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False, default="",
+                     help_text=f"At most {NOTE_MAX} characters (UTF-16 code units)")
+    toolDecisions = serializers.DictField(  # noqa: N815 - the wire name
+        required=False, allow_null=True, default=dict,
+        error_messages={"not_a_dict": "must be an object keyed by call id"},
+        help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (JSON object text)}')
+
+    def validate_note(self, note: str | None) -> str:
+        if note is None:
+            return ""
+        if utf16_length(note) > NOTE_MAX:
+            raise serializers.ValidationError(f"exceeds the maximum length of {NOTE_MAX} characters")
+        if errors := body_errors(note):
+            raise _refused(errors)
+        return note
+
+    def validate_toolDecisions(self, tool_decisions: dict[str, Any] | None) -> dict[str, Any]:  # noqa: N802
+        if tool_decisions is None:
+            return {}
+        if errors := body_errors(tool_decisions):
+            raise _refused(errors)
+        return tool_decisions
+
+    def problem_detail(self, errors: list[dict[str, str]]) -> str:
+        data = self.initial_data
+        return decision_problem_detail(data.get("verdict") if isinstance(data, dict) else None, errors)
+
+
+def parse_decision_body(data: Any) -> DecisionInput:
+    """The decision in ``data``, or a 400 naming each bad field (nothing is touched before this)."""
+    body = validated_body(DecisionBodySerializer, data)
+    return DecisionInput(verdict=body["verdict"], note=body["note"], tool_decisions=body["toolDecisions"])

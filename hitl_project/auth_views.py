@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny
@@ -12,8 +14,11 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
-from approvals.errors import ApplicationError, BadRequest
+from approvals.errors import ApplicationError
+from approvals.request_bodies import BodySerializer, TextField, validated_body
 from hitl_project.health import health_report
+
+REQUIRED_STRING = {key: "required string" for key in ("required", "null", "invalid", "blank")}
 
 
 class InvalidCredentials(ApplicationError):
@@ -31,19 +36,28 @@ class TokenView(APIView):
     permission_classes = [AllowAny]
     throttle_classes = [LoginThrottle]
 
+    @extend_schema_serializer(component_name="Credentials")
+    class InputSerializer(BodySerializer):
+        """A username and its password (a body that is not an object lacks both)."""
+
+        takes_unknown_fields = True
+        username = TextField(trim_whitespace=False, error_messages=REQUIRED_STRING)
+        password = TextField(trim_whitespace=False, error_messages=REQUIRED_STRING)
+
+        def to_internal_value(self, data: Any) -> dict[str, Any]:
+            return super().to_internal_value(data if isinstance(data, dict) else {})
+
+        def problem_detail(self, errors: list[dict[str, str]]) -> str:
+            return "username and password are required"
+
     @extend_schema(
         summary="Exchange a username and password for an API token",
-        request=inline_serializer("Credentials", {"username": serializers.CharField(),
-                                                  "password": serializers.CharField()}),
+        request=InputSerializer,
         responses=inline_serializer("TokenOut", {"token": serializers.CharField()}),
         auth=[],
     )
     def post(self, request: Request) -> Response:
-        data = request.data if isinstance(request.data, dict) else {}
-        errors = [{"field": f, "message": "required string"} for f in ("username", "password")
-                  if not isinstance(data.get(f), str) or not data.get(f)]
-        if errors:
-            raise BadRequest("username and password are required", errors=errors)
+        data = validated_body(self.InputSerializer, request.data)
         user = authenticate(request=request._request, username=data["username"], password=data["password"])
         if user is None or not user.is_active:
             raise InvalidCredentials("Invalid username or password")

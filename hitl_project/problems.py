@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from approvals.errors import ApplicationError
+from approvals.request_bodies import field_errors
 
 logger = logging.getLogger(__name__)
 
@@ -34,23 +35,6 @@ _DRF_CODES = {
 def problem_response(status: int, code: str, title: str, detail: str, **extra: Any) -> Response:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail, "code": code, **extra}
     return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
-
-
-def _flatten_validation(detail: Any, prefix: str = "") -> list[dict[str, str]]:
-    if isinstance(detail, dict):
-        out: list[dict[str, str]] = []
-        for key, value in detail.items():
-            field = key if key != "non_field_errors" else ""
-            out.extend(_flatten_validation(value, f"{prefix}.{field}" if prefix and field else prefix or field))
-        return out
-    if isinstance(detail, list):
-        if all(not isinstance(item, (dict, list)) for item in detail):
-            return [{"field": prefix, "message": str(item)} for item in detail]
-        out = []
-        for index, item in enumerate(detail):
-            out.extend(_flatten_validation(item, f"{prefix}[{index}]"))
-        return out
-    return [{"field": prefix, "message": str(detail)}]
 
 
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -77,7 +61,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     code, title = _DRF_CODES.get(status, ("INTERNAL", "Error"))
     extra: dict[str, Any] = {}
     if isinstance(exc, drf_exceptions.ValidationError):
-        errors = _flatten_validation(exc.detail)
+        errors = field_errors(exc.detail)
         extra["errors"] = errors
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
     else:

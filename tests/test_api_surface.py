@@ -219,3 +219,156 @@ def test_hitl_demo_run_twice_reuses_the_same_agent(db):
     assert second == first, output
     assert Agent.objects.filter(name="account-bot", deleted_at__isnull=True).count() == 1
     assert Deployment.objects.filter(agent_id=first, environment="production").count() == 1
+
+
+# --- the documented response schema is what the endpoint returns --------------------------------------
+
+# Operations whose success body is not JSON; only their content type is checked against the schema.
+NOT_JSON = {"text/csv", "application/jsonl", "application/zip", "text/plain"}
+
+
+def _openapi() -> dict[str, Any]:
+    from drf_spectacular.generators import SchemaGenerator
+
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def _json_schema(schema: Any, components: dict[str, Any]) -> Any:
+    """An OpenAPI 3.0 schema as JSON Schema: ``$ref`` inlined, ``nullable`` as a null alternative."""
+    if isinstance(schema, list):
+        return [_json_schema(item, components) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return _json_schema(components[schema["$ref"].rsplit("/", 1)[-1]], components)
+    converted = {key: _json_schema(value, components) for key, value in schema.items() if key != "nullable"}
+    if "properties" in converted and "additionalProperties" not in converted:
+        converted["additionalProperties"] = False  # a key the view returns must be documented
+    if schema.get("nullable"):
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def _operation_for(openapi: dict[str, Any], method: str, path: str) -> tuple[str, dict[str, Any]]:
+    """The documented operation a concrete path is an instance of (``/agents/{conversation_id}``)."""
+    import re
+
+    # A literal segment beats a parameter: /agents/pending-approvals is not /agents/{conversation_id}.
+    for template, operations in sorted(openapi["paths"].items(), key=lambda item: item[0].count("{")):
+        pattern = "^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path) and method in operations:
+            return f"{method.upper()} {template}", operations[method]
+    raise AssertionError(f"{method.upper()} {path} is not in the schema")
+
+
+def _mismatch(openapi: dict[str, Any], operation: dict[str, Any], response: Any) -> str | None:
+    import jsonschema
+
+    documented = operation["responses"].get(str(response.status_code))
+    if documented is None:
+        return f"status {response.status_code} is not documented"
+    content = documented.get("content", {})
+    media_type = response.get("Content-Type", "").split(";")[0]
+    if not content:
+        return None if not response.content else f"status {response.status_code} documents no body"
+    if media_type not in content:
+        return f"content type {media_type} is not documented ({sorted(content)})"
+    if media_type in NOT_JSON:
+        return None
+    schema = _json_schema(content[media_type]["schema"], openapi["components"]["schemas"])
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(response.json()), key=lambda e: list(e.path))
+    return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+
+
+def _request_mismatch(openapi: dict[str, Any], operation: dict[str, Any], body: Any) -> str | None:
+    import jsonschema
+
+    content = operation.get("requestBody", {}).get("content", {})
+    if "application/json" not in content:
+        return "no JSON request body is documented"
+    schema = _json_schema(content["application/json"]["schema"], openapi["components"]["schemas"])
+    errors = list(jsonschema.Draft7Validator(schema).iter_errors(body))
+    return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+
+
+def test_every_endpoint_returns_what_its_schema_documents(world, settings):
+    """Each documented operation, called for real, answers with a body its response schema accepts; each body
+    the test sends (one the view accepts) is one its request schema accepts."""
+    settings.HITL_CONTINUE_AFTER_RESPONSE = False
+    openapi = _openapi()
+    agent_id = deployed_agent()
+    admin, bob, approver = world.admin, world.bob, world.approver
+    to_cancel = paused_conversation(bob, agent_id)
+    to_end = paused_conversation(bob, agent_id)
+    schedule = {"func": "approvals.maintenance_tasks.noop", "name": "nightly", "scheduleType": "MINUTES",
+                "minutes": 60}
+    checked: set[str] = set()
+    mismatches: list[str] = []
+
+    def call(client: APIClient, method: str, path: str, expected: int, **kwargs: Any) -> Any:
+        response = getattr(client, method)(path, **kwargs)
+        assert response.status_code == expected, (method, path, response.status_code, response.content[:500])
+        name, operation = _operation_for(openapi, method, path.split("?")[0])
+        checked.add(name)
+        if kwargs.get("format") == "json" and (problem := _request_mismatch(openapi, operation, kwargs["data"])):
+            mismatches.append(f"{name} request: {problem}")
+        if (problem := _mismatch(openapi, operation, response)) is not None:
+            mismatches.append(f"{name} -> {response.status_code}: {problem}")
+        return response
+
+    call(world.anonymous, "get", "/healthz", 200)
+    call(world.anonymous, "post", "/auth/token", 200, data={"username": "admin", "password": "pw-admin"},
+         format="json")
+    call(admin, "get", "/metrics", 200)
+    saved = call(admin, "post", "/agentstore/agents", 201, data=account_bot(name="schema-bot"), format="json")
+    new_agent = saved.json()["id"]
+    call(admin, "get", "/agentstore/agents", 200)
+    call(admin, "get", f"/agentstore/agents/{new_agent}", 200)
+    call(admin, "put", f"/agentstore/agents/{new_agent}", 200, data=account_bot(name="schema-bot"), format="json")
+    call(admin, "post", f"/administration/production/deploy/{new_agent}?version=2", 200)
+    call(admin, "get", f"/administration/production/deploymentstatus/{new_agent}", 200)
+    call(admin, "post", f"/administration/production/undeploy/{new_agent}?version=2", 200)
+    archive = call(admin, "get", f"/backup/export/{new_agent}", 200).content
+    call(admin, "post", "/backup/import", 201, data=archive, content_type="application/zip")
+    call(admin, "delete", f"/agentstore/agents/{new_agent}", 204)
+
+    call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
+    call(admin, "get", "/secretstore/secrets", 200)
+    call(admin, "delete", "/secretstore/secrets/payments.key", 204)
+
+    conversation = call(bob, "post", f"/agents/{agent_id}/start?environment=production", 201,
+                        data={"context": {"channel": "web"}}, format="json").json()["conversationId"]
+    call(bob, "post", f"/agents/{conversation}", 200, data={"input": "hello"}, format="json")
+    call(bob, "get", f"/agents/{conversation}", 200)
+    call(bob, "post", f"/agents/{conversation}/undo", 200)
+    call(bob, "post", f"/agents/{conversation}/redo", 200)
+    call(approver, "get", "/agents/pending-approvals", 200)
+    call(approver, "get", f"/agents/{world.paused_id}/approval-status", 200)
+    call(bob, "get", f"/agents/{world.paused_id}/approval-status?detail=full", 200)
+    call(bob, "get", f"/agents/{world.ready_id}/approval-status", 200)
+    call(approver, "post", f"/agents/{world.paused_id}/resume", 200, data={"verdict": "APPROVED", "note": "ok"},
+         format="json")
+    call(approver, "get", f"/agents/{world.paused_id}/approval-status", 200)
+    call(approver, "post", f"/agents/{to_cancel}/resume?wait=5", 200, data={"verdict": "REJECTED"}, format="json")
+    call(bob, "post", f"/agents/{to_end}/cancel", 200)
+    call(bob, "post", f"/agents/{to_end}/endConversation", 200)
+
+    call(admin, "post", "/administration/operator/canary-result", 204, data={"outcome": "pass",
+                                                                             "durationSeconds": 1.5}, format="json")
+    call(admin, "post", "/administration/operator/gate-status", 204, data={"verified": True}, format="json")
+    call(admin, "get", "/audit/entries", 200)
+    call(admin, "get", "/audit/export?format=jsonl", 200)
+
+    created = call(admin, "post", "/schedulestore/schedules", 201, data=schedule, format="json").json()
+    call(admin, "get", "/schedulestore/schedules", 200)
+    call(admin, "get", f"/schedulestore/schedules/{created['id']}", 200)
+    call(admin, "put", f"/schedulestore/schedules/{created['id']}", 200, data={"minutes": 30}, format="json")
+    call(admin, "post", f"/schedulestore/schedules/{created['id']}/disable", 200)
+    call(admin, "post", f"/schedulestore/schedules/{created['id']}/enable", 200, data={}, format="json")
+    call(admin, "post", f"/schedulestore/schedules/{created['id']}/fire", 202)
+    call(admin, "delete", f"/schedulestore/schedules/{created['id']}", 204)
+
+    documented = {f"{method.upper()} {path}" for path, operations in openapi["paths"].items()
+                  for method in operations}
+    assert documented - checked == set(), "documented operations this test does not call"
+    assert mismatches == [], "\n".join(mismatches)

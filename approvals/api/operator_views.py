@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,16 +17,10 @@ from rest_framework.views import APIView
 
 from approvals import metrics
 from approvals.api.permissions import AdminOnly
-from approvals.errors import BadRequest
+from approvals.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
-
-
-def _body(request: Request) -> dict[str, Any]:
-    data = request.data
-    if not isinstance(data, dict):
-        raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-    return data
+MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"
 
 
 def _duration(value: Any) -> float | None:
@@ -39,34 +33,57 @@ def _duration(value: Any) -> float | None:
 class CanaryResultView(APIView):
     permission_classes = [AdminOnly]
 
+    @extend_schema_serializer(component_name="CanaryResult")
+    class InputSerializer(BodySerializer):
+        """A canary's outcome; a duration that is not a finite number >= 0 is not observed."""
+
+        takes_unknown_fields = True
+        outcome = serializers.CharField(help_text="pass, fail or unknown (case-insensitive)",
+                                        error_messages={key: MUST_BE_AN_OUTCOME for key in
+                                                        ("required", "null", "invalid", "blank")})
+        durationSeconds = serializers.JSONField(  # noqa: N815 - the wire name
+            required=False, default=None, help_text="Seconds (a number >= 0)")
+
+        def validate_outcome(self, outcome: str) -> str:
+            if not isinstance(self.initial_data.get("outcome"), str) or outcome.strip().lower() not in OUTCOMES:
+                raise serializers.ValidationError(MUST_BE_AN_OUTCOME)
+            return outcome.strip().lower()
+
+        def validate_durationSeconds(self, value: Any) -> float | None:  # noqa: N802
+            return _duration(value)
+
     @extend_schema(
         summary="Report an operator canary's outcome (pass|fail|unknown) and duration in seconds",
-        request=inline_serializer("CanaryResult", {"outcome": serializers.ChoiceField(OUTCOMES),
-                                                   "durationSeconds": serializers.FloatField(required=False)}),
+        request=InputSerializer,
         responses={204: None},
     )
     def post(self, request: Request) -> Response:
-        body = _body(request)
-        outcome = body.get("outcome")
-        if not isinstance(outcome, str) or outcome.strip().lower() not in OUTCOMES:
-            raise BadRequest("outcome must be one of pass, fail, unknown",
-                             errors=[{"field": "outcome", "message": "must be one of pass, fail, unknown"}])
-        metrics.record_operator_canary(outcome.strip().lower(), _duration(body.get("durationSeconds")))
+        body = validated_body(self.InputSerializer, request.data)
+        metrics.record_operator_canary(body["outcome"], body["durationSeconds"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class GateStatusView(APIView):
     permission_classes = [AdminOnly]
 
+    @extend_schema_serializer(component_name="GateStatus")
+    class InputSerializer(BodySerializer):
+        """Whether the gate was verified: true or false, nothing that merely looks like one."""
+
+        takes_unknown_fields = True
+        verified = serializers.BooleanField(error_messages={key: "must be a boolean" for key in
+                                                            ("required", "null", "invalid")})
+
+        def validate_verified(self, verified: bool) -> bool:
+            if not isinstance(self.initial_data.get("verified"), bool):
+                raise serializers.ValidationError("must be a boolean")
+            return verified
+
     @extend_schema(
         summary="Report whether the approval gate was verified (sets hitl_operator_gate_verified)",
-        request=inline_serializer("GateStatus", {"verified": serializers.BooleanField()}),
+        request=InputSerializer,
         responses={204: None},
     )
     def post(self, request: Request) -> Response:
-        verified = _body(request).get("verified")
-        if not isinstance(verified, bool):
-            raise BadRequest("verified must be true or false",
-                             errors=[{"field": "verified", "message": "must be a boolean"}])
-        metrics.set_operator_gate_verified(verified)
+        metrics.set_operator_gate_verified(validated_body(self.InputSerializer, request.data)["verified"])
         return Response(status=status.HTTP_204_NO_CONTENT)

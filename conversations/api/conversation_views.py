@@ -6,7 +6,13 @@ import time
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
@@ -16,11 +22,12 @@ from rest_framework.views import APIView
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
 from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
-from approvals.decision_input import parse_decision_body
+from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
 from approvals.models import Pause, PauseStatus, SubjectType, Surface
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
+from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
@@ -33,39 +40,46 @@ from conversations.selectors import (
 )
 from conversations.snapshots import approval_status, snapshot
 
-SNAPSHOT = inline_serializer(
-    "Snapshot",
-    {
+
+def _snapshot_fields() -> dict[str, serializers.Field]:
+    """The snapshot's fields, fresh for each response that carries them (a field belongs to one serializer)."""
+    return {
         "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(),
         "agentVersion": serializers.IntegerField(), "environment": serializers.CharField(),
         "state": serializers.ChoiceField(ConversationState.choices),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
+        "quickReplies": serializers.ListField(child=serializers.DictField(), help_text="of the latest turn"),
         "properties": serializers.DictField(), "steps": serializers.ListField(
             child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
         "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
-    },
-)
+    }
+
+
+class LastDecisionSerializer(serializers.Serializer):
+    verdict = serializers.CharField()
+    decidedBy = serializers.CharField()
+    automated = serializers.BooleanField()
+    note = serializers.CharField(allow_null=True)
+    decidedAt = serializers.DateTimeField(allow_null=True)
+    cancelledBy = serializers.CharField(allow_null=True,
+                                        help_text="who cancelled the pause or its continuation; null when nobody did")
+    cancelledAt = serializers.DateTimeField(allow_null=True)
+
+
+SNAPSHOT = inline_serializer("Snapshot", _snapshot_fields())
 CANCEL_ANSWER = inline_serializer(
     "CancelAnswer",
     {
-        "conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
-        "output": serializers.ListField(child=serializers.CharField()),
-        "actions": serializers.ListField(child=serializers.CharField()),
-        "properties": serializers.DictField(), "steps": serializers.ListField(
-            child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
-        "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
+        **_snapshot_fields(),
         "cancelRequested": inline_serializer(
             "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
             help_text="Present while a running turn was told to stop and had not stopped yet"),
     },
 )
-SAY = inline_serializer("SayInput", {"input": serializers.CharField(), "context": serializers.DictField(required=False)})
-DECISION = inline_serializer(
-    "Decision",
-    {"verdict": serializers.ChoiceField(["APPROVED", "REJECTED"]),
-     "note": serializers.CharField(required=False, max_length=4096),
-     "toolDecisions": serializers.DictField(required=False)},
+CONTINUED = inline_serializer(
+    "ContinuedSnapshot",
+    {**_snapshot_fields(), "lastDecision": LastDecisionSerializer(allow_null=True)},
 )
 DECIDED = inline_serializer(
     "Decided",
@@ -73,8 +87,12 @@ DECIDED = inline_serializer(
      "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
 )
 INPUT_MAX = 16_384
-SAY_FIELDS = ("input", "context")
-START_FIELDS = ("context",)
+
+
+def _context_field() -> serializers.DictField:
+    return serializers.DictField(required=False, allow_null=True, default=dict,
+                                 error_messages={"not_a_dict": "must be an object"},
+                                 help_text="Conversation context for this turn ({context.X} in templates)")
 
 
 def json_body(request: Request, *, required: bool) -> Any:
@@ -93,42 +111,27 @@ def json_body(request: Request, *, required: bool) -> Any:
     return data
 
 
-def _context(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BadRequest("context must be an object", errors=[{"field": "context", "message": "must be an object"}])
-    return value
-
-
-def refuse_unknown_fields(body: dict[str, Any], known: tuple[str, ...]) -> None:
-    """A field we do not know is a 400 naming each one, as resume does: a misspelt ``contxt`` is
-    never silently dropped."""
-    unknown = sorted(set(body) - set(known))
-    if unknown:
-        raise BadRequest(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
-                         f"the body takes {', '.join(known)}",
-                         errors=[{"field": name, "message": "unknown field"} for name in unknown])
-
-
 class StartView(APIView):
+    @extend_schema_serializer(component_name="StartInput")
+    class InputSerializer(BodySerializer):
+        """The optional start body; any other field is a 400 naming it."""
+
+        context = _context_field()
+
     @extend_schema(
         summary="Start a conversation",
         parameters=[OpenApiParameter("environment", str, enum=["production", "test"], required=False)],
-        request=inline_serializer("StartInput", {"context": serializers.DictField(required=False)}),
+        request=InputSerializer,
         responses={201: SNAPSHOT},
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        body = json_body(request, required=False)
-        if not isinstance(body, dict):
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-        refuse_unknown_fields(body, START_FIELDS)
+        body = validated_body(self.InputSerializer, json_body(request, required=False))
         environment = request.query_params.get("environment", "production")
         if environment not in ("production", "test"):
             raise BadRequest(f"unknown environment '{environment}'",
                              errors=[{"field": "environment", "message": "must be production or test"}])
         started = turns.start_conversation(
-            user=request.user, agent_id=agent_id, environment=environment, context=_context(body.get("context"))
+            user=request.user, agent_id=agent_id, environment=environment, context=body["context"] or {}
         )
         response = Response(snapshot(started.conversation, steps=started.steps), status=status.HTTP_201_CREATED)
         response["Location"] = f"/agents/{started.conversation.id}"
@@ -136,26 +139,27 @@ class StartView(APIView):
 
 
 class ConversationView(APIView):
+    @extend_schema_serializer(component_name="SayInput")
+    class InputSerializer(BodySerializer):
+        """The say body; any other field is a 400 naming it."""
+
+        input = TextField(max_length=INPUT_MAX, allow_blank=True, trim_whitespace=False,
+                          error_messages={"required": "required string", "null": "required string",
+                                          "invalid": "required string",
+                                          "max_length": f"over {INPUT_MAX} characters"})
+        context = _context_field()
+
     @extend_schema(summary="Read a conversation snapshot", responses=SNAPSHOT)
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = _readable(request.user, conversation_id)
         return Response(snapshot(conversation))
 
     @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
-                   request=SAY, responses=SNAPSHOT)
+                   request=InputSerializer, responses=SNAPSHOT)
     def post(self, request: Request, conversation_id: str) -> Response:
-        body = json_body(request, required=True)
-        if not isinstance(body, dict):
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-        refuse_unknown_fields(body, SAY_FIELDS)
-        text = body.get("input")
-        if not isinstance(text, str):
-            raise BadRequest("input must be a string", errors=[{"field": "input", "message": "required string"}])
-        if len(text) > INPUT_MAX:
-            raise BadRequest("input is too long", errors=[{"field": "input", "message": f"over {INPUT_MAX} characters"}])
-        context = _context(body.get("context"))
+        body = validated_body(self.InputSerializer, json_body(request, required=True))
         talk = talk_on_version(request.user, conversation_id)
-        said = turns.say(conversation=talk, user=request.user, user_input=text, context=context)
+        said = turns.say(conversation=talk, user=request.user, user_input=body["input"], context=body["context"] or {})
         return Response(snapshot(said.conversation, steps=said.steps))
 
 
@@ -221,8 +225,9 @@ class ResumeView(APIView):
         parameters=[OpenApiParameter("wait", int, required=False,
                                      description="Seconds (0..60) to wait for the continuation; "
                                                  "the continued snapshot is returned instead")],
-        request=DECISION,
-        responses={200: DECIDED},
+        request=DecisionBodySerializer,
+        responses={200: PolymorphicProxySerializer(
+            "DecisionAnswer", serializers=[DECIDED, CONTINUED], resource_type_field_name=None)},
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         decision = parse_decision_body(json_body(request, required=True))
@@ -319,16 +324,7 @@ APPROVAL_STATUS = inline_serializer(
      "pauseDetails": serializers.DictField(allow_null=True, help_text="RULE {type, reason, actions}; TOOL_CALL "
                                                                       "{type, calls, executedUngatedCalls, "
                                                                       "outcomeUnknown}"),
-     "lastDecision": inline_serializer(
-         "LastDecision",
-         {"verdict": serializers.CharField(), "decidedBy": serializers.CharField(),
-          "automated": serializers.BooleanField(), "note": serializers.CharField(allow_null=True),
-          "decidedAt": serializers.DateTimeField(allow_null=True),
-          "cancelledBy": serializers.CharField(allow_null=True, help_text="who cancelled the pause or its "
-                                                                          "continuation; null when nobody did"),
-          "cancelledAt": serializers.DateTimeField(allow_null=True)},
-         allow_null=True,
-     ),
+     "lastDecision": LastDecisionSerializer(allow_null=True),
      "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},
 )
 

@@ -14,7 +14,13 @@ from django_q.conf import croniter
 from django_q.models import Schedule
 from django_q.tasks import async_task
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -22,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.errors import BadRequest, Conflict, NotFound
+from approvals.request_bodies import BodySerializer, validated_body
 from schedules.protection import (
     TASK_OPTION_KEYWORDS,
     is_hitl_timer,
@@ -131,6 +138,7 @@ class ScheduleInputSerializer(serializers.Serializer):
     repeats = serializers.IntegerField(min_value=-1, required=False, help_text="Default -1 (forever).")
 
 
+REPEATS_COUNT = "must be -1 (forever) or a positive count."
 PROBLEM_400 = OpenApiResponse(description="Invalid body; problem details with every error in `errors`.")
 PROBLEM_401 = OpenApiResponse(description="Not authenticated.")
 PROBLEM_403 = OpenApiResponse(description="Not staff or admin, or a non-admin changing a HITL schedule.")
@@ -424,6 +432,23 @@ class ScheduleDetailView(APIView):
 class ScheduleEnableView(APIView):
     permission_classes = [ScheduleStoreUsers]
 
+    @extend_schema_serializer(component_name="ScheduleEnableInput")
+    class InputSerializer(BodySerializer):
+        """An optional count of runs; a body that is not an object sets none, as does one without it."""
+
+        takes_unknown_fields = True
+        repeats = serializers.IntegerField(min_value=-1, required=False, allow_null=True, default=None,
+                                           error_messages={key: REPEATS_COUNT for key in ("invalid", "min_value")})
+
+        def to_internal_value(self, data: Any) -> dict[str, Any]:
+            return super().to_internal_value(data if isinstance(data, dict) else {})
+
+        def validate_repeats(self, repeats: int | None) -> int | None:
+            raw = self.initial_data.get("repeats")
+            if repeats is not None and (not isinstance(raw, int) or isinstance(raw, bool) or repeats == 0):
+                raise serializers.ValidationError(REPEATS_COUNT)
+            return repeats
+
     @extend_schema(
         tags=["schedules"],
         operation_id="schedules_enable",
@@ -432,9 +457,7 @@ class ScheduleEnableView(APIView):
             "Sets `repeats` (given, else 1 for ONCE and -1 for recurring schedules when it was 0). "
             "HITL schedules: admins only."
         ),
-        request=inline_serializer(
-            "ScheduleEnableInput", {"repeats": serializers.IntegerField(min_value=-1, required=False)}
-        ),
+        request=InputSerializer,
         responses={
             200: ScheduleOutputSerializer,
             400: PROBLEM_400,
@@ -444,13 +467,7 @@ class ScheduleEnableView(APIView):
         },
     )
     def post(self, request: Request, schedule_id: int) -> Response:
-        repeats = request.data.get("repeats") if isinstance(request.data, dict) else None
-        counts = isinstance(repeats, int) and not isinstance(repeats, bool) and (repeats == -1 or repeats > 0)
-        if repeats is not None and not counts:
-            raise BadRequest(
-                "repeats: must be -1 (forever) or a positive count.",
-                errors=[{"field": "repeats", "message": "must be -1 (forever) or a positive count."}],
-            )
+        repeats = validated_body(self.InputSerializer, request.data)["repeats"]
         schedule = set_schedule_enabled(
             user=request.user, schedule_id=schedule_id, enabled=True, repeats=repeats
         )

@@ -109,3 +109,36 @@ def test_bulk_decision_refuses_a_nul_note_before_deciding_anything(alice, approv
     assert response.status_code == 400
     assert "NUL character" in response.content.decode()
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
+
+
+def test_every_bad_field_of_a_decision_is_named_at_once_unknown_fields_first(alice_client, approver_client):
+    conversation_id = paused_conversation(alice_client)
+    response = approver_client.post(f"/agents/{conversation_id}/resume",
+                                    {"verdict": "APPROVED", "note": 5, "toolDecisions": [], "notes": "x"},
+                                    format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [
+        {"field": "notes", "message": "unknown field"},
+        {"field": "note", "message": "must be a string"},
+        {"field": "toolDecisions", "message": "must be an object keyed by call id"},
+    ]
+    assert_nothing_consumed(conversation_id)
+
+
+def test_a_note_over_4096_utf16_units_is_refused_though_it_has_fewer_characters(alice_client, approver_client):
+    conversation_id = paused_conversation(alice_client)
+    response = approver_client.post(f"/agents/{conversation_id}/resume",
+                                    {"verdict": "APPROVED", "note": "\U0001f600" * 2049}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"] == "Decision note exceeds the maximum length of 4096 characters"
+    assert_nothing_consumed(conversation_id)
+
+
+def test_decided_by_is_accepted_and_ignored_the_actor_is_the_caller(alice_client, approver_client):
+    conversation_id = paused_conversation(alice_client)
+    response = approver_client.post(f"/agents/{conversation_id}/resume",
+                                    {"verdict": " rejected ", "decidedBy": "someone-else", "note": None},
+                                    format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["verdict"] == "REJECTED"
+    assert response.json()["decidedBy"] == "approver"

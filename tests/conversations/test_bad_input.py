@@ -153,6 +153,40 @@ def test_start_refuses_unknown_fields(alice_client):
     assert not Conversation.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("body", "errors"),
+    [
+        ({}, [{"field": "input", "message": "required string"}]),
+        ({"input": 5}, [{"field": "input", "message": "required string"}]),
+        ({"input": None, "context": []}, [{"field": "input", "message": "required string"},
+                                          {"field": "context", "message": "must be an object"}]),
+        ({"input": "x" * 16_385}, [{"field": "input", "message": "over 16384 characters"}]),
+        ("[]", [{"field": "body", "message": "not an object"}]),
+    ],
+)
+def test_say_names_each_bad_field_and_consumes_nothing(alice_client, body, errors):
+    conversation_id = start(alice_client, deployed_agent())
+    before = state_of(conversation_id)
+    response = post_json(alice_client, f"/agents/{conversation_id}", body if isinstance(body, str) else json.dumps(body))
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == errors
+    assert state_of(conversation_id) == before
+
+
+def test_say_takes_blank_input_and_null_context(alice_client):
+    conversation_id = start(alice_client, deployed_agent())
+    response = alice_client.post(f"/agents/{conversation_id}", {"input": "  ", "context": None}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["steps"][-1]["input"] == "  "
+
+
+def test_start_refuses_a_context_that_is_not_an_object(alice_client):
+    response = alice_client.post(f"/agents/{deployed_agent()}/start", {"context": "web"}, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [{"field": "context", "message": "must be an object"}]
+    assert not Conversation.objects.exists()
+
+
 def test_say_checks_the_body_before_access(alice_client, bob_client):
     conversation_id = start(alice_client, deployed_agent())
     assert post_json(bob_client, f"/agents/{conversation_id}", '{"input": "\\u0000"}').status_code == 400

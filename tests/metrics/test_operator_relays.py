@@ -43,6 +43,24 @@ def test_gate_status_sets_the_gauge(admin_client):
     assert value(scrape(), "hitl_operator_gate_verified") == 0.0
 
 
+@pytest.mark.parametrize("outcome", [" PASS ", "Unknown"])
+def test_a_canary_outcome_is_read_trimmed_and_case_insensitively(admin_client, outcome):
+    before = scrape()
+    response = admin_client.post("/administration/operator/canary-result", {"outcome": outcome}, format="json")
+    assert response.status_code == 204, response.content
+    label = outcome.strip().lower()
+    assert moved(before, scrape(), "hitl_operator_canary") == {
+        ("hitl_operator_canary_total", frozenset({("outcome", label)})): 1.0}
+
+
+@pytest.mark.parametrize("body", [{}, {"verified": "true"}, {"verified": 1}, {"verified": None}, []])
+def test_gate_status_takes_only_a_json_boolean(admin_client, body):
+    response = admin_client.post("/administration/operator/gate-status", body, format="json")
+    assert response.status_code == 400, response.content
+    expected = "body" if isinstance(body, list) else "verified"
+    assert [e["field"] for e in response.json()["errors"]] == [expected]
+
+
 @pytest.mark.parametrize("path", ["canary-result", "gate-status"])
 def test_only_admins_may_report(alice_client, approver_client, anon_client, path):
     body = {"outcome": "pass", "verified": True}

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api.permissions import AdminOnly
-from approvals.errors import BadRequest
 from approvals.pause_summaries import iso
+from approvals.request_bodies import BodySerializer, TextField, checked_by, validated_body
 from toolgate import secret_store
 from toolgate.models import StoredSecret
 
-SECRET_ROW = inline_serializer("SecretRow", {"name": serializers.CharField(), "updatedAt": serializers.DateTimeField()})
+
+class SecretRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    updatedAt = serializers.DateTimeField()
 
 
 def _row(secret: StoredSecret) -> dict[str, str | None]:
@@ -24,7 +27,7 @@ def _row(secret: StoredSecret) -> dict[str, str | None]:
 class SecretListView(APIView):
     permission_classes = [AdminOnly]
 
-    @extend_schema(summary="Secret names and update times (never values)", responses=SECRET_ROW)
+    @extend_schema(summary="Secret names and update times (never values)", responses=SecretRowSerializer(many=True))
     def get(self, request: Request) -> Response:
         return Response([_row(s) for s in StoredSecret.objects.order_by("name").only("name", "updated_at")])
 
@@ -32,18 +35,22 @@ class SecretListView(APIView):
 class SecretDetailView(APIView):
     permission_classes = [AdminOnly]
 
+    @extend_schema_serializer(component_name="SecretValue")
+    class InputSerializer(BodySerializer):
+        """The secret's new value; any other field is a 400 naming it."""
+
+        value = TextField(trim_whitespace=False, help_text="Encrypted at rest; never returned",
+                          error_messages={key: "required" for key in ("required", "null", "invalid", "blank")})
+
+        def validate_value(self, value: str) -> str:
+            return checked_by(secret_store.validate_value, value)
+
     @extend_schema(summary="Set a secret (encrypted at rest; the value is never returned)",
-                   request=inline_serializer("SecretValue", {"value": serializers.CharField()}),
-                   responses={200: SECRET_ROW})
+                   request=InputSerializer,
+                   responses={200: SecretRowSerializer})
     def put(self, request: Request, name: str) -> Response:
-        data = request.data if isinstance(request.data, dict) else None
-        if data is None:
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "not an object"}])
-        unknown = sorted(set(data) - {"value"})
-        if unknown:
-            raise BadRequest(f"unknown field '{unknown[0]}'", errors=[{"field": f, "message": "unknown field"}
-                                                                     for f in unknown])
-        return Response(_row(secret_store.set_secret(name=name, value=data.get("value"))))
+        body = validated_body(self.InputSerializer, request.data)
+        return Response(_row(secret_store.set_secret(name=name, value=body["value"])))
 
     @extend_schema(summary="Delete a secret", request=None, responses={204: None})
     def delete(self, request: Request, name: str) -> Response:

@@ -1,0 +1,103 @@
+"""Request bodies: a DRF input serializer is both the validation and the documented request schema.
+
+``validated_body`` is the one place a serializer's errors become the project's 400: a ``BadRequest``
+whose ``errors`` name each bad field (``toolDecisions.call-1.note``), raised before anything is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
+from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
+
+from approvals.errors import BadRequest
+
+
+class BodySerializer(serializers.Serializer):
+    """An input serializer for a JSON object body. A field it does not declare is an error naming it (a
+    misspelt ``contxt`` is never silently dropped) unless listed in ``ignored_fields``; a body that is not
+    an object is an error naming ``not_an_object`` (field, message)."""
+
+    ignored_fields: frozenset[str] = frozenset()
+    takes_unknown_fields = False  # True where clients of the original send more (login, metric relays)
+    not_an_object: tuple[str, str] = ("body", "not an object")
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            field, message = self.not_an_object
+            raise serializers.ValidationError({field: [message]})
+        unknown = [] if self.takes_unknown_fields else sorted(set(data) - set(self.fields) - self.ignored_fields)
+        errors: dict[str, Any] = {name: ["unknown field"] for name in unknown}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            errors.update(exc.detail)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+    def problem_detail(self, errors: list[dict[str, str]]) -> str:
+        """The 400's ``detail``: unknown fields quoted, with the fields the body takes, then each other
+        error. A body with its own wording (the decision) overrides it."""
+        unknown = [e["field"] for e in errors if e["message"] == "unknown field"]
+        parts = [f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
+                 f"the body takes {', '.join(self.fields)}"] if unknown else []
+        parts.extend(f"{e['field']}: {e['message']}" if e["field"] else e["message"]
+                     for e in errors if e["field"] not in unknown)
+        return "; ".join(parts)
+
+
+class TextField(serializers.CharField):
+    """A string and nothing else (DRF's CharField would take 5 as "5"). NUL and lone surrogates are
+    refused by approvals.body_rules, in its words, not by DRF's own validators."""
+
+    default_error_messages = {"invalid": "must be a string"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(
+            v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)]
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def checked_by(rule: Callable[[Any], Any], value: Any) -> Any:
+    """``rule(value)``, an existing rule that raises ``BadRequest``, from inside a serializer's
+    ``validate_<field>``: its messages become the field's errors, so the rule is not copied."""
+    try:
+        return rule(value)
+    except BadRequest as exc:
+        raise serializers.ValidationError([e["message"] for e in exc.extra.get("errors", [])] or [exc.detail]) from None
+
+
+def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """A serializer's nested errors as ``[{"field", "message"}]``, the field a dotted path."""
+    if isinstance(detail, dict):
+        out: list[dict[str, str]] = []
+        for key, value in detail.items():
+            name = "" if key == serializers.api_settings.NON_FIELD_ERRORS_KEY else str(key)
+            out.extend(field_errors(value, f"{prefix}.{name}" if prefix and name else prefix or name))
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [{"field": prefix, "message": str(item)} for item in detail]
+        out = []
+        for index, item in enumerate(detail):
+            out.extend(field_errors(item, f"{prefix}[{index}]"))
+        return out
+    return [{"field": prefix, "message": str(detail)}]
+
+
+def validated_body(serializer_class: type[BodySerializer], data: Any) -> dict[str, Any]:
+    """The body's validated data, or a ``BadRequest`` naming each bad field."""
+    serializer = serializer_class(data=data)
+    if serializer.is_valid():
+        return serializer.validated_data
+    errors = field_errors(serializer.errors)
+    raise BadRequest(serializer.problem_detail(errors), errors=errors)
