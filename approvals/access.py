@@ -62,7 +62,9 @@ def no_access(what: str) -> Forbidden:
     return Forbidden(f"Access denied: no {what} with this id exists that you may access")
 
 
-def _require_access(user: Any, *, exists: bool, owner_id: int | None, what: str, allowed_for_all: bool) -> None:
+def _require_access(
+    user: Any, *, exists: bool, owner_id: int | None, what: str, allowed_for_all: bool
+) -> None:
     """The one access check: no existence oracle, ownerless subjects fail closed, owners pass.
 
     ``allowed_for_all`` says whether the caller's role (admin, or admin/approver) grants every subject.

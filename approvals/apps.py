@@ -19,7 +19,9 @@ def _on_worker_start(sender, proc_name="", **kwargs) -> None:  # noqa: ANN001
     from approvals.timers import DRAIN_FUNC
 
     cluster = settings.HITL_TIMER_CLUSTER
-    async_task("approvals.recovery.run_recovery", task_name="hitl-recovery-at-start", group="hitl", cluster=cluster)
+    async_task(
+        "approvals.recovery.run_recovery", task_name="hitl-recovery-at-start", group="hitl", cluster=cluster
+    )
     async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl", cluster=cluster)
 
 

@@ -87,7 +87,10 @@ def append_audit_entry(
             subject_id=subject_id,
             sequence=head.last_sequence + 1,
             conversation_id=_as_uuid_or_none(
-                subject_id if conversation_id is None and subject_type == SubjectType.CONVERSATION else conversation_id),
+                subject_id
+                if conversation_id is None and subject_type == SubjectType.CONVERSATION
+                else conversation_id
+            ),
             pause_id=_as_uuid_or_none(pause_id),
             epoch=_as_uuid_or_none(epoch),
             verb=verb,
@@ -104,7 +107,9 @@ def append_audit_entry(
             _insert_and_advance(entry, head)
         else:
             entry.save(force_insert=True)
-            AuditHead.objects.filter(pk=head.pk).update(last_sequence=entry.sequence, last_hash=entry.entry_hash)
+            AuditHead.objects.filter(pk=head.pk).update(
+                last_sequence=entry.sequence, last_hash=entry.entry_hash
+            )
     return entry
 
 
@@ -147,8 +152,13 @@ def _locked_head(subject_type: str, subject_id: uuid.UUID) -> AuditHead:
         with connection.cursor() as cursor:
             cursor.execute(_LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table), [subject_type, subject_id])
             head_id, last_sequence, last_hash = cursor.fetchone()
-        return AuditHead(pk=head_id, subject_type=subject_type, subject_id=subject_id,
-                         last_sequence=last_sequence, last_hash=last_hash)
+        return AuditHead(
+            pk=head_id,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            last_sequence=last_sequence,
+            last_hash=last_hash,
+        )
     heads = AuditHead.objects.select_for_update().filter(subject_type=subject_type, subject_id=subject_id)
     head = heads.first()
     if head is None:

@@ -31,8 +31,10 @@ def unstorable_text_problem(text: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        return (f"contains a lone surrogate (U+{ord(text[exc.start]):04X}), which is not valid Unicode text "
-                "and cannot be stored")
+        return (
+            f"contains a lone surrogate (U+{ord(text[exc.start]):04X}), which is not valid Unicode text "
+            "and cannot be stored"
+        )
     return None
 
 

@@ -53,16 +53,21 @@ def hmac_key_problem(*, setting: str, value: str, empty: int, short: int) -> Key
     """An HMAC key is at least ``MIN_KEY_BYTES`` bytes of UTF-8: an empty key is no key at all (anyone can
     compute the MAC), a short one can be guessed. ``empty`` and ``short`` are the check numbers."""
     if not value:
-        return KeyProblem(empty, f"{setting} is empty", f"Set {setting} to a random key. {RANDOM_KEY_HINT}",
-                          unusable=True)
+        return KeyProblem(
+            empty, f"{setting} is empty", f"Set {setting} to a random key. {RANDOM_KEY_HINT}", unusable=True
+        )
     try:
         length = len(value.encode("utf-8"))
     except UnicodeEncodeError:  # undecodable bytes in the environment arrive as lone surrogates
         return KeyProblem(short, f"{setting} is not valid UTF-8", RANDOM_KEY_HINT, unusable=True)
     if length < MIN_KEY_BYTES:
         size = f"{length} byte" + ("" if length == 1 else "s")
-        return KeyProblem(short, f"{setting} is {size} long; it needs at least {MIN_KEY_BYTES}",
-                          f"Use a random key of at least {MIN_KEY_BYTES} bytes. {RANDOM_KEY_HINT}", unusable=False)
+        return KeyProblem(
+            short,
+            f"{setting} is {size} long; it needs at least {MIN_KEY_BYTES}",
+            f"Use a random key of at least {MIN_KEY_BYTES} bytes. {RANDOM_KEY_HINT}",
+            unusable=False,
+        )
     return None
 
 

@@ -44,9 +44,9 @@ INTERRUPTED = "an earlier continuation attempt was interrupted before it finishe
 
 
 def claim_continuation(pause_id: str) -> Pause | None:
-    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
-        lease_until=lease_expiry()
-    )
+    claimed = Pause.objects.filter(
+        pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True
+    ).update(lease_until=lease_expiry())
     if not claimed:
         return None
     return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
@@ -67,7 +67,9 @@ class Continued:
     subject: object | None = None
 
 
-def run_claimed_continuation(pause: Pause, checked: object | None = None, *, in_decision: bool = False) -> Continued:
+def run_claimed_continuation(
+    pause: Pause, checked: object | None = None, *, in_decision: bool = False
+) -> Continued:
     """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
     while it runs; a continuation that cannot start restores the pause. ``checked``: what the surface
     read to check the decision in this process (``record_decision``). ``in_decision``: it runs inside the
@@ -95,17 +97,19 @@ def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pau
     The canceller takes the claim (the same compare-and-set a worker makes), so exactly one of them
     wins: the continuation either never runs, or runs and sees the cancel request at its next task.
     """
-    claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True).update(
-        lease_until=lease_expiry(at), cancel_requested_at=at, cancel_requested_by=by
-    )
+    claimed = Pause.objects.filter(
+        pk=pause_id, status=PauseStatus.RESOLVING, lease_until__isnull=True
+    ).update(lease_until=lease_expiry(at), cancel_requested_at=at, cancel_requested_by=by)
     return Pause.objects.get(pk=pause_id) if claimed else None
 
 
 def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> bool:
     """A cancel that lands while the continuation runs is kept on the pause; the first canceller counts."""
-    return bool(Pause.objects.filter(
-        pk=pause_id, status=PauseStatus.RESOLVING, cancel_requested_at__isnull=True
-    ).update(cancel_requested_at=at, cancel_requested_by=by))
+    return bool(
+        Pause.objects.filter(
+            pk=pause_id, status=PauseStatus.RESOLVING, cancel_requested_at__isnull=True
+        ).update(cancel_requested_at=at, cancel_requested_by=by)
+    )
 
 
 def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
@@ -156,8 +160,11 @@ class ContinuationStillClaimed(RuntimeError):
 def run_continuation(pause_id: str) -> str:
     pause = claim_continuation(pause_id)
     if pause is None:
-        claimed = Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).values_list(
-            "lease_until", flat=True).first()
+        claimed = (
+            Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING)
+            .values_list("lease_until", flat=True)
+            .first()
+        )
         if claimed is None:
             return "skipped"  # finished, restored or cancelled meanwhile
         if claimed < timezone.now():

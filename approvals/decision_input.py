@@ -39,7 +39,8 @@ def bad_verdict_message(value: Any) -> str:
     if isinstance(value, str):
         return f"verdict '{shown_text(value, limit=40)}' must be APPROVED or REJECTED"
     kind = {bool: "a boolean", int: "a number", float: "a number", list: "a list", dict: "an object"}.get(
-        type(value), "not a string")
+        type(value), "not a string"
+    )
     return f"verdict must be the string APPROVED or REJECTED, not {kind}"
 
 
@@ -61,10 +62,18 @@ def _refused(errors: list[dict[str, str]]) -> serializers.ValidationError:
     return serializers.ValidationError([e["message"] for e in errors])
 
 
-@extend_schema_field({"type": "string", "enum": [Verdict.APPROVED, Verdict.REJECTED],
-                      "description": "Case-insensitive; surrounding blanks are ignored"})
+@extend_schema_field(
+    {
+        "type": "string",
+        "enum": [Verdict.APPROVED, Verdict.REJECTED],
+        "description": "Case-insensitive; surrounding blanks are ignored",
+    }
+)
 class VerdictField(serializers.Field):
-    default_error_messages = {"required": "required: APPROVED or REJECTED", "null": "required: APPROVED or REJECTED"}
+    default_error_messages = {
+        "required": "required: APPROVED or REJECTED",
+        "null": "required: APPROVED or REJECTED",
+    }
 
     def to_internal_value(self, data: Any) -> str:
         verdict = parse_verdict(data)
@@ -81,12 +90,21 @@ class DecisionBodySerializer(BodySerializer):
     not_an_object = ("verdict", "required")
 
     verdict = VerdictField()
-    note = TextField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False, default="",
-                     help_text=f"At most {NOTE_MAX} characters (UTF-16 code units)")
+    note = TextField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        trim_whitespace=False,
+        default="",
+        help_text=f"At most {NOTE_MAX} characters (UTF-16 code units)",
+    )
     toolDecisions = serializers.DictField(  # noqa: N815 - the wire name
-        required=False, allow_null=True, default=dict,
+        required=False,
+        allow_null=True,
+        default=dict,
         error_messages={"not_a_dict": "must be an object keyed by call id"},
-        help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (JSON object text)}')
+        help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (JSON object text)}',
+    )
 
     def validate_note(self, note: str | None) -> str:
         if note is None:

@@ -20,7 +20,8 @@ def automated_decision_text(pause: Pause) -> str:
     if pause.decided_by == TIMEOUT_DECIDER:
         return f"No reviewer decided in time; the request was {outcome} automatically (policy {pause.timeout_policy})."
     return f"The request was {outcome} automatically by {pause.decided_by}, not by a reviewer." + (
-        f" Reason: {pause.note}" if pause.note else "")
+        f" Reason: {pause.note}" if pause.note else ""
+    )
 
 
 def rejection_text(pause: Pause) -> str:

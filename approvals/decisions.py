@@ -37,8 +37,12 @@ CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
     """The subject's pending pause, with its owner (the decision's audit names them)."""
     if not rows.on_postgresql():
-        return (Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
-                .select_related("owner").order_by("-paused_at").first())
+        return (
+            Pause.objects.filter(subject_type=subject_type, subject_id=subject_id, status=PauseStatus.PENDING)
+            .select_related("owner")
+            .order_by("-paused_at")
+            .first()
+        )
     return _pause_with_owner(_PENDING_OF_SUBJECT, [subject_type, subject_id, PauseStatus.PENDING])
 
 
@@ -50,7 +54,9 @@ def pause_with_owner(pause_id: Any) -> Pause | None:
 
 
 # what follows WHERE: the condition, and for a subject its newest pending pause
-_PENDING_OF_SUBJECT = 'p."subject_type" = %s AND p."subject_id" = %s AND p."status" = %s ORDER BY p."paused_at" DESC LIMIT 1'
+_PENDING_OF_SUBJECT = (
+    'p."subject_type" = %s AND p."subject_id" = %s AND p."status" = %s ORDER BY p."paused_at" DESC LIMIT 1'
+)
 _BY_ID = 'p."id" = %s'
 
 
@@ -70,7 +76,7 @@ def _pause_with_owner(after_where: str, params: list[Any]) -> Pause | None:
 def _pause_with_owner_sql(after_where: str) -> str:
     user_model = get_user_model()
     return (
-        f'SELECT {rows.select_list(Pause, "p")}, {rows.select_list(user_model, "u")} FROM {rows.table(Pause)} p '
+        f"SELECT {rows.select_list(Pause, 'p')}, {rows.select_list(user_model, 'u')} FROM {rows.table(Pause)} p "
         f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" WHERE {after_where}'
     )
 
@@ -108,9 +114,17 @@ def decide_pause(
     pause forbids this actor to decide it (separation of duties), and with the surface's own error
     (an ApplicationError of its own) when the decision could not be carried out; either way nothing changes.
     """
-    return record_decision(surface=surface, subject_type=subject_type, subject_id=subject_id, decision=decision,
-                           actor=actor, expected_pause_id=expected_pause_id, what=what,
-                           continue_here=continue_here, subject=subject)[0]
+    return record_decision(
+        surface=surface,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        decision=decision,
+        actor=actor,
+        expected_pause_id=expected_pause_id,
+        what=what,
+        continue_here=continue_here,
+        subject=subject,
+    )[0]
 
 
 def record_decision(
@@ -158,7 +172,8 @@ def record_decision(
         checked = handler.check_can_continue(pause, subject)
         now = timezone.now()
         here = continues_inline() and (
-            continue_here or (continue_here_if_quick and handler.continues_quickly(checked)))
+            continue_here or (continue_here_if_quick and handler.continues_quickly(checked))
+        )
         decided = {
             "status": PauseStatus.RESOLVING,
             "verdict": decision.verdict,
@@ -199,8 +214,13 @@ def record_decision(
         )
         if not here:
             # named: a decision made on the timer cluster (a timeout) still continues on the work cluster
-            async_task(CONTINUATION_TASK, str(pause.id), task_name=f"hitl-continue-{pause.id}", group="hitl",
-                       cluster=settings.Q_CLUSTER["name"])
+            async_task(
+                CONTINUATION_TASK,
+                str(pause.id),
+                task_name=f"hitl-continue-{pause.id}",
+                group="hitl",
+                cluster=settings.Q_CLUSTER["name"],
+            )
         transaction.on_commit(lambda: metrics.count_resume(surface))
     pause.claimed_here = here
     return pause, checked if here else None
@@ -259,8 +279,11 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             return False  # a worker is still continuing it
         if pause.cancel_requested_at is not None:
             handler_for(pause.surface).on_cancelled(pause, mode="CANCEL_GRACEFUL")
-            finish_pause(pause=pause, outcome="cancelled",
-                         detail={"cancelledBy": pause.cancel_requested_by, "reason": reason, "stoppedBefore": None})
+            finish_pause(
+                pause=pause,
+                outcome="cancelled",
+                detail={"cancelledBy": pause.cancel_requested_by, "reason": reason, "stoppedBefore": None},
+            )
             return False
         previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
         disarm_timer(pause)
@@ -288,8 +311,11 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             automated=True,
             pause_id=pause.id,
             epoch=pause.epoch,
-            detail={"reason": reason, "previousDecision": previous,
-                    "dueAt": pause.due_at.isoformat() if pause.due_at else None},
+            detail={
+                "reason": reason,
+                "previousDecision": previous,
+                "dueAt": pause.due_at.isoformat() if pause.due_at else None,
+            },
         )
     return True
 

@@ -47,8 +47,11 @@ def rearm_missing_timers() -> int:
     rearmed = 0
     for pause_id in missing.values_list("id", flat=True).iterator(chunk_size=1000):
         with transaction.atomic():
-            pause = Pause.objects.select_for_update(skip_locked=True).filter(
-                pk=pause_id, status=PauseStatus.PENDING).first()
+            pause = (
+                Pause.objects.select_for_update(skip_locked=True)
+                .filter(pk=pause_id, status=PauseStatus.PENDING)
+                .first()
+            )
             if pause is None:
                 continue
             if pause.schedule_id and Schedule.objects.filter(pk=pause.schedule_id).exists():
@@ -79,7 +82,9 @@ def restore_dead_continuations(now: datetime) -> int:
 
 def interrupt_stale_turns(now: datetime) -> int:
     older_than = now - timedelta(seconds=settings.HITL_STALE_TURN_SECONDS)
-    return sum(handler.interrupt_stale_turns(now=now, older_than=older_than) for handler in registered_handlers())
+    return sum(
+        handler.interrupt_stale_turns(now=now, older_than=older_than) for handler in registered_handlers()
+    )
 
 
 def recover_expired_leases(now: datetime | None = None) -> dict[str, int]:
@@ -137,13 +142,22 @@ def ensure_maintenance_schedules() -> None:
     """The periodic schedules of recovery and retention, on the timer cluster; idempotent."""
     Schedule.objects.update_or_create(
         name="hitl-recovery",
-        defaults={"func": "approvals.recovery.run_recovery", "schedule_type": Schedule.MINUTES,
-                  "minutes": max(1, settings.HITL_RECOVERY_INTERVAL_SECONDS // 60), "repeats": -1,
-                  "cluster": settings.HITL_TIMER_CLUSTER},
+        defaults={
+            "func": "approvals.recovery.run_recovery",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": max(1, settings.HITL_RECOVERY_INTERVAL_SECONDS // 60),
+            "repeats": -1,
+            "cluster": settings.HITL_TIMER_CLUSTER,
+        },
     )
     sweep_minutes = max(1, int(positive_duration(settings.HITL_PENDING_SWEEP_INTERVAL).total_seconds() // 60))
     Schedule.objects.update_or_create(
         name="hitl-retention",
-        defaults={"func": "approvals.recovery.run_retention", "schedule_type": Schedule.MINUTES,
-                  "minutes": sweep_minutes, "repeats": -1, "cluster": settings.HITL_TIMER_CLUSTER},
+        defaults={
+            "func": "approvals.recovery.run_retention",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": sweep_minutes,
+            "repeats": -1,
+            "cluster": settings.HITL_TIMER_CLUSTER,
+        },
     )

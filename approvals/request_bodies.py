@@ -29,7 +29,9 @@ class BodySerializer(serializers.Serializer):
         if not isinstance(data, dict):
             field, message = self.not_an_object
             raise serializers.ValidationError({field: [message]})
-        unknown = [] if self.takes_unknown_fields else sorted(set(data) - set(self.fields) - self.ignored_fields)
+        unknown = (
+            [] if self.takes_unknown_fields else sorted(set(data) - set(self.fields) - self.ignored_fields)
+        )
         errors: dict[str, Any] = {name: ["unknown field"] for name in unknown}
         try:
             value = super().to_internal_value(data)
@@ -43,10 +45,19 @@ class BodySerializer(serializers.Serializer):
         """The 400's ``detail``: unknown fields quoted, with the fields the body takes, then each other
         error. A body with its own wording (the decision) overrides it."""
         unknown = [e["field"] for e in errors if e["message"] == "unknown field"]
-        parts = [f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
-                 f"the body takes {', '.join(self.fields)}"] if unknown else []
-        parts.extend(f"{e['field']}: {e['message']}" if e["field"] else e["message"]
-                     for e in errors if e["field"] not in unknown)
+        parts = (
+            [
+                f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
+                f"the body takes {', '.join(self.fields)}"
+            ]
+            if unknown
+            else []
+        )
+        parts.extend(
+            f"{e['field']}: {e['message']}" if e["field"] else e["message"]
+            for e in errors
+            if e["field"] not in unknown
+        )
         return "; ".join(parts)
 
 
@@ -58,8 +69,11 @@ class TextField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.validators = [v for v in self.validators if not isinstance(
-            v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)]
+        self.validators = [
+            v
+            for v in self.validators
+            if not isinstance(v, ProhibitNullCharactersValidator | ProhibitSurrogateCharactersValidator)
+        ]
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -73,7 +87,9 @@ def checked_by(rule: Callable[[Any], Any], value: Any) -> Any:
     try:
         return rule(value)
     except BadRequest as exc:
-        raise serializers.ValidationError([e["message"] for e in exc.extra.get("errors", [])] or [exc.detail]) from None
+        raise serializers.ValidationError(
+            [e["message"] for e in exc.extra.get("errors", [])] or [exc.detail]
+        ) from None
 
 
 def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:

@@ -36,11 +36,26 @@ def pending_pauses_for(user: Any, *, limit: int, surface: str | None = None) -> 
     pauses = Pause.objects.filter(status=PauseStatus.PENDING)
     if surface is not None:
         pauses = pauses.filter(surface=surface)
-    return decidable_by(user, pauses).select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
+    return (
+        decidable_by(user, pauses).select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
+    )
 
 
-INBOX_COLUMNS = ("id", "surface", "subject_id", "agent_id", "group_id", "owner__username", "paused_at", "due_at",
-                 "reason", "kind", "timeout_policy", "approval_timeout", "tool_names")
+INBOX_COLUMNS = (
+    "id",
+    "surface",
+    "subject_id",
+    "agent_id",
+    "group_id",
+    "owner__username",
+    "paused_at",
+    "due_at",
+    "reason",
+    "kind",
+    "timeout_policy",
+    "approval_timeout",
+    "tool_names",
+)
 
 
 def pending_inbox_rows(user: Any, *, limit: Any, surface: str | None = None) -> list[dict[str, Any]]:
@@ -52,7 +67,8 @@ def current_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
     """The subject's open pause (PENDING or RESOLVING), if any."""
     return (
         Pause.objects.filter(
-            subject_type=subject_type, subject_id=subject_id,
+            subject_type=subject_type,
+            subject_id=subject_id,
             status__in=[PauseStatus.PENDING, PauseStatus.RESOLVING],
         )
         .order_by("-paused_at")
@@ -61,4 +77,6 @@ def current_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
 
 
 def latest_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
-    return Pause.objects.filter(subject_type=subject_type, subject_id=subject_id).order_by("-paused_at").first()
+    return (
+        Pause.objects.filter(subject_type=subject_type, subject_id=subject_id).order_by("-paused_at").first()
+    )

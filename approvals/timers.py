@@ -68,13 +68,22 @@ def apply_timeout(pause: Pause) -> str:
         # A continuation known to take milliseconds runs here, in the timer's process: cheaper than a
         # queue round trip, and it never competes with the drain for the machine. Any other is queued.
         decide_and_continue(
-            surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
+            surface=pause.surface,
+            subject_type=pause.subject_type,
+            subject_id=pause.subject_id,
             decision=DecisionInput(verdict=verdict, note=_timeout_note(policy, verdict)),
-            actor=TIMEOUT_ACTOR, expected_pause_id=pause.id, only_if_quick=True, pending=pause,
+            actor=TIMEOUT_ACTOR,
+            expected_pause_id=pause.id,
+            only_if_quick=True,
+            pending=pause,
         )
         return verdict
     if policy == TimeoutPolicy.ABORT:
-        return "CANCELLED" if cancel_pending_pause(pause=pause, actor=TIMEOUT_ACTOR, mode="TIMEOUT_ABORT") else "no-op"
+        return (
+            "CANCELLED"
+            if cancel_pending_pause(pause=pause, actor=TIMEOUT_ACTOR, mode="TIMEOUT_ABORT")
+            else "no-op"
+        )
     return "no-op"
 
 
@@ -136,7 +145,9 @@ def fire_due_burst(now: datetime | None = None) -> int:
 
 
 def next_deadline() -> datetime | None:
-    return Pause.objects.filter(status=PauseStatus.PENDING, due_at__isnull=False).aggregate(m=Min("due_at"))["m"]
+    return Pause.objects.filter(status=PauseStatus.PENDING, due_at__isnull=False).aggregate(m=Min("due_at"))[
+        "m"
+    ]
 
 
 def _try_drain_lock() -> bool:
@@ -192,15 +203,21 @@ def drain_due_timers(run_seconds: float | None = None, poll_seconds: float = 0.2
             count = fire_due_batch(batch_size=batch_size)
             fired += count
             if count >= batch_size:
-                async_task(BURST_FUNC, task_name="hitl-timer-burst", group="hitl",
-                           cluster=settings.HITL_TIMER_CLUSTER)
+                async_task(
+                    BURST_FUNC,
+                    task_name="hitl-timer-burst",
+                    group="hitl",
+                    cluster=settings.HITL_TIMER_CLUSTER,
+                )
                 continue
             if count == 0:
                 time.sleep(poll_seconds)
     finally:
         _release_drain_lock()
     if run_seconds > 0 and settings.HITL_TIMER_DRAIN_CHAIN:
-        async_task(DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl", cluster=settings.HITL_TIMER_CLUSTER)
+        async_task(
+            DRAIN_FUNC, task_name="hitl-timer-drain", group="hitl", cluster=settings.HITL_TIMER_CLUSTER
+        )
     return {"status": "drained", "fired": fired}
 
 
@@ -210,7 +227,12 @@ def ensure_timer_schedules() -> None:
     cluster = settings.HITL_TIMER_CLUSTER
     Schedule.objects.update_or_create(
         name="hitl-timer-drain",
-        defaults={"func": DRAIN_FUNC, "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1,
-                  "cluster": cluster},
+        defaults={
+            "func": DRAIN_FUNC,
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+            "cluster": cluster,
+        },
     )
     Schedule.objects.filter(func=TIMER_FUNC).exclude(cluster=cluster).update(cluster=cluster)

@@ -32,7 +32,9 @@ def database_counts(dbname: str) -> dict[str, int]:
         conn.execute("SELECT pg_stat_clear_snapshot()")
         xact, sessions, all_sessions = conn.execute(
             "SELECT sum(xact_commit) FILTER (WHERE datname = %s), sum(sessions) FILTER (WHERE datname = %s), "
-            "sum(sessions) FROM pg_stat_database", (dbname, dbname)).fetchone()
+            "sum(sessions) FROM pg_stat_database",
+            (dbname, dbname),
+        ).fetchone()
     return {"xact": int(xact), "sessions": int(sessions), "all_sessions": int(all_sessions)}
 
 
@@ -41,8 +43,10 @@ def wait_disconnected(dbname: str, timeout: float = 10.0) -> int:
     deadline = time.monotonic() + timeout
     with connect(dbname, autocommit=True) as conn:
         while True:
-            left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> "
-                                "pg_backend_pid()", (dbname,)).fetchone()[0]
+            left = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            ).fetchone()[0]
             if left == 0 or time.monotonic() > deadline:
                 return left
             time.sleep(0.1)
@@ -63,7 +67,7 @@ def _stat_fields(pid: int) -> list[str] | None:
         data = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return data[data.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    return data[data.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
 
 
 def _pids() -> list[int]:
@@ -202,8 +206,10 @@ class CostMeter:
         """The figures (CPU in ms per cycle), also kept in ``self.figures``."""
         per = 1000.0 / cycles if cycles else math.nan
         before, after = self.cpu_before, self.cpu_after
-        groups = {name: (seconds - before["groups"].get(name, 0.0)) * per
-                  for name, seconds in after["groups"].items()}
+        groups = {
+            name: (seconds - before["groups"].get(name, 0.0)) * per
+            for name, seconds in after["groups"].items()
+        }
         own = (after["self"] - before["self"]) * per
         server = sum(groups.values()) + (own if self.count_self else 0.0)
         postgres = {kind: seconds * per for kind, seconds in self.postgres_cpu().items()}
@@ -243,10 +249,13 @@ class CostMeter:
             f"{f['postgres_exited_all_cpu_ms_per_cycle']:.1f})",
         ]
         if not self.count_self:
-            lines.append(f"  the client (this process, not counted): {f['self_cpu_ms_per_cycle']:.1f} ms "
-                         "per cycle")
-        lines.append(f"machine: {f['machine_busy_pct']:.0f} % busy during the run ({self.wall:.1f} s); "
-                     f"1-min load average {self.load_before:.2f} before, {self.load_after:.2f} after")
+            lines.append(
+                f"  the client (this process, not counted): {f['self_cpu_ms_per_cycle']:.1f} ms per cycle"
+            )
+        lines.append(
+            f"machine: {f['machine_busy_pct']:.0f} % busy during the run ({self.wall:.1f} s); "
+            f"1-min load average {self.load_before:.2f} before, {self.load_after:.2f} after"
+        )
         return lines
 
 
@@ -275,8 +284,16 @@ class Window:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def report_figures(*, errors: Any, cycles: int, wall: float, cycle_samples: list[float],
-                   resume_samples: list[float], meter: CostMeter, json_path: str | None) -> None:
+def report_figures(
+    *,
+    errors: Any,
+    cycles: int,
+    wall: float,
+    cycle_samples: list[float],
+    resume_samples: list[float],
+    meter: CostMeter,
+    json_path: str | None,
+) -> None:
     """Print the errors of a run and, with ``json_path``, write its figures for compare_peer.py."""
     print(f"errors: {sum(errors.values())}")
     for message, count in errors.most_common(5):
@@ -284,9 +301,14 @@ def report_figures(*, errors: Any, cycles: int, wall: float, cycle_samples: list
     if json_path:
         cycle, resume = summarize(cycle_samples), summarize(resume_samples)
         figures = {
-            "cycles_per_s": cycles / wall, "cycles": cycles, "errors": sum(errors.values()),
-            "cycle_p50_ms": cycle["p50"], "cycle_p95_ms": cycle["p95"],
-            "resume_p50_ms": resume["p50"], "resume_p95_ms": resume["p95"], **meter.figures,
+            "cycles_per_s": cycles / wall,
+            "cycles": cycles,
+            "errors": sum(errors.values()),
+            "cycle_p50_ms": cycle["p50"],
+            "cycle_p95_ms": cycle["p95"],
+            "resume_p50_ms": resume["p50"],
+            "resume_p95_ms": resume["p95"],
+            **meter.figures,
         }
         with open(json_path, "w") as f:
             json.dump(figures, f, indent=1)

@@ -61,7 +61,9 @@ class ServicesClient:
         from conversations import turns
         from conversations.snapshots import snapshot
 
-        started = turns.start_conversation(user=self.user, agent_id=agent_id, environment=environment, context={})
+        started = turns.start_conversation(
+            user=self.user, agent_id=agent_id, environment=environment, context={}
+        )
         return snapshot(started.conversation, steps=started.steps)
 
     def _say(self, conversation_id: str, text: str) -> dict[str, Any]:
@@ -69,8 +71,12 @@ class ServicesClient:
         from conversations.selectors import talk_on_version
         from conversations.snapshots import snapshot
 
-        said = turns.say(conversation=talk_on_version(self.user, conversation_id), user=self.user,
-                         user_input=text, context={})
+        said = turns.say(
+            conversation=talk_on_version(self.user, conversation_id),
+            user=self.user,
+            user_input=text,
+            context={},
+        )
         return snapshot(said.conversation, steps=said.steps)
 
     def _resume(self, conversation_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +89,11 @@ class ServicesClient:
 
         decision = parse_decision_body(body)
         conversation = conversation_for_decision(self.user, conversation_id)
-        continued = decide_and_continue(surface=Surface.REGULAR, subject_type=SubjectType.CONVERSATION,
-                                        subject_id=conversation.pk, decision=decision,
-                                        actor=actor_for_user(self.user))
+        continued = decide_and_continue(
+            surface=Surface.REGULAR,
+            subject_type=SubjectType.CONVERSATION,
+            subject_id=conversation.pk,
+            decision=decision,
+            actor=actor_for_user(self.user),
+        )
         return _continued_here_answer(continued)

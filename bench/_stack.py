@@ -64,8 +64,15 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     values = sorted(samples)
     count = len(values)
     if count == 0:
-        return {"count": 0, "mean": math.nan, "p50": math.nan, "p95": math.nan, "p99": math.nan,
-                "max": math.nan, "min": math.nan}
+        return {
+            "count": 0,
+            "mean": math.nan,
+            "p50": math.nan,
+            "p95": math.nan,
+            "p99": math.nan,
+            "max": math.nan,
+            "min": math.nan,
+        }
 
     def rank(p: float) -> float:
         return values[min(count - 1, max(0, math.ceil(p / 100 * count) - 1))] * 1000
@@ -83,8 +90,10 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
 
 def format_latency(label: str, samples: Sequence[float]) -> str:
     s = summarize(samples)
-    return (f"{label}: n={s['count']}  p50={s['p50']:.1f} ms  p95={s['p95']:.1f} ms  "
-            f"p99={s['p99']:.1f} ms  mean={s['mean']:.1f} ms  max={s['max']:.1f} ms")
+    return (
+        f"{label}: n={s['count']}  p50={s['p50']:.1f} ms  p95={s['p95']:.1f} ms  "
+        f"p99={s['p99']:.1f} ms  mean={s['mean']:.1f} ms  max={s['max']:.1f} ms"
+    )
 
 
 def print_latency(label: str, samples: Sequence[float]) -> None:
@@ -131,7 +140,9 @@ def ensure_database(dbname: str, *, fresh: bool) -> bool:
 def sessions_opened(conn: Any) -> int:
     """PostgreSQL sessions ever opened on the connection's database (pg_stat_database, PostgreSQL 14+)."""
     conn.execute("SELECT pg_stat_clear_snapshot()")
-    return conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+    return conn.execute(
+        "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()[0]
 
 
 def connect(dbname: str = DEFAULT_DB, **kwargs: Any) -> Any:
@@ -187,37 +198,76 @@ def _raise_exit(signum: int, frame: Any) -> None:
 # --- the stack ---------------------------------------------------------------------------------
 
 
-def add_stack_args(parser: argparse.ArgumentParser, *, workers: int = 1, q_workers: int = 2,
-                   qcluster: bool = True, server: str = "uvicorn") -> None:
+def add_stack_args(
+    parser: argparse.ArgumentParser,
+    *,
+    workers: int = 1,
+    q_workers: int = 2,
+    qcluster: bool = True,
+    server: str = "uvicorn",
+) -> None:
     group = parser.add_argument_group("stack")
     group.add_argument("--workers", type=int, default=workers, help=f"web server workers (default {workers})")
-    group.add_argument("--server", choices=SERVERS, default=server,
-                       help=f"uvicorn (ASGI) or gunicorn (WSGI, sync workers); default {server}")
-    group.add_argument("--q-workers", type=int, default=q_workers,
-                       help=f"q-cluster workers, HITL_Q_WORKERS (default {q_workers})")
+    group.add_argument(
+        "--server",
+        choices=SERVERS,
+        default=server,
+        help=f"uvicorn (ASGI) or gunicorn (WSGI, sync workers); default {server}",
+    )
+    group.add_argument(
+        "--q-workers",
+        type=int,
+        default=q_workers,
+        help=f"q-cluster workers, HITL_Q_WORKERS (default {q_workers})",
+    )
     if qcluster:
-        group.add_argument("--no-qcluster", dest="qcluster", action="store_false",
-                           help="do not start a q-cluster")
+        group.add_argument(
+            "--no-qcluster", dest="qcluster", action="store_false", help="do not start a q-cluster"
+        )
     else:
-        group.add_argument("--qcluster", dest="qcluster", action="store_true",
-                           help="also start a q-cluster")
+        group.add_argument("--qcluster", dest="qcluster", action="store_true", help="also start a q-cluster")
     group.add_argument("--fresh", action="store_true", help=f"drop and recreate the database {DEFAULT_DB}")
     group.add_argument("--db", default=DEFAULT_DB, help=f"database name (default {DEFAULT_DB})")
     group.add_argument("--port", type=int, default=0, help="uvicorn port (default: a free one)")
-    group.add_argument("--nodelay", action="store_true",
-                       help=f"uvicorn --http {NODELAY_PROTOCOL} (TCP_NODELAY; uvicorn issue #3149)")
-    group.add_argument("--qcluster-pool", action="store_true",
-                       help="run the q-cluster with HITL_DB_POOL=true too (it breaks: see Stack.start_qcluster)")
-    group.add_argument("--q-conn-max-age", type=int, default=0, metavar="SECONDS",
-                       help="CONN_MAX_AGE of the q-cluster (in its DATABASE_URL); default: the settings' (0)")
-    group.add_argument("--pool-max", type=int, default=20, help="HITL_DB_POOL_MAX per web process (default 20)")
+    group.add_argument(
+        "--nodelay",
+        action="store_true",
+        help=f"uvicorn --http {NODELAY_PROTOCOL} (TCP_NODELAY; uvicorn issue #3149)",
+    )
+    group.add_argument(
+        "--qcluster-pool",
+        action="store_true",
+        help="run the q-cluster with HITL_DB_POOL=true too (it breaks: see Stack.start_qcluster)",
+    )
+    group.add_argument(
+        "--q-conn-max-age",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="CONN_MAX_AGE of the q-cluster (in its DATABASE_URL); default: the settings' (0)",
+    )
+    group.add_argument(
+        "--pool-max", type=int, default=20, help="HITL_DB_POOL_MAX per web process (default 20)"
+    )
 
 
 class Stack:
-    def __init__(self, *, workers: int = 1, q_workers: int = 2, qcluster: bool = True, fresh: bool = False,
-                 db: str = DEFAULT_DB, port: int = 0, nodelay: bool = False, pool_max: int = 20,
-                 qcluster_pool: bool = False, q_conn_max_age: int = 0, quiet: bool = False,
-                 server: str = "uvicorn") -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 1,
+        q_workers: int = 2,
+        qcluster: bool = True,
+        fresh: bool = False,
+        db: str = DEFAULT_DB,
+        port: int = 0,
+        nodelay: bool = False,
+        pool_max: int = 20,
+        qcluster_pool: bool = False,
+        q_conn_max_age: int = 0,
+        quiet: bool = False,
+        server: str = "uvicorn",
+    ) -> None:
         self.workers = workers
         self.server = server
         self.q_workers = q_workers
@@ -240,10 +290,17 @@ class Stack:
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides: Any) -> Stack:
         options = {
-            "workers": args.workers, "q_workers": args.q_workers, "qcluster": args.qcluster,
-            "fresh": args.fresh, "db": args.db, "port": args.port, "nodelay": args.nodelay,
-            "pool_max": args.pool_max, "qcluster_pool": args.qcluster_pool,
-            "q_conn_max_age": args.q_conn_max_age, "server": args.server,
+            "workers": args.workers,
+            "q_workers": args.q_workers,
+            "qcluster": args.qcluster,
+            "fresh": args.fresh,
+            "db": args.db,
+            "port": args.port,
+            "nodelay": args.nodelay,
+            "pool_max": args.pool_max,
+            "qcluster_pool": args.qcluster_pool,
+            "q_conn_max_age": args.q_conn_max_age,
+            "server": args.server,
         }
         options.update(overrides)
         return cls(**options)
@@ -256,14 +313,16 @@ class Stack:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "DATABASE_URL": database_url(self.db),
-            "HITL_DB_POOL": "true",
-            "HITL_DB_POOL_MAX": str(self.pool_max),
-            "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "hitl_project.settings.base",
-            "HITL_Q_WORKERS": str(self.q_workers),
-        })
+        env.update(
+            {
+                "DATABASE_URL": database_url(self.db),
+                "HITL_DB_POOL": "true",
+                "HITL_DB_POOL_MAX": str(self.pool_max),
+                "LOG_LEVEL": "WARNING",
+                "DJANGO_SETTINGS_MODULE": "hitl_project.settings.base",
+                "HITL_Q_WORKERS": str(self.q_workers),
+            }
+        )
         env.update(extra)
         return env
 
@@ -271,7 +330,9 @@ class Stack:
         env = self.env()
         if not pool:
             env["HITL_DB_POOL"] = "false"
-        result = subprocess.run([PYTHON, "manage.py", *argv], cwd=ROOT, env=env, capture_output=True, text=True)
+        result = subprocess.run(
+            [PYTHON, "manage.py", *argv], cwd=ROOT, env=env, capture_output=True, text=True
+        )
         if result.returncode != 0:
             sys.stderr.write(result.stdout + result.stderr)
             raise RuntimeError(f"manage.py {' '.join(argv)} failed ({result.returncode})")
@@ -305,17 +366,39 @@ class Stack:
             self.start_qcluster()
         self.wait_healthy()
         self.agent_id = self.create_agent()
-        self.log(f"{self.describe_server()} on {self.url}"
-                 f"{f', q-cluster with {self.q_workers} workers' if self.with_qcluster else ''}; "
-                 f"agent {self.agent_id} ({time.monotonic() - t0:.1f} s)")
+        self.log(
+            f"{self.describe_server()} on {self.url}"
+            f"{f', q-cluster with {self.q_workers} workers' if self.with_qcluster else ''}; "
+            f"agent {self.agent_id} ({time.monotonic() - t0:.1f} s)"
+        )
 
     def server_argv(self) -> list[str]:
         if self.server == "gunicorn":  # sync workers: one request at a time each, TCP_NODELAY by default
-            return [str(Path(PYTHON).parent / "gunicorn"), "hitl_project.wsgi:application",
-                    "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers), "--log-level", "warning"]
-        argv = [PYTHON, "-m", "uvicorn", "hitl_project.asgi:application", "--host", "127.0.0.1",
-                "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning",
-                "--no-access-log"]
+            return [
+                str(Path(PYTHON).parent / "gunicorn"),
+                "hitl_project.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(self.workers),
+                "--log-level",
+                "warning",
+            ]
+        argv = [
+            PYTHON,
+            "-m",
+            "uvicorn",
+            "hitl_project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
         if self.nodelay:
             argv += ["--http", NODELAY_PROTOCOL]
         return argv
@@ -338,8 +421,15 @@ class Stack:
     def _spawn(self, name: str, argv: list[str], **env: str) -> None:
         log = open(LOG_DIR / f"bench-{name}.log", "w")  # closed in stop()
         self._logs.append(log)
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env(**env), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=self.env(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         proc.bench_name = name  # type: ignore[attr-defined]
         self._procs.append(proc)
 
@@ -389,7 +479,9 @@ class Stack:
 
         options: dict[str, Any] = {"timeout": 60.0}
         options.update(kwargs)
-        client = httpx.Client(base_url=self.url, headers={"Authorization": f"Token {self.tokens[user]}"}, **options)
+        client = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Token {self.tokens[user]}"}, **options
+        )
         self._clients.append(client)
         return client
 
@@ -400,7 +492,9 @@ class Stack:
         response.raise_for_status()
         agent_id = response.json()["id"]
         version = response.json()["version"]
-        admin.post(f"/administration/production/deploy/{agent_id}", params={"version": version}).raise_for_status()
+        admin.post(
+            f"/administration/production/deploy/{agent_id}", params={"version": version}
+        ).raise_for_status()
         return agent_id
 
 
@@ -413,7 +507,9 @@ def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
     os.environ["DATABASE_URL"] = database_url(db)
     os.environ.pop("HITL_DB_POOL", None)
-    os.environ.setdefault("LOG_LEVEL", "WARNING")  # else httpx logs every request through Django's root logger
+    os.environ.setdefault(
+        "LOG_LEVEL", "WARNING"
+    )  # else httpx logs every request through Django's root logger
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import django

@@ -32,9 +32,11 @@ def admin_session(base_url: str, username: str) -> httpx.Client:
     client = httpx.Client(base_url=base_url, timeout=30, follow_redirects=False)
     login = client.get("/admin/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
-    answer = client.post("/admin/login/?next=/admin/", data={
-        "csrfmiddlewaretoken": token, "username": username, "password": PASSWORD, "next": "/admin/"},
-        headers={"Referer": f"{base_url}/admin/login/"})
+    answer = client.post(
+        "/admin/login/?next=/admin/",
+        data={"csrfmiddlewaretoken": token, "username": username, "password": PASSWORD, "next": "/admin/"},
+        headers={"Referer": f"{base_url}/admin/login/"},
+    )
     if answer.status_code != 302:
         raise SystemExit(f"admin login failed ({answer.status_code})")
     return client
@@ -52,7 +54,9 @@ def time_page(client: httpx.Client, path: str, requests: int) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--keep", action="store_true")
@@ -63,11 +67,25 @@ def main() -> int:
     with Stack.from_args(args) as stack, connect(stack.db, autocommit=True) as conn:
         conn.execute("DELETE FROM approvals_pause WHERE reason = %s", (MARK,))
         conn.execute(USERS_SQL, {"owners": OWNERS})
-        owner_ids = [r[0] for r in conn.execute(
-            "SELECT id FROM auth_user WHERE username LIKE 'bench_owner_%%' ORDER BY id LIMIT %s", (OWNERS,))]
+        owner_ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM auth_user WHERE username LIKE 'bench_owner_%%' ORDER BY id LIMIT %s",
+                (OWNERS,),
+            )
+        ]
         alice_id = conn.execute("SELECT id FROM auth_user WHERE username = 'alice'").fetchone()[0]
-        conn.execute(PAUSES_SQL, {"owners": owner_ids, "alice": alice_id, "alice_share": 0.005,
-                                  "agent": stack.agent_id, "mark": MARK, "rows": args.rows})
+        conn.execute(
+            PAUSES_SQL,
+            {
+                "owners": owner_ids,
+                "alice": alice_id,
+                "alice_share": 0.005,
+                "agent": stack.agent_id,
+                "mark": MARK,
+                "rows": args.rows,
+            },
+        )
         conn.execute("VACUUM (ANALYZE) approvals_pause")
         pending = conn.execute("SELECT count(*) FROM approvals_pause WHERE status = 'PENDING'").fetchone()[0]
         set_password(stack, "approver", "approver")

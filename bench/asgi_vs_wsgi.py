@@ -35,9 +35,22 @@ from _stack import (
 def start_gunicorn(stack: Stack, workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
-        [str(ROOT / ".venv/bin/gunicorn"), "hitl_project.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=ROOT, env=stack.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            str(ROOT / ".venv/bin/gunicorn"),
+            "hitl_project.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=stack.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -60,8 +73,12 @@ def say_loop(url: str, token: str, agent_id: str, requests: int, out: list[float
 
 def measure(url: str, stack: Stack, requests: int, clients: int) -> tuple[list[float], float]:
     samples: list[float] = []
-    threads = [threading.Thread(target=say_loop, args=(url, stack.tokens["alice"], stack.agent_id,
-                                                      requests // clients, samples)) for _ in range(clients)]
+    threads = [
+        threading.Thread(
+            target=say_loop, args=(url, stack.tokens["alice"], stack.agent_id, requests // clients, samples)
+        )
+        for _ in range(clients)
+    ]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -71,7 +88,9 @@ def measure(url: str, stack: Stack, requests: int, clients: int) -> tuple[list[f
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--clients", type=int, default=4)
     add_stack_args(parser, workers=2, qcluster=False)
@@ -84,8 +103,10 @@ def main() -> int:
             for label, url in (("ASGI uvicorn", stack.url), ("WSGI gunicorn", wsgi_url)):
                 for clients in (1, args.clients):
                     samples, rate = measure(url, stack, args.requests, clients)
-                    print_latency(f"{label}, {args.workers} workers, {clients} client(s): say ({rate:.0f} req/s)",
-                                  samples)
+                    print_latency(
+                        f"{label}, {args.workers} workers, {clients} client(s): say ({rate:.0f} req/s)",
+                        samples,
+                    )
         finally:
             stop_group(gunicorn)
     return 0

@@ -41,10 +41,19 @@ from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, machine_line, stop_group
 from peer_cycles import PEER_DIR
 
 HERE = Path(__file__).resolve().parent
+
+
 def scenarios(servers: list[str]) -> list[tuple[str, str]]:
     """(side, mode) in the order they run; ours over HTTP once per server ("HTTP gunicorn")."""
-    return [("peer", "HTTP"), *[("ours", f"HTTP {server}") for server in servers], ("peer", "in process"),
-            ("ours", "in process"), ("ours", "in process services")]
+    return [
+        ("peer", "HTTP"),
+        *[("ours", f"HTTP {server}") for server in servers],
+        ("peer", "in process"),
+        ("ours", "in process"),
+        ("ours", "in process services"),
+    ]
+
+
 # (key in the figures, label, unit, decimals)
 FIGURES = (
     ("cycles_per_s", "cycles/s", "", 1),
@@ -63,8 +72,10 @@ def peer_python(venv: Path) -> str:
 
 def peer_ready(venv: Path) -> bool:
     probe = "import langgraph.checkpoint.postgres, fastapi, uvicorn, httpx"
-    return Path(peer_python(venv)).exists() and subprocess.run(
-        [peer_python(venv), "-c", probe], capture_output=True).returncode == 0
+    return (
+        Path(peer_python(venv)).exists()
+        and subprocess.run([peer_python(venv), "-c", probe], capture_output=True).returncode == 0
+    )
 
 
 def set_up_peer(venv: Path, peer_dir: Path, db: str, force: bool) -> None:
@@ -75,41 +86,80 @@ def set_up_peer(venv: Path, peer_dir: Path, db: str, force: bool) -> None:
     log = LOG_DIR / "compare-peer-setup.log"
     print(f"peer: bash {peer_dir / 'setup.sh'} (LG_VENV={venv}, log {log}) ...", flush=True)
     with open(log, "w") as out:
-        done = subprocess.run(["bash", str(peer_dir / "setup.sh")], cwd=peer_dir, stdout=out,
-                              stderr=subprocess.STDOUT, env=dict(os.environ, LG_VENV=str(venv), LG_DB=db))
+        done = subprocess.run(
+            ["bash", str(peer_dir / "setup.sh")],
+            cwd=peer_dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, LG_VENV=str(venv), LG_DB=db),
+        )
     if done.returncode != 0 or not peer_ready(venv):
         sys.exit(f"peer setup failed ({done.returncode}):\n{log.read_text()[-3000:]}")
 
 
 def peer_versions(venv: Path) -> str:
-    code = ("from importlib.metadata import version as v; "
-            "print(', '.join(f'{p} {v(p)}' for p in ('langgraph', 'langgraph-checkpoint-postgres', 'psycopg', "
-            "'fastapi', 'uvicorn')))")
+    code = (
+        "from importlib.metadata import version as v; "
+        "print(', '.join(f'{p} {v(p)}' for p in ('langgraph', 'langgraph-checkpoint-postgres', 'psycopg', "
+        "'fastapi', 'uvicorn')))"
+    )
     return subprocess.run([peer_python(venv), "-c", code], capture_output=True, text=True).stdout.strip()
 
 
 def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[str]:
-    common = ["-c", str(args.clients), "-d", str(args.duration), "--workers", str(args.workers),
-              "--json", str(out)]
+    common = [
+        "-c",
+        str(args.clients),
+        "-d",
+        str(args.duration),
+        "--workers",
+        str(args.workers),
+        "--json",
+        str(out),
+    ]
     if mode == "in process":
         common.append("--in-process")
     elif mode == "in process services":
         common.append("--services")
     if side == "peer":
-        return [peer_python(args.lg_venv), str(HERE / "peer_cycles.py"), *common, "--db", args.peer_db,
-                "--peer-dir", str(args.peer_dir)]
+        return [
+            peer_python(args.lg_venv),
+            str(HERE / "peer_cycles.py"),
+            *common,
+            "--db",
+            args.peer_db,
+            "--peer-dir",
+            str(args.peer_dir),
+        ]
     server = mode.split(" ", 1)[1] if mode.startswith("HTTP ") else "uvicorn"
     nodelay = ["--nodelay"] if args.workers > 1 and server == "uvicorn" else []
-    return [PYTHON, str(HERE / "cycles.py"), *common, "--db", args.db, "--q-workers", str(args.q_workers),
-            "--server", server, *nodelay]
+    return [
+        PYTHON,
+        str(HERE / "cycles.py"),
+        *common,
+        "--db",
+        args.db,
+        "--q-workers",
+        str(args.q_workers),
+        "--server",
+        server,
+        *nodelay,
+    ]
 
 
 def run(argv: list[str], *, timeout: float, log: Path) -> str | None:
     """Runs one scenario in its own process group; its stdout is returned (None if it failed), its
     stderr goes to ``log``."""
     with open(log, "w") as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         try:
             stdout, _ = proc.communicate(timeout=timeout)
         except BaseException:  # timeout, Ctrl-C, SIGTERM: stop it (it stops its own stack on SIGTERM)
@@ -133,21 +183,31 @@ def mean(runs: list[dict | None], key: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--clients", type=int, default=4, help="client threads of every run (default 4)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-c", "--clients", type=int, default=4, help="client threads of every run (default 4)"
+    )
     parser.add_argument("-d", "--duration", type=float, default=15.0, help="seconds of each run (default 15)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the four scenarios (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers of both (default 2)")
     parser.add_argument("--q-workers", type=int, default=2, help="our q-cluster's workers (default 2)")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"our database (default {DEFAULT_DB})")
     parser.add_argument("--peer-db", default="lgbench", help="the peer's database (default lgbench)")
-    parser.add_argument("--lg-venv", type=Path,
-                        default=Path(os.environ.get("LG_VENV", "~/.cache/lg-venv")).expanduser(),
-                        help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv)")
+    parser.add_argument(
+        "--lg-venv",
+        type=Path,
+        default=Path(os.environ.get("LG_VENV", "~/.cache/lg-venv")).expanduser(),
+        help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv)",
+    )
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
     parser.add_argument("--setup", action="store_true", help="run the peer's setup.sh even if its venv works")
-    parser.add_argument("--servers", default="gunicorn,uvicorn",
-                        help="our web servers over HTTP, comma-separated (default gunicorn,uvicorn)")
+    parser.add_argument(
+        "--servers",
+        default="gunicorn,uvicorn",
+        help="our web servers over HTTP, comma-separated (default gunicorn,uvicorn)",
+    )
     args = parser.parse_args()
     servers = [name.strip() for name in args.servers.split(",") if name.strip()]
     if not servers or set(servers) - {"gunicorn", "uvicorn"}:
@@ -155,8 +215,9 @@ def main() -> int:
     order = scenarios(servers)
 
     set_up_peer(args.lg_venv, args.peer_dir, args.peer_db, args.setup)
-    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
     started = time.monotonic()
     load_at_start = load_average()
     results: dict[tuple[str, str], list[dict | None]] = {scenario: [] for scenario in order}
@@ -175,23 +236,36 @@ def main() -> int:
 
     print(f"\n# ours and the peer side by side ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)")
     nodelay = " +TCP_NODELAY" if args.workers > 1 else ""
-    described = {"gunicorn": f"gunicorn --workers {args.workers} (sync)",
-                 "uvicorn": f"uvicorn --workers {args.workers}{nodelay}"}
-    print(f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "
-          f"in process through the test client and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}")
-    print(f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
-          f"database {args.peer_db}")
-    print(f"{machine_line()}; shared with other work: 1-min load average {load_at_start:.2f} at the start, "
-          f"{load_average():.2f} at the end; {time.monotonic() - started:.0f} s in all")
-    print(f"{args.clients} clients, {args.duration:.0f} s per run, {args.rounds} rounds interleaved "
-          f"({', '.join(f'{side} {mode}' for side, mode in order)}); each cell: the figure (the 1-min load "
-          "average at the end of that run); ratio: ours/peer of the means")
+    described = {
+        "gunicorn": f"gunicorn --workers {args.workers} (sync)",
+        "uvicorn": f"uvicorn --workers {args.workers}{nodelay}",
+    }
+    print(
+        f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "
+        f"in process through the test client and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}"
+    )
+    print(
+        f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
+        f"database {args.peer_db}"
+    )
+    print(
+        f"{machine_line()}; shared with other work: 1-min load average {load_at_start:.2f} at the start, "
+        f"{load_average():.2f} at the end; {time.monotonic() - started:.0f} s in all"
+    )
+    print(
+        f"{args.clients} clients, {args.duration:.0f} s per run, {args.rounds} rounds interleaved "
+        f"({', '.join(f'{side} {mode}' for side, mode in order)}); each cell: the figure (the 1-min load "
+        "average at the end of that run); ratio: ours/peer of the means"
+    )
     rounds = range(args.rounds)
     header = ["figure", *[f"peer r{i + 1}" for i in rounds], *[f"ours r{i + 1}" for i in rounds], "ours/peer"]
     print("\n| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    pairs = [*[("HTTP", f"HTTP {server}") for server in servers], ("in process", "in process"),
-             ("in process", "in process services")]
+    pairs = [
+        *[("HTTP", f"HTTP {server}") for server in servers],
+        ("in process", "in process"),
+        ("in process", "in process services"),
+    ]
     for peer_mode, ours_mode in pairs:
         peer, ours = results[("peer", peer_mode)], results[("ours", ours_mode)]
         for key, label, unit, decimals in FIGURES:

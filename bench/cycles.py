@@ -62,8 +62,11 @@ def one_cycle(stack: Stack, alice, approver, results: Results) -> None:
     t2 = time.perf_counter()
     if state != "AWAITING_HUMAN":
         raise RuntimeError(f"say: state {state}, expected AWAITING_HUMAN")
-    response = approver.post(f"/agents/{conversation_id}/resume", params={"wait": 10},
-                             json={"verdict": "APPROVED", "note": "bench"})
+    response = approver.post(
+        f"/agents/{conversation_id}/resume",
+        params={"wait": 10},
+        json={"verdict": "APPROVED", "note": "bench"},
+    )
     t3 = time.perf_counter()
     if response.status_code != 200:
         raise RuntimeError(f"resume: {response.status_code} {response.text[:200]}")
@@ -89,8 +92,9 @@ def clients(stack: Stack, in_process: bool, services: bool = False) -> tuple[Any
     return stack.client("alice"), stack.client("approver")
 
 
-def client_loop(stack: Stack, window: Window, warmup: int, results: Results, in_process: bool,
-                services: bool) -> None:
+def client_loop(
+    stack: Stack, window: Window, warmup: int, results: Results, in_process: bool, services: bool
+) -> None:
     alice, approver = clients(stack, in_process, services)
     try:
         for _ in range(warmup):
@@ -115,15 +119,23 @@ def client_loop(stack: Stack, window: Window, warmup: int, results: Results, in_
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4"
+    )
     parser.add_argument("-d", "--duration", type=float, default=20.0, help="seconds of cycles (default 20)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
-    parser.add_argument("--in-process", action="store_true",
-                        help="through DRF's test client in this process instead of HTTP")
-    parser.add_argument("--services", action="store_true",
-                        help="in process, calling the services the views call (no HTTP, no DRF: the level of "
-                             "the peer's in-process graph.invoke); implies --in-process")
+    parser.add_argument(
+        "--in-process", action="store_true", help="through DRF's test client in this process instead of HTTP"
+    )
+    parser.add_argument(
+        "--services",
+        action="store_true",
+        help="in process, calling the services the views call (no HTTP, no DRF: the level of "
+        "the peer's in-process graph.invoke); implies --in-process",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
     add_stack_args(parser, workers=2, server="gunicorn")  # the topology docs/operations.md recommends
     args = parser.parse_args()
@@ -135,9 +147,12 @@ def main() -> int:
         meter = CostMeter(db=stack.db, groups=stack.process_groups(), count_self=args.in_process)
         window = Window(clients=args.clients, duration=args.duration, meter=meter)
         results = Results()
-        threads = [threading.Thread(target=client_loop,
-                                    args=(stack, window, args.warmup, results, args.in_process, args.services))
-                   for _ in range(args.clients)]
+        threads = [
+            threading.Thread(
+                target=client_loop, args=(stack, window, args.warmup, results, args.in_process, args.services)
+            )
+            for _ in range(args.clients)
+        ]
         for thread in threads:
             thread.start()
         window.wait()
@@ -148,19 +163,35 @@ def main() -> int:
     cycles = len(results.cycles)
 
     print(machine_line())
-    where = ("IN PROCESS (the services the views call: no HTTP, no DRF)" if args.services else
-             "IN PROCESS (DRF test client, no HTTP)" if args.in_process else stack.describe_server())
-    print(f"cycles: {args.clients} clients for {args.duration:.0f} s, {where}, "
-          f"q-cluster {args.q_workers} workers")
-    print(f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s, "
-          f"{3 * cycles / wall:.0f} req/s) [load {meter.load_before:.2f} -> {meter.load_after:.2f}]")
+    where = (
+        "IN PROCESS (the services the views call: no HTTP, no DRF)"
+        if args.services
+        else "IN PROCESS (DRF test client, no HTTP)"
+        if args.in_process
+        else stack.describe_server()
+    )
+    print(
+        f"cycles: {args.clients} clients for {args.duration:.0f} s, {where}, "
+        f"q-cluster {args.q_workers} workers"
+    )
+    print(
+        f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s, "
+        f"{3 * cycles / wall:.0f} req/s) [load {meter.load_before:.2f} -> {meter.load_after:.2f}]"
+    )
     print_latency("cycle latency", results.cycles)
     for name, samples in results.phases.items():
         print_latency(f"  {name}", samples)
     for line in meter.lines(cycles):
         print(line)
-    report_figures(errors=results.errors, cycles=cycles, wall=wall, cycle_samples=results.cycles,
-                   resume_samples=results.phases["resume?wait"], meter=meter, json_path=args.json)
+    report_figures(
+        errors=results.errors,
+        cycles=cycles,
+        wall=wall,
+        cycle_samples=results.cycles,
+        resume_samples=results.phases["resume?wait"],
+        meter=meter,
+        json_path=args.json,
+    )
     return 0
 
 

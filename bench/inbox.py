@@ -85,10 +85,13 @@ def time_inbox(client, requests: int, limit: int) -> tuple[list[float], int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000, help="PENDING pauses to insert (default 100000)")
-    parser.add_argument("--alice-share", type=float, default=0.005,
-                        help="share of the rows owned by alice (default 0.005)")
+    parser.add_argument(
+        "--alice-share", type=float, default=0.005, help="share of the rows owned by alice (default 0.005)"
+    )
     parser.add_argument("--requests", type=int, default=300, help="timed inbox reads per user (default 300)")
     parser.add_argument("--limit", type=int, default=200, help="inbox limit (default 200)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic pauses at the end")
@@ -102,11 +105,25 @@ def main() -> int:
             print(f"(removed {deleted} synthetic pauses of an earlier run)", file=sys.stderr)
         t0 = time.perf_counter()
         conn.execute(USERS_SQL, {"owners": OWNERS})
-        owner_ids = [r[0] for r in conn.execute(
-            "SELECT id FROM auth_user WHERE username LIKE 'bench_owner_%%' ORDER BY id LIMIT %s", (OWNERS,))]
+        owner_ids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM auth_user WHERE username LIKE 'bench_owner_%%' ORDER BY id LIMIT %s",
+                (OWNERS,),
+            )
+        ]
         alice_id = conn.execute("SELECT id FROM auth_user WHERE username = 'alice'").fetchone()[0]
-        conn.execute(PAUSES_SQL, {"owners": owner_ids, "alice": alice_id, "alice_share": args.alice_share,
-                                  "agent": stack.agent_id, "mark": MARK, "rows": args.rows})
+        conn.execute(
+            PAUSES_SQL,
+            {
+                "owners": owner_ids,
+                "alice": alice_id,
+                "alice_share": args.alice_share,
+                "agent": stack.agent_id,
+                "mark": MARK,
+                "rows": args.rows,
+            },
+        )
         inserted = time.perf_counter() - t0
         conn.execute("VACUUM (ANALYZE) approvals_pause")  # also clears what an earlier run deleted
         conn.execute("ANALYZE auth_user")
@@ -117,7 +134,8 @@ def main() -> int:
         sizes = conn.execute(
             "SELECT pg_size_pretty(pg_relation_size('approvals_pause')), "
             "pg_size_pretty(pg_relation_size('pause_pending_inbox')), "
-            "pg_size_pretty(pg_relation_size('pause_pending_owner_inbox'))").fetchone()
+            "pg_size_pretty(pg_relation_size('pause_pending_owner_inbox'))"
+        ).fetchone()
 
         approver_sql, approver_params = orm_inbox_sql("approver")
         alice_sql, alice_params = orm_inbox_sql("alice")
@@ -126,7 +144,10 @@ def main() -> int:
         approver_plan = explain(conn, approver_sql, approver_params)
         alice_plan = explain(conn, alice_sql, alice_params)
         db_times: dict[str, list[float]] = {"approver": [], "alice": []}
-        for name, sql, params in (("approver", approver_sql, approver_params), ("alice", alice_sql, alice_params)):
+        for name, sql, params in (
+            ("approver", approver_sql, approver_params),
+            ("alice", alice_sql, alice_params),
+        ):
             for _ in range(50):
                 t = time.perf_counter()
                 conn.execute(sql, params).fetchall()
@@ -142,11 +163,15 @@ def main() -> int:
             print(f"(deleted the synthetic pauses in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
 
     print(machine_line())
-    print(f"inbox: inserted {args.rows} PENDING pauses in {inserted:.1f} s over {len(owner_ids)} owners + alice; "
-          f"PENDING now {pending} (alice {alice_pending}); table {sizes[0]}, "
-          f"pause_pending_inbox {sizes[1]}, pause_pending_owner_inbox {sizes[2]}")
-    print(f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
-          f"GET /agents/pending-approvals?limit={args.limit}, {args.requests} requests each, one keep-alive client")
+    print(
+        f"inbox: inserted {args.rows} PENDING pauses in {inserted:.1f} s over {len(owner_ids)} owners + alice; "
+        f"PENDING now {pending} (alice {alice_pending}); table {sizes[0]}, "
+        f"pause_pending_inbox {sizes[1]}, pause_pending_owner_inbox {sizes[2]}"
+    )
+    print(
+        f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}, "
+        f"GET /agents/pending-approvals?limit={args.limit}, {args.requests} requests each, one keep-alive client"
+    )
     print_latency(f"approver inbox ({approver_rows} rows)", approver_latencies)
     print_latency(f"alice inbox    ({alice_rows} rows)", alice_latencies)
     for name in ("approver", "alice"):

@@ -46,9 +46,17 @@ from _stack import (
 )
 
 # ../shared/bench/peer_langgraph beside the repo (or beside the folder of its worktrees)
-PEER_DIR = next((path for path in (ROOT.parent / "shared" / "bench" / "peer_langgraph",
-                                   ROOT.parent.parent / "shared" / "bench" / "peer_langgraph")
-                 if path.is_dir()), ROOT.parent / "shared" / "bench" / "peer_langgraph")
+PEER_DIR = next(
+    (
+        path
+        for path in (
+            ROOT.parent / "shared" / "bench" / "peer_langgraph",
+            ROOT.parent.parent / "shared" / "bench" / "peer_langgraph",
+        )
+        if path.is_dir()
+    ),
+    ROOT.parent / "shared" / "bench" / "peer_langgraph",
+)
 TOKEN = "peer-cycles-token"
 
 
@@ -73,15 +81,46 @@ class PeerServer:
         self.url = f"http://127.0.0.1:{port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / "bench-peer-uvicorn.log"
-        env = dict(os.environ, LG_HTTP_SAVER="thread", LG_HTTP_NODELAY="1", LG_DSN=dsn, LG_HTTP_TOKEN=TOKEN,
-                   LG_HTTP_POOL="4", PYTHONDONTWRITEBYTECODE="1")
-        argv = [sys.executable, "-m", "uvicorn", "bench_langgraph_http:app", "--app-dir", str(peer_dir),
-                "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-                "--http", "bench_langgraph_http:H11Probe", "--loop", "asyncio", "--no-access-log",
-                "--log-level", "info"]
+        env = dict(
+            os.environ,
+            LG_HTTP_SAVER="thread",
+            LG_HTTP_NODELAY="1",
+            LG_DSN=dsn,
+            LG_HTTP_TOKEN=TOKEN,
+            LG_HTTP_POOL="4",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench_langgraph_http:app",
+            "--app-dir",
+            str(peer_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--http",
+            "bench_langgraph_http:H11Probe",
+            "--loop",
+            "asyncio",
+            "--no-access-log",
+            "--log-level",
+            "info",
+        ]
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(argv, cwd=peer_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=peer_dir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -106,8 +145,9 @@ def http_cycle(client: Any, results: Results) -> None:
 
     t0 = time.perf_counter()
     thread_id = check(client.post("/threads"), 201, "create")["thread_id"]
-    said = check(client.post(f"/threads/{thread_id}/say", json={"text": "  please delete file x  "}), 200,
-                 "say")
+    said = check(
+        client.post(f"/threads/{thread_id}/say", json={"text": "  please delete file x  "}), 200, "say"
+    )
     if [i["value"] for i in said["interrupts"]] != [{"reason": "approve delete"}]:
         raise RuntimeError(f"say: interrupts {said['interrupts']}")
     t1 = time.perf_counter()
@@ -168,12 +208,18 @@ def client_loop(window: Window, warmup: int, results: Results, *, dsn: str, url:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4"
+    )
     parser.add_argument("-d", "--duration", type=float, default=20.0, help="seconds of cycles (default 20)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
     parser.add_argument("--in-process", action="store_true", help="the graph in this process instead of HTTP")
-    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers (default 2, the peer's README)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="uvicorn workers (default 2, the peer's README)"
+    )
     parser.add_argument("--port", type=int, default=0, help="uvicorn port (default: a free one)")
     parser.add_argument("--db", default="lgbench", help="database name (default lgbench, setup.sh's)")
     parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
@@ -194,15 +240,22 @@ def main() -> int:
     results = Results()
     try:
         if not args.in_process:
-            server = PeerServer(dsn=dsn, port=args.port or free_port(), workers=args.workers,
-                                peer_dir=args.peer_dir)
+            server = PeerServer(
+                dsn=dsn, port=args.port or free_port(), workers=args.workers, peer_dir=args.peer_dir
+            )
             server.wait_ready()
-        meter = CostMeter(db=args.db, groups={"uvicorn": server.proc.pid} if server else {},
-                          count_self=args.in_process)
+        meter = CostMeter(
+            db=args.db, groups={"uvicorn": server.proc.pid} if server else {}, count_self=args.in_process
+        )
         window = Window(clients=args.clients, duration=args.duration, meter=meter)
-        threads = [threading.Thread(target=client_loop, args=(window, args.warmup, results),
-                                    kwargs={"dsn": dsn, "url": server.url if server else None})
-                   for _ in range(args.clients)]
+        threads = [
+            threading.Thread(
+                target=client_loop,
+                args=(window, args.warmup, results),
+                kwargs={"dsn": dsn, "url": server.url if server else None},
+            )
+            for _ in range(args.clients)
+        ]
         for thread in threads:
             thread.start()
         window.wait()
@@ -216,19 +269,33 @@ def main() -> int:
     cycles = len(results.cycles)
 
     print(machine_line())
-    where = ("IN PROCESS (own connection + PostgresSaver per thread)" if args.in_process else
-             f"FastAPI + uvicorn --workers {args.workers} (thread_nodelay)")
-    print(f"peer cycles (LangGraph interrupt -> resume): {args.clients} clients for {args.duration:.0f} s, "
-          f"{where}")
+    where = (
+        "IN PROCESS (own connection + PostgresSaver per thread)"
+        if args.in_process
+        else f"FastAPI + uvicorn --workers {args.workers} (thread_nodelay)"
+    )
+    print(
+        f"peer cycles (LangGraph interrupt -> resume): {args.clients} clients for {args.duration:.0f} s, "
+        f"{where}"
+    )
     requests = "" if args.in_process else f", {4 * cycles / wall:.0f} req/s"
-    print(f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s{requests}) "
-          f"[load {meter.load_before:.2f} -> {meter.load_after:.2f}]")
+    print(
+        f"throughput: {cycles / wall:.1f} cycles/s ({cycles} cycles in {wall:.1f} s{requests}) "
+        f"[load {meter.load_before:.2f} -> {meter.load_after:.2f}]"
+    )
     print_latency("cycle latency", results.cycles)
     print_latency("  resume", results.resumes)
     for line in meter.lines(cycles):
         print(line)
-    report_figures(errors=results.errors, cycles=cycles, wall=wall, cycle_samples=results.cycles,
-                   resume_samples=results.resumes, meter=meter, json_path=args.json)
+    report_figures(
+        errors=results.errors,
+        cycles=cycles,
+        wall=wall,
+        cycle_samples=results.cycles,
+        resume_samples=results.resumes,
+        meter=meter,
+        json_path=args.json,
+    )
     return 0
 
 

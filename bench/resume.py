@@ -39,13 +39,21 @@ from _stack import (
 )
 
 
-def pause_states(conn, pause_ids: list[str], conversation_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    pauses = dict(conn.execute(
-        "SELECT status, count(*) FROM approvals_pause WHERE id = ANY(%s::uuid[]) GROUP BY status",
-        (pause_ids,)).fetchall())
-    conversations = dict(conn.execute(
-        "SELECT state, count(*) FROM conversations_conversation WHERE id = ANY(%s::uuid[]) GROUP BY state",
-        (conversation_ids,)).fetchall())
+def pause_states(
+    conn, pause_ids: list[str], conversation_ids: list[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    pauses = dict(
+        conn.execute(
+            "SELECT status, count(*) FROM approvals_pause WHERE id = ANY(%s::uuid[]) GROUP BY status",
+            (pause_ids,),
+        ).fetchall()
+    )
+    conversations = dict(
+        conn.execute(
+            "SELECT state, count(*) FROM conversations_conversation WHERE id = ANY(%s::uuid[]) GROUP BY state",
+            (conversation_ids,),
+        ).fetchall()
+    )
     return pauses, conversations
 
 
@@ -56,7 +64,9 @@ def decide_each(approver, conversation_ids: list[str]) -> tuple[list[float], lis
     errors: list[str] = []
     for conversation_id in conversation_ids:
         t = time.perf_counter()
-        response = approver.post(f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "ok"})
+        response = approver.post(
+            f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "ok"}
+        )
         elapsed = time.perf_counter() - t
         if response.status_code != 200:
             errors.append(f"resume {response.status_code} {response.text[:200]}")
@@ -67,13 +77,21 @@ def decide_each(approver, conversation_ids: list[str]) -> tuple[list[float], lis
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", "--conversations", type=int, default=300, help="paused conversations (default 300)")
-    parser.add_argument("--queue-first", action="store_true",
-                        help="start the q-cluster only after every decision is queued")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-n", "--conversations", type=int, default=300, help="paused conversations (default 300)"
+    )
+    parser.add_argument(
+        "--queue-first", action="store_true", help="start the q-cluster only after every decision is queued"
+    )
     parser.add_argument("--drain-timeout", type=float, default=120.0, help="seconds to wait for the drain")
-    parser.add_argument("--after-response", action="store_true",
-                        help="the web server runs each continuation after its answer (HITL_CONTINUE_AFTER_RESPONSE)")
+    parser.add_argument(
+        "--after-response",
+        action="store_true",
+        help="the web server runs each continuation after its answer (HITL_CONTINUE_AFTER_RESPONSE)",
+    )
     add_stack_args(parser)
     args = parser.parse_args()
     run_qcluster = args.qcluster and not args.queue_first
@@ -108,7 +126,9 @@ def main() -> int:
             now = time.perf_counter()
             if first_resolved is None and pauses.get("RESOLVED", 0) > drained_during:
                 first_resolved = now
-            if pauses.get("RESOLVED", 0) == len(pause_ids) and conversations.get("READY", 0) == len(conversation_ids):
+            if pauses.get("RESOLVED", 0) == len(pause_ids) and conversations.get("READY", 0) == len(
+                conversation_ids
+            ):
                 done_at = now
                 break
             time.sleep(0.05)
@@ -122,33 +142,49 @@ def main() -> int:
                 outputs_ok += 1
 
     print(machine_line())
-    print(f"resume: {args.conversations} paused conversations prepared in {prepare:.1f} s "
-          f"({2 * args.conversations / prepare:.0f} req/s for start + say)")
-    print(f"{stack.describe_server()}, q-cluster {args.q_workers} workers "
-          f"({'started after the last decision' if args.queue_first else 'running during the decisions'}); "
-          f"continuations {'run by the web server after each answer' if args.after_response else 'queued'}")
+    print(
+        f"resume: {args.conversations} paused conversations prepared in {prepare:.1f} s "
+        f"({2 * args.conversations / prepare:.0f} req/s for start + say)"
+    )
+    print(
+        f"{stack.describe_server()}, q-cluster {args.q_workers} workers "
+        f"({'started after the last decision' if args.queue_first else 'running during the decisions'}); "
+        f"continuations {'run by the web server after each answer' if args.after_response else 'queued'}"
+    )
     print_latency("resume latency (no wait)", latencies)
-    print(f"decisions: {len(latencies) / decisions_wall:.1f} req/s from one client ({decisions_wall:.2f} s); "
-          f"errors: {len(errors)}")
+    print(
+        f"decisions: {len(latencies) / decisions_wall:.1f} req/s from one client ({decisions_wall:.2f} s); "
+        f"errors: {len(errors)}"
+    )
     for error in errors[:5]:
         print(f"  {error}")
     print(f"continuations already drained when the last decision returned: {drained_during}")
     if done_at is None:
-        print(f"NOT DRAINED within {args.drain_timeout:.0f} s: pauses {counts(sorted(pauses.items()))}; "
-              f"conversations {counts(sorted(conversations.items()))}")
+        print(
+            f"NOT DRAINED within {args.drain_timeout:.0f} s: pauses {counts(sorted(pauses.items()))}; "
+            f"conversations {counts(sorted(conversations.items()))}"
+        )
     else:
         total = len(pause_ids)
-        print(f"drained: all {total} continuations done {done_at - first_decision:.2f} s after the first decision "
-              f"({total / (done_at - first_decision):.1f} continuations/s end to end)")
+        print(
+            f"drained: all {total} continuations done {done_at - first_decision:.2f} s after the first decision "
+            f"({total / (done_at - first_decision):.1f} continuations/s end to end)"
+        )
         if qcluster_start is not None:
-            print(f"q-cluster alone: {done_at - qcluster_start:.2f} s from its start "
-                  f"(including ~its boot); first continuation at +{(first_resolved or done_at) - qcluster_start:.2f} s; "
-                  f"drain rate after the first: {(total - 1) / max(done_at - (first_resolved or done_at), 1e-9):.1f}/s")
+            print(
+                f"q-cluster alone: {done_at - qcluster_start:.2f} s from its start "
+                f"(including ~its boot); first continuation at +{(first_resolved or done_at) - qcluster_start:.2f} s; "
+                f"drain rate after the first: {(total - 1) / max(done_at - (first_resolved or done_at), 1e-9):.1f}/s"
+            )
         else:
-            print(f"after the last decision: {done_at - last_decision:.2f} s to drain the remaining "
-                  f"{total - drained_during}")
-    print(f"PostgreSQL sessions opened from the first decision to the drain: {sessions} "
-          f"({sessions / max(len(pause_ids), 1):.1f} per decision)")
+            print(
+                f"after the last decision: {done_at - last_decision:.2f} s to drain the remaining "
+                f"{total - drained_during}"
+            )
+    print(
+        f"PostgreSQL sessions opened from the first decision to the drain: {sessions} "
+        f"({sessions / max(len(pause_ids), 1):.1f} per decision)"
+    )
     print(f"outputs 'Deletion APPROVED.': {outputs_ok}/{len(conversation_ids)}")
     meter.end_transactions()
     print("per decision, from the first decision to the end of the drain:")

@@ -96,16 +96,25 @@ def measured_say(client: Any, conversation_id: str) -> dict[str, Any]:
     with CaptureQueriesContext(connection) as captured, connection.execute_wrapper(count_step_rows):
         response = say(client, conversation_id)
     body = response.json()
-    return {"queries": len(captured.captured_queries), "step_rows": sum(step_rows), "bytes": len(response.content),
-            "steps_in_answer": len(body["steps"]), "step_count": body.get("stepCount")}
+    return {
+        "queries": len(captured.captured_queries),
+        "step_rows": sum(step_rows),
+        "bytes": len(response.content),
+        "steps_in_answer": len(body["steps"]),
+        "step_count": body.get("stepCount"),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=500, help="says per conversation (default 500)")
     parser.add_argument("--band", type=int, default=50, help="says compared at each end (default 50)")
     parser.add_argument("--rounds", type=int, default=2, help="conversations (default 2)")
-    parser.add_argument("--warmup", type=int, default=20, help="untimed says in a conversation of their own first")
+    parser.add_argument(
+        "--warmup", type=int, default=20, help="untimed says in a conversation of their own first"
+    )
     parser.add_argument("--db", default=DEFAULT_DB, help=f"database (default {DEFAULT_DB})")
     parser.add_argument("--fresh", action="store_true", help="drop and recreate the database first")
     args = parser.parse_args()
@@ -139,16 +148,24 @@ def main() -> int:
     at_late = measured_say(client, conversation_id)  # say number steps + 1
 
     first, last = summarize(early), summarize(late)
-    print(f"say 'hello' in-process (DRF test client), {args.rounds} conversations x {args.steps} says, "
-          f"{wall:.1f} s, load average {os.getloadavg()[0]:.1f}")
-    print(f"  says 1-{args.band}: p50 {first['p50']:.2f} ms, mean {first['mean']:.2f} ms (n={first['count']})")
-    print(f"  says {args.steps - args.band + 1}-{args.steps}: p50 {last['p50']:.2f} ms, "
-          f"mean {last['mean']:.2f} ms (n={last['count']})")
+    print(
+        f"say 'hello' in-process (DRF test client), {args.rounds} conversations x {args.steps} says, "
+        f"{wall:.1f} s, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"  says 1-{args.band}: p50 {first['p50']:.2f} ms, mean {first['mean']:.2f} ms (n={first['count']})"
+    )
+    print(
+        f"  says {args.steps - args.band + 1}-{args.steps}: p50 {last['p50']:.2f} ms, "
+        f"mean {last['mean']:.2f} ms (n={last['count']})"
+    )
     print(f"  late / early: p50 {last['p50'] / first['p50']:.2f}x, mean {last['mean'] / first['mean']:.2f}x")
     for label, figures in ((f"say {args.band // 2}", at_early), (f"say {args.steps + 1}", at_late)):
-        print(f"  {label}: {figures['queries']} SQL statements, {figures['step_rows']} step rows read, "
-              f"answer {figures['bytes']} bytes with {figures['steps_in_answer']} steps "
-              f"(stepCount {figures['step_count']})")
+        print(
+            f"  {label}: {figures['queries']} SQL statements, {figures['step_rows']} step rows read, "
+            f"answer {figures['bytes']} bytes with {figures['steps_in_answer']} steps "
+            f"(stepCount {figures['step_count']})"
+        )
     return 0
 
 

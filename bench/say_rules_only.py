@@ -42,8 +42,15 @@ class InProcessClient:
         return response
 
 
-def run_client(stack: Stack, count: int, per_conversation: int, latencies: list[float], errors: list[str],
-               positions: list[int] | None = None, in_process: bool = False) -> None:
+def run_client(
+    stack: Stack,
+    count: int,
+    per_conversation: int,
+    latencies: list[float],
+    errors: list[str],
+    positions: list[int] | None = None,
+    in_process: bool = False,
+) -> None:
     client = InProcessClient(stack.tokens["alice"]) if in_process else stack.client("alice")
     conversation_id = start_conversation(client, stack.agent_id)
     said = 0
@@ -59,7 +66,11 @@ def run_client(stack: Stack, count: int, per_conversation: int, latencies: list[
             errors.append(f"{response.status_code} {response.text[:200]}")
             continue
         body = response.json()
-        if body.get("state") != "READY" or not body.get("output") or not body["output"][0].startswith("Hello"):
+        if (
+            body.get("state") != "READY"
+            or not body.get("output")
+            or not body["output"][0].startswith("Hello")
+        ):
             errors.append(f"unexpected snapshot: state={body.get('state')} output={body.get('output')}")
             continue
         latencies.append(elapsed)
@@ -68,14 +79,25 @@ def run_client(stack: Stack, count: int, per_conversation: int, latencies: list[
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", "--requests", type=int, default=500, help="says in total (default 500)")
-    parser.add_argument("--clients", type=int, default=1, help="concurrent clients, one thread each (default 1)")
-    parser.add_argument("--per-conversation", type=int, default=20,
-                        help="says per conversation before a new one is started; 0: one conversation (default 20)")
+    parser.add_argument(
+        "--clients", type=int, default=1, help="concurrent clients, one thread each (default 1)"
+    )
+    parser.add_argument(
+        "--per-conversation",
+        type=int,
+        default=20,
+        help="says per conversation before a new one is started; 0: one conversation (default 20)",
+    )
     parser.add_argument("--warmup", type=int, default=20, help="untimed says first (default 20)")
-    parser.add_argument("--in-process", action="store_true",
-                        help="through Django's test client in this process instead of HTTP (one client)")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="through Django's test client in this process instead of HTTP (one client)",
+    )
     add_stack_args(parser, qcluster=False)
     args = parser.parse_args()
 
@@ -87,12 +109,17 @@ def main() -> int:
         latencies: list[float] = []
         errors: list[str] = []
         positions: list[int] = []
-        per_client = [args.requests // args.clients + (1 if i < args.requests % args.clients else 0)
-                      for i in range(args.clients)]
-        threads = [threading.Thread(target=run_client,
-                                    args=(stack, n, args.per_conversation, latencies, errors, positions,
-                                          args.in_process))
-                   for n in per_client]
+        per_client = [
+            args.requests // args.clients + (1 if i < args.requests % args.clients else 0)
+            for i in range(args.clients)
+        ]
+        threads = [
+            threading.Thread(
+                target=run_client,
+                args=(stack, n, args.per_conversation, latencies, errors, positions, args.in_process),
+            )
+            for n in per_client
+        ]
         t0 = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -101,19 +128,28 @@ def main() -> int:
         wall = time.perf_counter() - t0
 
     print(machine_line())
-    server = (f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
-              if not args.in_process else "IN PROCESS (Django test client, no HTTP/ASGI)")
-    print(f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), {server}, "
-          f"{args.per_conversation or 'unbounded'} says per conversation")
+    server = (
+        f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
+        if not args.in_process
+        else "IN PROCESS (Django test client, no HTTP/ASGI)"
+    )
+    print(
+        f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), {server}, "
+        f"{args.per_conversation or 'unbounded'} says per conversation"
+    )
     print_latency("say latency", latencies)
     print(f"throughput: {len(latencies) / wall:.1f} req/s ({wall:.2f} s wall)")
     if args.clients == 1 and len(latencies) >= 100:  # does a turn get slower as the conversation grows?
         tenth = len(latencies) // 10
         by_position = sorted(zip(positions, latencies, strict=True))
-        print_latency(f"  says {by_position[0][0]}-{by_position[tenth - 1][0]} of a conversation",
-                      [t for _, t in by_position[:tenth]])
-        print_latency(f"  says {by_position[-tenth][0]}-{by_position[-1][0]} of a conversation",
-                      [t for _, t in by_position[-tenth:]])
+        print_latency(
+            f"  says {by_position[0][0]}-{by_position[tenth - 1][0]} of a conversation",
+            [t for _, t in by_position[:tenth]],
+        )
+        print_latency(
+            f"  says {by_position[-tenth][0]}-{by_position[-1][0]} of a conversation",
+            [t for _, t in by_position[-tenth:]],
+        )
     print(f"errors: {len(errors)}")
     for error in errors[:5]:
         print(f"  {error}")

@@ -69,26 +69,59 @@ def _clone_paused(job: tuple[str, int]) -> list[str]:
     pause = Pause.objects.get(subject_id=template_id, status="PENDING")
     document = AgentVersion.objects.get(agent_id=template.agent_id, version=template.agent_version).document
     bookmark = {key: value for key, value in pause.bookmark.items() if key != "pausedAt"}
-    step_fields = ("index", "input", "context", "actions", "output", "outputs", "data", "quick_replies",
-                   "properties", "undone")
+    step_fields = (
+        "index",
+        "input",
+        "context",
+        "actions",
+        "output",
+        "outputs",
+        "data",
+        "quick_replies",
+        "properties",
+        "undone",
+    )
     with transaction.atomic():
-        conversations = Conversation.objects.bulk_create([
-            Conversation(agent_id=template.agent_id, agent_version=template.agent_version,
-                         environment=template.environment, owner_id=template.owner_id, state=template.state,
-                         properties=template.properties, context=template.context,
-                         turn_started_at=template.turn_started_at, step_count=template.step_count)
-            for _ in range(count)
-        ])
-        ConversationStep.objects.bulk_create([
-            ConversationStep(conversation=conversation, **{name: getattr(step, name) for name in step_fields})
-            for conversation in conversations for step in steps
-        ])
+        conversations = Conversation.objects.bulk_create(
+            [
+                Conversation(
+                    agent_id=template.agent_id,
+                    agent_version=template.agent_version,
+                    environment=template.environment,
+                    owner_id=template.owner_id,
+                    state=template.state,
+                    properties=template.properties,
+                    context=template.context,
+                    turn_started_at=template.turn_started_at,
+                    step_count=template.step_count,
+                )
+                for _ in range(count)
+            ]
+        )
+        ConversationStep.objects.bulk_create(
+            [
+                ConversationStep(
+                    conversation=conversation, **{name: getattr(step, name) for name in step_fields}
+                )
+                for conversation in conversations
+                for step in steps
+            ]
+        )
         for conversation in conversations:
-            open_pause(surface=pause.surface, kind=pause.kind, subject_type=pause.subject_type,
-                       subject_id=conversation.pk, owner_id=conversation.owner_id, reason=pause.reason,
-                       hitl_config=document.get("hitlConfig"), bookmark=bookmark, details=pause.details,
-                       tool_names=pause.tool_names, agent_id=conversation.agent_id,
-                       agent_version=conversation.agent_version)
+            open_pause(
+                surface=pause.surface,
+                kind=pause.kind,
+                subject_type=pause.subject_type,
+                subject_id=conversation.pk,
+                owner_id=conversation.owner_id,
+                reason=pause.reason,
+                hitl_config=document.get("hitlConfig"),
+                bookmark=bookmark,
+                details=pause.details,
+                tool_names=pause.tool_names,
+                agent_id=conversation.agent_id,
+                agent_version=conversation.agent_version,
+            )
     return [str(conversation.pk) for conversation in conversations]
 
 
@@ -100,8 +133,9 @@ def clone(bench: TimerBench, template_id: str, count: int, processes: int) -> li
     created: list[str] = []
     context = multiprocessing.get_context("spawn")
     last_report = time.monotonic()
-    with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=setup_django,
-                             initargs=(bench.db,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=processes, mp_context=context, initializer=setup_django, initargs=(bench.db,)
+    ) as pool:
         for ids in pool.map(_clone_paused, jobs):
             created.extend(ids)
             if time.monotonic() - last_report >= 10:
@@ -126,10 +160,15 @@ def probe_lateness(bench: TimerBench, agent_id: str, count: int, give_up: dateti
     while probes.filter(status="PENDING").exists() and timezone.now() < give_up:
         time.sleep(0.2)
     due = deadlines(list(probes.values_list("id", flat=True)))
-    late = [f"{(p.decided_at - due[p.id]).total_seconds():.1f}" if p.decided_at else "not decided"
-            for p in probes.order_by("paused_at")]
-    print(f"  {count} PT2S probes opened after the drain, one a second, with {min(queued)}-{max(queued)} tasks "
-          f"queued: decided late by {', '.join(late)} s", flush=True)
+    late = [
+        f"{(p.decided_at - due[p.id]).total_seconds():.1f}" if p.decided_at else "not decided"
+        for p in probes.order_by("paused_at")
+    ]
+    print(
+        f"  {count} PT2S probes opened after the drain, one a second, with {min(queued)}-{max(queued)} tasks "
+        f"queued: decided late by {', '.join(late)} s",
+        flush=True,
+    )
 
 
 def waiting_on_locks() -> int:
@@ -138,26 +177,47 @@ def waiting_on_locks() -> int:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
         return cursor.fetchone()[0]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", "--pauses", type=int, default=10_000, help="pauses falling due at once (10000)")
     parser.add_argument("--q-workers", type=int, default=2, help="workers of each q-cluster (default 2)")
-    parser.add_argument("--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)")
-    parser.add_argument("--lead", type=float, default=5.0, help="seconds from the deadline move to D (default 5)")
+    parser.add_argument(
+        "--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)"
+    )
+    parser.add_argument(
+        "--lead", type=float, default=5.0, help="seconds from the deadline move to D (default 5)"
+    )
     parser.add_argument("--processes", type=int, default=2, help="processes creating the pauses (default 2)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up waiting after this many seconds")
-    parser.add_argument("--keep-schedules", action="store_true",
-                        help="move only due_at, leave the one-shot schedules at PT1H (the drainer alone fires)")
-    parser.add_argument("--no-continuations", dest="continuations", action="store_false",
-                        help="do not wait for the continuations after the last decision")
-    parser.add_argument("--probes", type=int, default=5,
-                        help="after the drain, open this many PT2S pauses (one a second) while the "
-                             "continuations still queue, and print how late they are decided (default 5)")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="give up waiting after this many seconds"
+    )
+    parser.add_argument(
+        "--keep-schedules",
+        action="store_true",
+        help="move only due_at, leave the one-shot schedules at PT1H (the drainer alone fires)",
+    )
+    parser.add_argument(
+        "--no-continuations",
+        dest="continuations",
+        action="store_false",
+        help="do not wait for the continuations after the last decision",
+    )
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=5,
+        help="after the drain, open this many PT2S pauses (one a second) while the "
+        "continuations still queue, and print how late they are decided (default 5)",
+    )
     parser.add_argument("--db", default=DEFAULT_DB, help=f"database (default {DEFAULT_DB}; recreated)")
     parser.add_argument("--reuse-db", action="store_true", help="keep the database instead of recreating it")
     args = parser.parse_args()
@@ -185,23 +245,38 @@ def main() -> int:
         pauses = Pause.objects.filter(subject_id__in=conversation_ids)
         pause_ids = list(pauses.values_list("id", flat=True))
         assert len(pause_ids) == args.pauses and not pauses.exclude(status="PENDING").exists()
-        print(f"created {len(pause_ids)} paused conversations in {creation:.1f} s "
-              f"({len(pause_ids) / creation:.0f}/s, {args.processes} processes)", flush=True)
+        print(
+            f"created {len(pause_ids)} paused conversations in {creation:.1f} s "
+            f"({len(pause_ids) / creation:.0f}/s, {args.processes} processes)",
+            flush=True,
+        )
 
         ready = bench.start_qcluster()
-        print(f"q-clusters (default, hitl-timers): {args.q_workers} workers each, batch size {batch}, "
-              f"drainer up in {ready:.1f} s", flush=True)
+        print(
+            f"q-clusters (default, hitl-timers): {args.q_workers} workers each, batch size {batch}, "
+            f"drainer up in {ready:.1f} s",
+            flush=True,
+        )
 
         fired_before = timeouts_fired()
         due = timezone.now() + timedelta(seconds=args.lead)
         with transaction.atomic():
             moved = Pause.objects.filter(pk__in=pause_ids).update(due_at=due)
-            timers = 0 if args.keep_schedules else (
+            timers = (
+                0
+                if args.keep_schedules
                 # as arm_timer arms them: the backstop, HITL_TIMER_BACKSTOP_SECONDS after the deadline
-                Schedule.objects.filter(pk__in=pauses.values("schedule_id")).update(
-                    next_run=due + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS)))
-        print(f"deadline of {moved} pauses ({timers} schedules) moved to D = now + {args.lead:.0f} s; "
-              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+                else (
+                    Schedule.objects.filter(pk__in=pauses.values("schedule_id")).update(
+                        next_run=due + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS)
+                    )
+                )
+            )
+        print(
+            f"deadline of {moved} pauses ({timers} schedules) moved to D = now + {args.lead:.0f} s; "
+            f"load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
         give_up = due + timedelta(seconds=args.timeout)
         last_report = time.monotonic()
@@ -214,8 +289,11 @@ def main() -> int:
             if now > due:
                 lock_waits.append(waiting_on_locks())
             if time.monotonic() - last_report >= 5 and now > due:
-                print(f"  D+{(now - due).total_seconds():.0f} s: {pending} pending, "
-                      f"{OrmQ.objects.count()} tasks queued, load average {os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"  D+{(now - due).total_seconds():.0f} s: {pending} pending, "
+                    f"{OrmQ.objects.count()} tasks queued, load average {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
                 last_report = time.monotonic()
             time.sleep(0.1)
         all_decided_seen = timezone.now()
@@ -229,23 +307,35 @@ def main() -> int:
         lateness = [(r[2] - due).total_seconds() for r in rows if r[2] is not None]
         early = [x for x in lateness if x < 0]
         elapsed = (span["last"] - due).total_seconds() if span["last"] else float("nan")
-        print(f"\nmass drain: {args.pauses} pauses due at D, two q-clusters, {args.q_workers} workers each, "
-              f"batch size {batch}")
-        print(f"  first decision D+{(span['first'] - due).total_seconds():.3f} s, "
-              f"last decision D+{elapsed:.3f} s (poll saw none pending at "
-              f"D+{(all_decided_seen - due).total_seconds():.1f} s)")
-        print(f"  decisions/s: {len(lateness) / elapsed:.0f}   not decided: {len(undecided)}   "
-              f"decided before D: {len(early)}")
+        print(
+            f"\nmass drain: {args.pauses} pauses due at D, two q-clusters, {args.q_workers} workers each, "
+            f"batch size {batch}"
+        )
+        print(
+            f"  first decision D+{(span['first'] - due).total_seconds():.3f} s, "
+            f"last decision D+{elapsed:.3f} s (poll saw none pending at "
+            f"D+{(all_decided_seen - due).total_seconds():.1f} s)"
+        )
+        print(
+            f"  decisions/s: {len(lateness) / elapsed:.0f}   not decided: {len(undecided)}   "
+            f"decided before D: {len(early)}"
+        )
         print_seconds("  decided after D", lateness)
-        print("  decisions per 5 s after D: " + " ".join(
-            str(n) for _, n in sorted(Counter(int(x // 5) for x in lateness).items())))
+        print(
+            "  decisions per 5 s after D: "
+            + " ".join(str(n) for _, n in sorted(Counter(int(x // 5) for x in lateness).items()))
+        )
         print(f"  decided by: {dict(Counter(r[3] for r in rows))}")
         fires = timeouts_fired() - fired_before
-        print(f"  fire_timeout calls (hitl_timeouts_total): {fires:.0f}, of which no-ops "
-              f"(the django-q2 scheduler's one-shot tasks arriving after the drainer): {fires - len(lateness):.0f}")
+        print(
+            f"  fire_timeout calls (hitl_timeouts_total): {fires:.0f}, of which no-ops "
+            f"(the django-q2 scheduler's one-shot tasks arriving after the drainer): {fires - len(lateness):.0f}"
+        )
         waiting = [n for n in lock_waits if n]
-        print(f"  database sessions waiting on a lock: in {len(waiting)} of {len(lock_waits)} samples "
-              f"(every ~0.1 s), at most {max(lock_waits, default=0)} at once")
+        print(
+            f"  database sessions waiting on a lock: in {len(waiting)} of {len(lock_waits)} samples "
+            f"(every ~0.1 s), at most {max(lock_waits, default=0)} at once"
+        )
         print(f"  load average: {load_after:.1f} (machine: {os.cpu_count()} cores)", flush=True)
         missing, doubles = ledger_report(pause_ids, [r[0] for r in rows if r[2] is not None])
 
@@ -256,13 +346,19 @@ def main() -> int:
                 time.sleep(0.5)
             resolved = pauses.aggregate(last=Max("resolved_at"))["last"]
             left = pauses.exclude(status="RESOLVED").count()
-            print(f"  continuations: last resolved D+{(resolved - due).total_seconds():.1f} s; "
-                  f"not resolved: {left}", flush=True)
+            print(
+                f"  continuations: last resolved D+{(resolved - due).total_seconds():.1f} s; "
+                f"not resolved: {left}",
+                flush=True,
+            )
         ok = not early and not missing and not doubles
         met = elapsed <= 60 and not undecided
-        print(f"\nRESULT: {len(lateness)} of {args.pauses} decided, the last {elapsed:.1f} s after the deadline "
-              f"(target all within 60 s: {'met' if met else 'MISSED'}); {len(lateness) / elapsed:.0f} decisions/s; "
-              f"double decisions: {doubles}; consistency {'ok' if ok else 'FAILED'}", flush=True)
+        print(
+            f"\nRESULT: {len(lateness)} of {args.pauses} decided, the last {elapsed:.1f} s after the deadline "
+            f"(target all within 60 s: {'met' if met else 'MISSED'}); {len(lateness) / elapsed:.0f} decisions/s; "
+            f"double decisions: {doubles}; consistency {'ok' if ok else 'FAILED'}",
+            flush=True,
+        )
     finally:
         bench.stop()
     return 0

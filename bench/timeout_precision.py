@@ -82,8 +82,9 @@ def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
     created = []
     for agent_id in agent_ids:
         conversation = start_conversation(user=user, agent_id=agent_id, environment="production").conversation
-        conversation = say(conversation=conversation, user=user, user_input="please delete my account",
-                           context=None).conversation
+        conversation = say(
+            conversation=conversation, user=user, user_input="please delete my account", context=None
+        ).conversation
         if conversation.state != "AWAITING_HUMAN":
             raise RuntimeError(f"expected AWAITING_HUMAN, got {conversation.state}")
         created.append(str(conversation.pk))
@@ -94,8 +95,9 @@ def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
 
 
 class TimerBench:
-    def __init__(self, *, db: str, q_workers: int, extra_env: dict[str, str] | None = None,
-                 label: str = "timers") -> None:
+    def __init__(
+        self, *, db: str, q_workers: int, extra_env: dict[str, str] | None = None, label: str = "timers"
+    ) -> None:
         self.db = db
         self.q_workers = q_workers
         self.extra_env = extra_env or {}
@@ -117,8 +119,11 @@ class TimerBench:
 
         user = User.objects.filter(username="alice").first() or make_user("alice")
         self.user_id = user.pk
-        print(f"database {self.db}: {'created' if created else 'reused'} and migrated "
-              f"({time.monotonic() - t0:.1f} s)", flush=True)
+        print(
+            f"database {self.db}: {'created' if created else 'reused'} and migrated "
+            f"({time.monotonic() - t0:.1f} s)",
+            flush=True,
+        )
 
     def agents(self, policy: str, timeouts: Iterable[str]) -> dict[str, str]:
         """One deployed agent per timeout (the timeout is part of the agent's hitlConfig)."""
@@ -127,8 +132,13 @@ class TimerBench:
 
         agents = {}
         for timeout in timeouts:
-            document = account_bot(hitlConfig={"timeoutPolicy": policy, "approvalTimeout": timeout,
-                                               "pauseReason": f"bench {policy} {timeout}"})
+            document = account_bot(
+                hitlConfig={
+                    "timeoutPolicy": policy,
+                    "approvalTimeout": timeout,
+                    "pauseReason": f"bench {policy} {timeout}",
+                }
+            )
             row = create_agent(document=document)
             deploy_agent(agent_id=row.agent_id, version=row.version, environment="production")
             agents[timeout] = str(row.agent_id)
@@ -139,11 +149,12 @@ class TimerBench:
         from django.db import connections
 
         connections.close_all()
-        jobs = [(self.user_id, list(agent_ids[i:i + chunk])) for i in range(0, len(agent_ids), chunk)]
+        jobs = [(self.user_id, list(agent_ids[i : i + chunk])) for i in range(0, len(agent_ids), chunk)]
         created: list[str] = []
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=setup_django,
-                                 initargs=(self.db,)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=processes, mp_context=context, initializer=setup_django, initargs=(self.db,)
+        ) as pool:
             last_report = time.monotonic()
             for ids in pool.map(_create_chunk, jobs):
                 created.extend(ids)
@@ -159,17 +170,30 @@ class TimerBench:
 
         t0 = time.monotonic()
         env = dict(os.environ)
-        env.update({"HITL_Q_WORKERS": str(self.q_workers), "HITL_TIMER_Q_WORKERS": str(self.q_workers),
-                    **self.extra_env})
+        env.update(
+            {
+                "HITL_Q_WORKERS": str(self.q_workers),
+                "HITL_TIMER_Q_WORKERS": str(self.q_workers),
+                **self.extra_env,
+            }
+        )
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         atexit.register(self.stop)
         for suffix, cluster in (("", None), ("-timers", settings.HITL_TIMER_CLUSTER)):
             log = open(LOG_DIR / f"bench-{self.label}-qcluster{suffix}.log", "w")  # closed in stop()
             self._logs.append(log)
             cluster_env = {**env, "Q_CLUSTER_NAME": cluster} if cluster else env
-            self.qclusters.append(subprocess.Popen(
-                [PYTHON, "manage.py", "qcluster"], cwd=ROOT, env=cluster_env, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True))
+            self.qclusters.append(
+                subprocess.Popen(
+                    [PYTHON, "manage.py", "qcluster"],
+                    cwd=ROOT,
+                    env=cluster_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         while not drainer_running():
             for proc, log in zip(self.qclusters, self._logs, strict=True):
                 if proc.poll() is not None:
@@ -212,7 +236,9 @@ def deadlines(pause_ids: Sequence[Any]) -> dict[Any, datetime]:
     """Each pause's deadline as it was opened (its ``hitl.pause`` audit entry)."""
     from approvals.models import AuditEntry
 
-    rows = AuditEntry.objects.filter(pause_id__in=pause_ids, verb="hitl.pause").values_list("pause_id", "detail")
+    rows = AuditEntry.objects.filter(pause_id__in=pause_ids, verb="hitl.pause").values_list(
+        "pause_id", "detail"
+    )
     return {pause_id: datetime.fromisoformat(detail["dueAt"]) for pause_id, detail in rows}
 
 
@@ -220,8 +246,11 @@ def decision_entries(pause_ids: Sequence[Any]) -> Counter:
     """How many ``hitl.approval`` (decision) entries the ledger holds for each pause."""
     from approvals.models import AuditEntry
 
-    return Counter(AuditEntry.objects.filter(pause_id__in=pause_ids, verb="hitl.approval")
-                   .values_list("pause_id", flat=True))
+    return Counter(
+        AuditEntry.objects.filter(pause_id__in=pause_ids, verb="hitl.approval").values_list(
+            "pause_id", flat=True
+        )
+    )
 
 
 def queue_backlog(count: int) -> None:
@@ -242,15 +271,22 @@ def timeouts_fired() -> float:
 
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=os.environ["PROMETHEUS_MULTIPROC_DIR"])
-    return sum(sample.value for metric in registry.collect() for sample in metric.samples
-               if sample.name == "hitl_timeouts_total")
+    return sum(
+        sample.value
+        for metric in registry.collect()
+        for sample in metric.samples
+        if sample.name == "hitl_timeouts_total"
+    )
 
 
 def print_seconds(label: str, samples: Sequence[float]) -> None:
     s = summarize(samples)  # in milliseconds
-    print(f"{label}: n={s['count']}  p50={s['p50'] / 1000:.3f} s  p95={s['p95'] / 1000:.3f} s  "
-          f"p99={s['p99'] / 1000:.3f} s  max={s['max'] / 1000:.3f} s  min={s['min'] / 1000:.3f} s  "
-          f"mean={s['mean'] / 1000:.3f} s", flush=True)
+    print(
+        f"{label}: n={s['count']}  p50={s['p50'] / 1000:.3f} s  p95={s['p95'] / 1000:.3f} s  "
+        f"p99={s['p99'] / 1000:.3f} s  max={s['max'] / 1000:.3f} s  min={s['min'] / 1000:.3f} s  "
+        f"mean={s['mean'] / 1000:.3f} s",
+        flush=True,
+    )
 
 
 def ledger_report(pause_ids: Sequence[Any], decided_ids: Sequence[Any]) -> tuple[int, int]:
@@ -260,23 +296,34 @@ def ledger_report(pause_ids: Sequence[Any], decided_ids: Sequence[Any]) -> tuple
     missing = sum(1 for pause_id in decided if entries[pause_id] == 0)
     stray = sum(1 for pause_id in pause_ids if pause_id not in decided and entries[pause_id])
     doubles = sum(1 for n in entries.values() if n > 1)
-    print(f"audit ledger: {sum(entries.values())} decision entries for {len(decided)} decided pauses "
-          f"(of {len(pause_ids)}); decided without one: {missing}; entry but not decided: {stray}; "
-          f"more than one: {doubles}", flush=True)
+    print(
+        f"audit ledger: {sum(entries.values())} decision entries for {len(decided)} decided pauses "
+        f"(of {len(pause_ids)}); decided without one: {missing}; entry but not decided: {stray}; "
+        f"more than one: {doubles}",
+        flush=True,
+    )
     return missing + stray, doubles
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", "--pauses", type=int, default=1000, help="paused conversations (default 1000)")
     parser.add_argument("--min", type=int, default=5, help="shortest timeout, seconds (default 5)")
     parser.add_argument("--max", type=int, default=60, help="longest timeout, seconds (default 60)")
     parser.add_argument("--q-workers", type=int, default=2, help="workers of each q-cluster (default 2)")
-    parser.add_argument("--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)")
+    parser.add_argument(
+        "--batch-size", type=int, default=0, help="HITL_TIMEOUT_BATCH_SIZE (default: the setting's)"
+    )
     parser.add_argument("--processes", type=int, default=2, help="processes creating the pauses (default 2)")
-    parser.add_argument("--backlog", type=int, default=0,
-                        help="queue this many trivial tasks (math.floor) on the default queue when the pauses "
-                             "are created, like a burst of continuations: timers must not wait behind them")
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=0,
+        help="queue this many trivial tasks (math.floor) on the default queue when the pauses "
+        "are created, like a burst of continuations: timers must not wait behind them",
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed of the timeouts")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"database (default {DEFAULT_DB}; recreated)")
     parser.add_argument("--reuse-db", action="store_true", help="keep the database instead of recreating it")
@@ -295,8 +342,11 @@ def main() -> int:
     try:
         ready = bench.start_qcluster()
         batch = extra_env.get("HITL_TIMEOUT_BATCH_SIZE", settings.HITL_TIMEOUT_BATCH_SIZE)
-        print(f"q-clusters (default, {settings.HITL_TIMER_CLUSTER}): {args.q_workers} workers each, "
-              f"batch size {batch}, drainer up in {ready:.1f} s", flush=True)
+        print(
+            f"q-clusters (default, {settings.HITL_TIMER_CLUSTER}): {args.q_workers} workers each, "
+            f"batch size {batch}, drainer up in {ready:.1f} s",
+            flush=True,
+        )
 
         if args.backlog:
             queue_backlog(args.backlog)
@@ -306,9 +356,12 @@ def main() -> int:
         t0 = time.monotonic()
         conversation_ids = bench.create_paused([agents[t] for t in picks], processes=args.processes)
         creation = time.monotonic() - t0
-        print(f"created {len(conversation_ids)} paused conversations in {creation:.1f} s "
-              f"({len(conversation_ids) / creation:.0f}/s, {args.processes} processes), timeouts uniform over "
-              f"{args.min}-{args.max} s", flush=True)
+        print(
+            f"created {len(conversation_ids)} paused conversations in {creation:.1f} s "
+            f"({len(conversation_ids) / creation:.0f}/s, {args.processes} processes), timeouts uniform over "
+            f"{args.min}-{args.max} s",
+            flush=True,
+        )
 
         pauses = Pause.objects.filter(subject_id__in=conversation_ids)
         pause_ids = list(pauses.values_list("id", flat=True))
@@ -330,26 +383,37 @@ def main() -> int:
 
         if pending:
             bench.stop()  # gave up: stop deciding, so the figures and the ledger describe one moment
-        rows = list(pauses.values_list("id", "status", "decided_at", "decided_by", "paused_at", "approval_timeout"))
+        rows = list(
+            pauses.values_list("id", "status", "decided_at", "decided_by", "paused_at", "approval_timeout")
+        )
         undecided = [r for r in rows if r[2] is None]
         lateness = [(r[2] - due[r[0]]).total_seconds() for r in rows if r[2] is not None]
         wrong_due = [r for r in rows if due[r[0]] != r[4] + timedelta(seconds=int(r[5][2:-1]))]
         early = [x for x in lateness if x < 0]
-        print(f"\nlateness (decided_at - due_at), {args.pauses} pauses, two q-clusters with {args.q_workers} workers each:")
+        print(
+            f"\nlateness (decided_at - due_at), {args.pauses} pauses, two q-clusters with {args.q_workers} workers each:"
+        )
         print_seconds("  lateness", lateness)
-        print(f"  within 2 s: {sum(1 for x in lateness if x <= 2) / max(1, len(lateness)) * 100:.1f} %   "
-              f"decided early: {len(early)}   not decided: {len(undecided)}   "
-              f"deadline != paused_at + timeout: {len(wrong_due)}")
-        print(f"  decided by: {dict(Counter(r[3] for r in rows))}   status: {dict(Counter(r[1] for r in rows))}   "
-              f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+        print(
+            f"  within 2 s: {sum(1 for x in lateness if x <= 2) / max(1, len(lateness)) * 100:.1f} %   "
+            f"decided early: {len(early)}   not decided: {len(undecided)}   "
+            f"deadline != paused_at + timeout: {len(wrong_due)}"
+        )
+        print(
+            f"  decided by: {dict(Counter(r[3] for r in rows))}   status: {dict(Counter(r[1] for r in rows))}   "
+            f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)"
+        )
         for row in undecided[:10]:
             print(f"  NOT DECIDED: pause {row[0]} due {due[row[0]].isoformat()} status {row[1]}")
         missing, doubles = ledger_report(pause_ids, [r[0] for r in rows if r[2] is not None])
         ok = not early and not missing and not doubles and not wrong_due
         s = summarize(lateness)
         met = s["p99"] <= 2000 and not undecided
-        print(f"\nRESULT: p99 lateness {s['p99'] / 1000:.3f} s, {len(undecided)} not decided (target p99 <= 2 s: "
-              f"{'met' if met else 'MISSED'}); consistency {'ok' if ok else 'FAILED'}", flush=True)
+        print(
+            f"\nRESULT: p99 lateness {s['p99'] / 1000:.3f} s, {len(undecided)} not decided (target p99 <= 2 s: "
+            f"{'met' if met else 'MISSED'}); consistency {'ok' if ok else 'FAILED'}",
+            flush=True,
+        )
     finally:
         bench.stop()
     return 0

@@ -34,19 +34,32 @@ def _read_documents(data: bytes) -> list[tuple[str, Any]]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
-        raise BadRequest("the body is not a ZIP archive", errors=[{"field": "file", "message": "not a ZIP"}]) from None
+        raise BadRequest(
+            "the body is not a ZIP archive", errors=[{"field": "file", "message": "not a ZIP"}]
+        ) from None
     members = [m for m in archive.infolist() if not m.is_dir() and m.filename.endswith(".json")]
     if not members:
-        raise BadRequest("the archive holds no .json agent documents", errors=[{"field": "file", "message": "empty"}])
+        raise BadRequest(
+            "the archive holds no .json agent documents", errors=[{"field": "file", "message": "empty"}]
+        )
     if len(members) > MAX_MEMBERS:
-        raise BadRequest("the archive holds too many documents", errors=[{"field": "file", "message": "too many"}])
+        raise BadRequest(
+            "the archive holds too many documents", errors=[{"field": "file", "message": "too many"}]
+        )
     documents = []
     for member in members:
         if member.file_size > MAX_ARCHIVE_BYTES:
-            raise BadRequest(f"{member.filename}: too large", errors=[{"file": member.filename, "field": "", "message": "too large"}])
+            raise BadRequest(
+                f"{member.filename}: too large",
+                errors=[{"file": member.filename, "field": "", "message": "too large"}],
+            )
         try:
             documents.append((member.filename, json.loads(archive.read(member).decode("utf-8"))))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
+        except (
+            UnicodeDecodeError,
+            json.JSONDecodeError,
+            RecursionError,
+        ) as exc:  # RecursionError: nested too deep
             raise BadRequest(
                 f"{member.filename}: not valid JSON ({exc})",
                 errors=[{"file": member.filename, "field": "", "message": f"not valid JSON: {exc}"}],

@@ -39,8 +39,12 @@ def check_llm(report: DocumentReport, task: dict, path: str) -> None:
     if approvals is not None:
         report.errors.extend(validate_tool_approvals(approvals, approvals_path))
     history = task.get("conversationHistoryLimit")
-    if history is not None and (isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= 100):
-        report.error(child(path, "conversationHistoryLimit"), f"must be an integer between 0 and 100, got {history!r}")
+    if history is not None and (
+        isinstance(history, bool) or not isinstance(history, int) or not 0 <= history <= 100
+    ):
+        report.error(
+            child(path, "conversationHistoryLimit"), f"must be an integer between 0 and 100, got {history!r}"
+        )
     iterations = task.get("maxToolIterations")
     if iterations is not None and (
         isinstance(iterations, bool)
@@ -158,8 +162,11 @@ def _check_provider(report: DocumentReport, value: object, path: str) -> None:
         expect_string(report, provider.get("baseUrl"), child(path, "baseUrl"), required=False)
         api_key = expect_string(report, provider.get("apiKey"), child(path, "apiKey"), required=False)
         if isinstance(api_key, str) and api_key and not api_key.strip().startswith("${"):
-            report.warn(child(path, "apiKey"), "a literal API key is stored in the agent document: use a "
-                        "${vault:NAME} or ${env:NAME} reference instead (documents are readable by their users)")
+            report.warn(
+                child(path, "apiKey"),
+                "a literal API key is stored in the agent document: use a "
+                "${vault:NAME} or ${env:NAME} reference instead (documents are readable by their users)",
+            )
     elif kind == "scripted":
         script = expect_list(report, provider.get("script"), child(path, "script"))
         for index, entry in enumerate(script or []):

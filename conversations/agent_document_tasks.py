@@ -292,8 +292,16 @@ def check_httpcalls(report: DocumentReport, task: dict, path: str) -> None:
         _check_call(report, call, call_path)
 
 
-CALL_KEYS = ("name", "description", "actions", "parameters", "request", "preRequest", "postResponse",
-             "fireAndForget")
+CALL_KEYS = (
+    "name",
+    "description",
+    "actions",
+    "parameters",
+    "request",
+    "preRequest",
+    "postResponse",
+    "fireAndForget",
+)
 REQUEST_KEYS = ("method", "path", "headers", "queryParams", "body")
 # Fields of the reference's ApiCall/Request that do nothing here: refused, because a user relying on one
 # would otherwise get a call that silently behaves differently (unknown keys are warned about instead).
@@ -309,8 +317,9 @@ _REFERENCE_ONLY_KEYS = {
 _REFERENCE_ONLY_REQUEST_KEYS = {"contentType": "is not supported: set a Content-Type header"}
 
 
-def _check_keys(report: DocumentReport, obj: dict, path: str, known: tuple[str, ...],
-                refused: dict[str, str], what: str) -> None:
+def _check_keys(
+    report: DocumentReport, obj: dict, path: str, known: tuple[str, ...], refused: dict[str, str], what: str
+) -> None:
     for key in obj:
         if key in refused:
             report.error(child(path, key), f"'{key}' {refused[key]}")
@@ -367,6 +376,12 @@ TASK_KEYS: dict[str, tuple[str, ...]] = {
     "output": ("outputs",),
     "templating": (),
     "httpcalls": ("targetServerUrl", "calls", "openapi"),
-    "llm": ("provider", "systemMessage", "tools", "toolApprovals", "maxToolIterations",
-            "conversationHistoryLimit"),
+    "llm": (
+        "provider",
+        "systemMessage",
+        "tools",
+        "toolApprovals",
+        "maxToolIterations",
+        "conversationHistoryLimit",
+    ),
 }

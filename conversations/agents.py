@@ -40,7 +40,11 @@ def live_agent(agent_id: uuid.UUID | str) -> Agent:
 def agent_version(agent_id: uuid.UUID | str, version: int | None = None) -> AgentVersion:
     agent = live_agent(agent_id)
     versions = AgentVersion.objects.filter(agent=agent)
-    row = versions.filter(version=version).first() if version is not None else versions.order_by("-version").first()
+    row = (
+        versions.filter(version=version).first()
+        if version is not None
+        else versions.order_by("-version").first()
+    )
     if row is None:
         raise NotFound(f"Agent {agent_id} has no version {version}.")
     return row
@@ -83,7 +87,9 @@ def _environment(environment: str) -> str:
 
 def deploy_agent(*, agent_id: uuid.UUID | str, version: int | None, environment: str) -> AgentVersion:
     row = agent_version(agent_id, version)
-    Deployment.objects.get_or_create(agent=row.agent, version=row.version, environment=_environment(environment))
+    Deployment.objects.get_or_create(
+        agent=row.agent, version=row.version, environment=_environment(environment)
+    )
     return row
 
 
@@ -105,10 +111,10 @@ def _deployed_sql(newest: bool) -> str:
     which = 'ORDER BY v."version" DESC LIMIT 1' if newest else 'AND v."version" = %s'
     deployed = _still_deployed_sql(agent='v."agent_id"', version='v."version"', environment="%s")
     return (
-        f'SELECT {rows.select_list(AgentVersion, "v")}, {rows.select_list(Agent, "a")} '
+        f"SELECT {rows.select_list(AgentVersion, 'v')}, {rows.select_list(Agent, 'a')} "
         f'FROM {rows.table(AgentVersion)} v JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" '
         f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL '
-        f'AND {deployed} {which}'
+        f"AND {deployed} {which}"
     )
 
 
@@ -123,8 +129,11 @@ def _still_deployed_sql(*, agent: str, version: str, environment: str) -> str:
 
 def _still_deployed(environment: str) -> Exists:
     """For a query of AgentVersion rows: that row's version is deployed in ``environment``."""
-    return Exists(Deployment.objects.filter(agent_id=OuterRef("agent_id"), version=OuterRef("version"),
-                                            environment=environment))
+    return Exists(
+        Deployment.objects.filter(
+            agent_id=OuterRef("agent_id"), version=OuterRef("version"), environment=environment
+        )
+    )
 
 
 def _deployed_row(*, agent_id: uuid.UUID, version: int | None, environment: str) -> AgentVersion | None:
@@ -149,9 +158,13 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
     if rows.on_postgresql():
         row = _deployed_row(agent_id=key, version=None, environment=environment)
     else:
-        row = (AgentVersion.objects.select_related("agent")
-               .filter(agent_id=key, agent__deleted_at__isnull=True).filter(_still_deployed(environment))
-               .order_by("-version").first())
+        row = (
+            AgentVersion.objects.select_related("agent")
+            .filter(agent_id=key, agent__deleted_at__isnull=True)
+            .filter(_still_deployed(environment))
+            .order_by("-version")
+            .first()
+        )
     if row is None:
         live_agent(key)  # unknown or deleted: NotFound
         raise NotDeployed(f"Agent {key} is not deployed in {environment}.")
@@ -163,8 +176,11 @@ def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> 
     ``is_deployed`` and the version's row in one query."""
     if rows.on_postgresql():
         return _deployed_row(agent_id=agent_id, version=version, environment=environment)
-    return (AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
-            .filter(_still_deployed(environment)).first())
+    return (
+        AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
+        .filter(_still_deployed(environment))
+        .first()
+    )
 
 
 @dataclass(frozen=True)
@@ -190,13 +206,20 @@ def find_on_version(conversation_id: Any) -> OnVersion | None:
         conversation = Conversation.objects.filter(pk=conversation_id).first()
         if conversation is None:
             return None
-        return OnVersion(conversation, deployed_version(
-            agent_id=conversation.agent_id, version=conversation.agent_version, environment=conversation.environment))
+        return OnVersion(
+            conversation,
+            deployed_version(
+                agent_id=conversation.agent_id,
+                version=conversation.agent_version,
+                environment=conversation.environment,
+            ),
+        )
     found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
     if found is None:
         return None
     conversation_values, version_values, agent_values = rows.split(
-        found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent))
+        found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent)
+    )
     conversation = rows.instance(Conversation, conversation_values)
     if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
         return OnVersion(conversation, None)
@@ -207,12 +230,14 @@ def find_on_version(conversation_id: Any) -> OnVersion | None:
 
 @functools.cache
 def _conversation_and_version_sql() -> str:
-    deployed = _still_deployed_sql(agent='c."agent_id"', version='c."agent_version"', environment='c."environment"')
+    deployed = _still_deployed_sql(
+        agent='c."agent_id"', version='c."agent_version"', environment='c."environment"'
+    )
     return (
-        f'SELECT {rows.select_list(Conversation, "c")}, {rows.select_list(AgentVersion, "v")}, '
-        f'{rows.select_list(Agent, "a")} FROM {rows.table(Conversation)} c '
+        f"SELECT {rows.select_list(Conversation, 'c')}, {rows.select_list(AgentVersion, 'v')}, "
+        f"{rows.select_list(Agent, 'a')} FROM {rows.table(Conversation)} c "
         f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
-        f'AND {deployed} '
+        f"AND {deployed} "
         f'LEFT JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" AND a."deleted_at" IS NULL '
         f'WHERE c."id" = %s'
     )

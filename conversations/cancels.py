@@ -60,8 +60,11 @@ def cancel_check(conversation_id: Any) -> Callable[[], None]:
     conversation is no longer running at all (ended, or interrupted by recovery)."""
 
     def check() -> None:
-        row = Conversation.objects.filter(pk=conversation_id).values_list(
-            "state", "cancel_requested_at", "cancel_requested_by").first()
+        row = (
+            Conversation.objects.filter(pk=conversation_id)
+            .values_list("state", "cancel_requested_at", "cancel_requested_by")
+            .first()
+        )
         if row is None:
             raise TurnCancelled("")
         state, requested_at, requested_by = row
@@ -74,12 +77,14 @@ def cancel_check(conversation_id: Any) -> Callable[[], None]:
 
 
 def _resolving_pause(conversation_id: Any) -> Pause | None:
-    return Pause.objects.filter(subject_type=SubjectType.CONVERSATION, subject_id=conversation_id,
-                                status=PauseStatus.RESOLVING).first()
+    return Pause.objects.filter(
+        subject_type=SubjectType.CONVERSATION, subject_id=conversation_id, status=PauseStatus.RESOLVING
+    ).first()
 
 
-def _audit_cancel_of_turn(conversation: Conversation, actor: Actor, pause: Pause | None, *, mode: str,
-                          running: bool) -> None:
+def _audit_cancel_of_turn(
+    conversation: Conversation, actor: Actor, pause: Pause | None, *, mode: str, running: bool
+) -> None:
     """The canceller's entry; for a continuation it names the decided pause it belongs to."""
     append_audit_entry(
         subject_type=SubjectType.CONVERSATION,
@@ -94,28 +99,36 @@ def _audit_cancel_of_turn(conversation: Conversation, actor: Actor, pause: Pause
     )
 
 
-def _cancel_running_turn(conversation: Conversation, actor: Actor, *, mode: str, end: bool) -> CancelResult | None:
+def _cancel_running_turn(
+    conversation: Conversation, actor: Actor, *, mode: str, end: bool
+) -> CancelResult | None:
     """Cancel the conversation's running turn (in the caller's transaction); None when nothing runs."""
     now = timezone.now()
     pause = _resolving_pause(conversation.pk)
     stopped_state = S.ENDED if end else S.EXECUTION_INTERRUPTED
     if pause is not None and claim_for_cancel(pause_id=pause.id, by=actor.name, at=now) is not None:
         Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS).update(
-            state=stopped_state, cancel_requested_at=now, cancel_requested_by=actor.name)
+            state=stopped_state, cancel_requested_at=now, cancel_requested_by=actor.name
+        )
         _audit_cancel_of_turn(conversation, actor, pause, mode=mode, running=False)
-        finish_pause(pause=pause, outcome="cancelled",
-                     detail={"cancelledBy": actor.name, "started": False, "stoppedBefore": None})
+        finish_pause(
+            pause=pause,
+            outcome="cancelled",
+            detail={"cancelledBy": actor.name, "started": False, "stoppedBefore": None},
+        )
         return CancelResult(conversation, CANCELLED, actor.name, now)
     request = {"cancel_requested_at": now, "cancel_requested_by": actor.name}
-    if Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=True).update(
-        **request, **({"state": S.ENDED} if end else {})
-    ):
+    if Conversation.objects.filter(
+        pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=True
+    ).update(**request, **({"state": S.ENDED} if end else {})):
         if pause is not None:
             record_cancel_request(pause_id=pause.id, by=actor.name, at=now)
         _audit_cancel_of_turn(conversation, actor, pause, mode=mode, running=True)
         return CancelResult(conversation, REQUESTED, actor.name, now)
     # Someone asked already: the turn is stopping for them (an end still ends the conversation).
-    asked = Conversation.objects.filter(pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=False)
+    asked = Conversation.objects.filter(
+        pk=conversation.pk, state=S.IN_PROGRESS, cancel_requested_at__isnull=False
+    )
     first = asked.values_list("cancel_requested_by", "cancel_requested_at").first()
     if first is None:
         return None
@@ -136,10 +149,12 @@ def cancel_conversation(*, conversation: Conversation, actor: Actor) -> CancelRe
     neither exists."""
     mode = "CANCEL_GRACEFUL"
     with transaction.atomic():
-        result = (_cancel_pending(conversation, actor, mode=mode)
-                  or _cancel_running_turn(conversation, actor, mode=mode, end=False)
-                  # the turn may have paused between the two looks
-                  or _cancel_pending(conversation, actor, mode=mode))
+        result = (
+            _cancel_pending(conversation, actor, mode=mode)
+            or _cancel_running_turn(conversation, actor, mode=mode, end=False)
+            # the turn may have paused between the two looks
+            or _cancel_pending(conversation, actor, mode=mode)
+        )
         if result is None:
             state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
             raise WrongState(
@@ -156,9 +171,11 @@ def end_conversation(*, conversation: Conversation, actor: Actor) -> CancelResul
     told to stop (REQUESTED) and the conversation is ENDED at once either way."""
     mode = "END_CONVERSATION"
     with transaction.atomic():
-        result = (_cancel_pending(conversation, actor, mode=mode)
-                  or _cancel_running_turn(conversation, actor, mode=mode, end=True)
-                  or _cancel_pending(conversation, actor, mode=mode))
+        result = (
+            _cancel_pending(conversation, actor, mode=mode)
+            or _cancel_running_turn(conversation, actor, mode=mode, end=True)
+            or _cancel_pending(conversation, actor, mode=mode)
+        )
         if result is None:
             Conversation.objects.filter(pk=conversation.pk).exclude(state=S.ENDED).update(state=S.ENDED)
             result = CancelResult(conversation, "ENDED")
@@ -166,9 +183,14 @@ def end_conversation(*, conversation: Conversation, actor: Actor) -> CancelResul
     return result
 
 
-def finish_cancelled_turn(conversation: Conversation, memory: ConversationMemory, *,
-                          stopped_before: dict[str, Any] | None, row: Any = None,
-                          resolving: Pause | None = None) -> str:
+def finish_cancelled_turn(
+    conversation: Conversation,
+    memory: ConversationMemory,
+    *,
+    stopped_before: dict[str, Any] | None,
+    row: Any = None,
+    resolving: Pause | None = None,
+) -> str:
     """End a turn that found the conversation no longer its own; returns the conversation's state.
 
     With a recorded cancel, what ran so far is kept on the step (marked ``hitl:cancelled`` with who,
@@ -176,22 +198,37 @@ def finish_cancelled_turn(conversation: Conversation, memory: ConversationMemory
     one (ended or interrupted by recovery before any request was recorded) nothing is written.
     """
     with transaction.atomic():
-        current = Conversation.objects.select_for_update().filter(pk=conversation.pk).values(
-            "state", "cancel_requested_at", "cancel_requested_by").first()
-        if current is None or current["cancel_requested_at"] is None or current["state"] not in (
-                S.IN_PROGRESS, S.ENDED):
+        current = (
+            Conversation.objects.select_for_update()
+            .filter(pk=conversation.pk)
+            .values("state", "cancel_requested_at", "cancel_requested_by")
+            .first()
+        )
+        if (
+            current is None
+            or current["cancel_requested_at"] is None
+            or current["state"] not in (S.IN_PROGRESS, S.ENDED)
+        ):
             if resolving is not None:
-                finish_pause(pause=resolving, outcome="discarded", detail={"state": current and current["state"]})
+                finish_pause(
+                    pause=resolving, outcome="discarded", detail={"state": current and current["state"]}
+                )
             return current["state"] if current else S.ENDED
         state = S.EXECUTION_INTERRUPTED if current["state"] == S.IN_PROGRESS else S.ENDED
         Conversation.objects.filter(pk=conversation.pk).update(state=state, properties=memory.properties)
         by = current["cancel_requested_by"]
         memory.current.data["hitl:cancelled"] = {
-            "by": by, "at": iso(current["cancel_requested_at"]), "stoppedBefore": stopped_before}
+            "by": by,
+            "at": iso(current["cancel_requested_at"]),
+            "stoppedBefore": stopped_before,
+        }
         save_step(conversation, memory.current, memory.properties, row=row)
         if resolving is not None:
-            finish_pause(pause=resolving, outcome="cancelled",
-                         detail={"cancelledBy": by, "started": True, "stoppedBefore": stopped_before})
+            finish_pause(
+                pause=resolving,
+                outcome="cancelled",
+                detail={"cancelledBy": by, "started": True, "stoppedBefore": stopped_before},
+            )
     return state
 
 
@@ -200,8 +237,14 @@ def finish_unstarted_continuation(conversation: Conversation, pause: Pause) -> N
     cancelled when a cancel (or end) was recorded for it, discarded otherwise."""
     with transaction.atomic():
         if conversation.cancel_requested_at is not None:
-            finish_pause(pause=pause, outcome="cancelled",
-                         detail={"cancelledBy": conversation.cancel_requested_by, "started": False,
-                                 "stoppedBefore": None})
+            finish_pause(
+                pause=pause,
+                outcome="cancelled",
+                detail={
+                    "cancelledBy": conversation.cancel_requested_by,
+                    "started": False,
+                    "stoppedBefore": None,
+                },
+            )
         else:
             finish_pause(pause=pause, outcome="discarded", detail={"state": conversation.state})

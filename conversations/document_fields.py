@@ -270,6 +270,7 @@ def is_request_header_value(keys: tuple) -> bool:
         and isinstance(keys[4], str)
     )
 
+
 def check_target_url(report: DocumentReport, value: object, path: str) -> None:
     url = expect_string(report, value, path, non_empty=True)
     if url is None or url.startswith("${"):

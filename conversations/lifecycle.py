@@ -92,15 +92,19 @@ def config_drift(document: dict[str, Any], point: ResumePoint) -> Drift | None:
     """
     workflow = next((w for w in document.get("workflows") or [] if w.get("id") == point.workflow_id), None)
     if workflow is None:
-        return Drift(f"Paused workflow '{point.workflow_id}' no longer exists (config drift)", workflow_gone=True)
+        return Drift(
+            f"Paused workflow '{point.workflow_id}' no longer exists (config drift)", workflow_gone=True
+        )
     if point.kind != PauseKind.TOOL_CALL:
         return None
     paused_task_id = point.tool_batch.llm_task_id if point.tool_batch is not None else None
     tasks = workflow.get("tasks") or []
     task = tasks[point.task_index] if 0 <= point.task_index < len(tasks) else None
     if task is None or task.get("type") != "llm" or task.get("id") != paused_task_id:
-        return Drift(f"the paused llm task '{paused_task_id}' is no longer at its place in the workflow",
-                     workflow_gone=False)
+        return Drift(
+            f"the paused llm task '{paused_task_id}' is no longer at its place in the workflow",
+            workflow_gone=False,
+        )
     return None
 
 
@@ -178,7 +182,9 @@ def run_lifecycle(
             entered = resume is not None and (position, index) == (first_workflow, first_task)
             actions_before = set(memory.current.actions)
             try:
-                request = runner_for(task["type"])(task, memory, replace(turn, resume=resume) if entered else turn)
+                request = runner_for(task["type"])(
+                    task, memory, replace(turn, resume=resume) if entered else turn
+                )
             except TurnCancelled as cancel:
                 return Cancelled(workflow_id=workflow["id"], task_index=index, by=cancel.by)
             if isinstance(request, PauseRequest):
@@ -187,5 +193,7 @@ def run_lifecycle(
             if STOP_CONVERSATION in actions or CONVERSATION_END in actions:
                 return Stopped()
             if PAUSE_CONVERSATION in actions and PAUSE_CONVERSATION not in actions_before:
-                return Paused(workflow_id=workflow["id"], task_index=index, request=PauseRequest(PauseKind.RULE))
+                return Paused(
+                    workflow_id=workflow["id"], task_index=index, request=PauseRequest(PauseKind.RULE)
+                )
     return Completed()

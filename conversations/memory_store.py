@@ -53,6 +53,7 @@ def step_from_row(row: ConversationStep) -> Step:
 def caller_for(user: Any) -> Caller | None:
     if user is None:
         return None
+
     def load_token() -> str:
         return Token.objects.filter(user_id=user.pk).values_list("key", flat=True).first() or ""
 
@@ -66,15 +67,23 @@ def _live(conversation_id: Any) -> QuerySet[ConversationStep]:
 def _step_count_minus(conversation_id: Any, count: int) -> RawSQL:
     """The conversation's ``step_count`` minus ``count``, read by primary key in the statement that uses it."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
-    return RawSQL(f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)', [count, conversation_id],
-                  output_field=IntegerField())
+    return RawSQL(
+        f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)',
+        [count, conversation_id],
+        output_field=IntegerField(),
+    )
 
 
 def newest_live(conversation_id: Any, count: int) -> QuerySet[ConversationStep]:
     """The newest ``count`` live steps, newest first: the index range [step_count - count, step_count)."""
-    return _live(conversation_id).filter(
-        index__gte=_step_count_minus(conversation_id, max(0, count)), index__lt=_step_count_minus(conversation_id, 0)
-    ).order_by("-index")
+    return (
+        _live(conversation_id)
+        .filter(
+            index__gte=_step_count_minus(conversation_id, max(0, count)),
+            index__lt=_step_count_minus(conversation_id, 0),
+        )
+        .order_by("-index")
+    )
 
 
 def newest_steps(conversation_id: Any, count: int) -> list[ConversationStep]:
@@ -92,7 +101,7 @@ _WITHOUT_PROPERTIES = ("properties",)
 def _newest_steps_sql() -> str:
     """``newest_live`` written out: the index range [step_count - count, step_count), oldest first."""
     return (
-        f'SELECT {rows.select_list(ConversationStep, "s", _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s '
+        f"SELECT {rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "
         f'JOIN {rows.table(Conversation)} c ON c."id" = s."conversation_id" '
         f'WHERE s."conversation_id" = %s AND NOT s."undone" AND s."index" >= c."step_count" - %s '
         f'AND s."index" < c."step_count" ORDER BY s."index"'
@@ -119,21 +128,32 @@ def _search_steps(conversation_id: Any, before_index: int | None) -> Any:
         if before_index is not None:
             rows = rows.filter(index__lt=before_index)
         if connection.vendor != "postgresql":  # the try-it-out SQLite fallback: match in Python
-            found = [(i, text, out) for i, text, out in rows.order_by("index").values_list("index", "input", "output")
-                     if needle in " ".join([text, *out]).lower()][-limit:]
+            found = [
+                (i, text, out)
+                for i, text, out in rows.order_by("index").values_list("index", "input", "output")
+                if needle in " ".join([text, *out]).lower()
+            ][-limit:]
         else:
             haystack = Lower(RawSQL(_SEARCHED_TEXT, [], output_field=TextField()))
             found = list(
-                rows.annotate(at=StrIndex(haystack, Lower(Value(needle)))).filter(at__gt=0)
-                .order_by("-index").values_list("index", "input", "output")[:limit]
+                rows.annotate(at=StrIndex(haystack, Lower(Value(needle))))
+                .filter(at__gt=0)
+                .order_by("-index")
+                .values_list("index", "input", "output")[:limit]
             )[::-1]
         return [{"turn": index, "input": text, "output": list(output)} for index, text, output in found]
 
     return search
 
 
-def _memory(conversation: Conversation, *, current: Step, previous: list[ConversationStep],
-            before_index: int | None, caller: Caller | None) -> ConversationMemory:
+def _memory(
+    conversation: Conversation,
+    *,
+    current: Step,
+    previous: list[ConversationStep],
+    before_index: int | None,
+    caller: Caller | None,
+) -> ConversationMemory:
     return ConversationMemory(
         conversation_id=str(conversation.id),
         current=current,
@@ -147,13 +167,22 @@ def _memory(conversation: Conversation, *, current: Step, previous: list[Convers
 
 
 def memory_for_new_turn(
-    conversation: Conversation, *, user_input: str, context: dict[str, Any], caller: Caller | None,
+    conversation: Conversation,
+    *,
+    user_input: str,
+    context: dict[str, Any],
+    caller: Caller | None,
     first_turn: bool = False,
 ) -> ConversationMemory:
     """The memory of a new turn: the newest live steps (none to read for a conversation's ``first_turn``)."""
     previous = [] if first_turn else newest_steps(conversation.pk, memory_window())
-    return _memory(conversation, current=Step(input=user_input, context=context), previous=previous,
-                   before_index=None, caller=caller)
+    return _memory(
+        conversation,
+        current=Step(input=user_input, context=context),
+        previous=previous,
+        before_index=None,
+        caller=caller,
+    )
 
 
 def memory_for_paused_turn(
@@ -162,8 +191,13 @@ def memory_for_paused_turn(
     rows = newest_steps(conversation.pk, memory_window() + 1)
     if not rows:
         raise LookupError("the paused conversation has no step to continue")
-    memory = _memory(conversation, current=step_from_row(rows[-1]), previous=rows[:-1],
-                     before_index=rows[-1].index, caller=caller)
+    memory = _memory(
+        conversation,
+        current=step_from_row(rows[-1]),
+        previous=rows[:-1],
+        before_index=rows[-1].index,
+        caller=caller,
+    )
     return memory, rows[-1]
 
 
@@ -174,16 +208,19 @@ _CLAIM_TURN_SQL = (
 )
 
 
-def claim_turn(conversation: Conversation, *, running: str, talkable: tuple[str, ...], started: Any,
-               alive_until: Any) -> bool:
+def claim_turn(
+    conversation: Conversation, *, running: str, talkable: tuple[str, ...], started: Any, alive_until: Any
+) -> bool:
     """A new turn's compare-and-set: the conversation moves from one of the ``talkable`` states to
     ``running`` (clearing a cancel of an earlier turn). On success the conversation object takes the
     properties and step count the turn starts from, as they are now (not as they were when it was read
     for the access check: a turn that committed in between counts). False: not talkable, nothing written."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
-                       [running, started, alive_until, conversation.pk, *talkable])
+        cursor.execute(
+            _CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
+            [running, started, alive_until, conversation.pk, *talkable],
+        )
         row = cursor.fetchone()
     if row is None:
         return False
@@ -200,8 +237,9 @@ _COMMIT_TURN_SQL = (
 )
 
 
-def commit_turn_state(conversation: Conversation, *, running: str, state: str, properties: dict[str, Any],
-                      appends_step: bool) -> int | None:
+def commit_turn_state(
+    conversation: Conversation, *, running: str, state: str, properties: dict[str, Any], appends_step: bool
+) -> int | None:
     """The turn's compare-and-set, in the caller's transaction: the conversation takes ``state`` and
     ``properties`` if it is still ``running`` with no cancel recorded, and counts the step the turn is
     about to append (``appends_step``), in one statement. Returns the new ``step_count``, None when the
@@ -209,8 +247,10 @@ def commit_turn_state(conversation: Conversation, *, running: str, state: str, p
     table = connection.ops.quote_name(Conversation._meta.db_table)
     stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
     with connection.cursor() as cursor:
-        cursor.execute(_COMMIT_TURN_SQL.format(table=table),
-                       [state, stored, 1 if appends_step else 0, conversation.pk, running])
+        cursor.execute(
+            _COMMIT_TURN_SQL.format(table=table),
+            [state, stored, 1 if appends_step else 0, conversation.pk, running],
+        )
         row = cursor.fetchone()
     if row is None:
         return None
@@ -218,9 +258,15 @@ def commit_turn_state(conversation: Conversation, *, running: str, state: str, p
     return row[0]
 
 
-def save_step(conversation: Conversation, step: Step, properties: dict[str, Any],
-              row: ConversationStep | None = None, *, counted: bool = False,
-              drop_undone: bool = True) -> ConversationStep:
+def save_step(
+    conversation: Conversation,
+    step: Step,
+    properties: dict[str, Any],
+    row: ConversationStep | None = None,
+    *,
+    counted: bool = False,
+    drop_undone: bool = True,
+) -> ConversationStep:
     """Update the continued step's row, or append a new step (dropping redo history).
 
     ``counted``: the caller's compare-and-set already counted the new step (``commit_turn_state``), which
@@ -250,11 +296,15 @@ def save_step(conversation: Conversation, step: Step, properties: dict[str, Any]
             with connection.cursor() as cursor:
                 cursor.execute(
                     f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',
-                    [conversation.pk])
+                    [conversation.pk],
+                )
                 index = cursor.fetchone()[0] - 1
         if drop_undone:
             # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
-            rows.delete(ConversationStep, where={"conversation_id": conversation.pk, "undone": True, "index__gte": index})
+            rows.delete(
+                ConversationStep,
+                where={"conversation_id": conversation.pk, "undone": True, "index__gte": index},
+            )
         created = ConversationStep(conversation=conversation, index=index, **fields)
         rows.insert(created)
     conversation.step_count = index + 1

@@ -72,7 +72,9 @@ class Conversation(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    state = models.CharField(max_length=32, choices=ConversationState.choices, default=ConversationState.READY)
+    state = models.CharField(
+        max_length=32, choices=ConversationState.choices, default=ConversationState.READY
+    )
     properties = models.JSONField(default=dict, blank=True)
     context = models.JSONField(default=dict, blank=True)
     # When the running turn (state IN_PROGRESS) started: crash recovery leaves younger turns alone.

@@ -38,13 +38,25 @@ def _result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dic
             "suggestNextTool": "resume_conversation",
             "message": "The agent paused for human approval; a reviewer must decide before it continues.",
         }
-    return {"status": "OK", "conversationId": str(conversation.pk), "conversationState": conversation.state,
-            "output": view["output"]}
+    return {
+        "status": "OK",
+        "conversationId": str(conversation.pk),
+        "conversationState": conversation.state,
+        "output": view["output"],
+    }
 
 
-def talk_to_agent(*, say: Callable[..., Any], start_conversation: Callable[..., Any], caller_username: str,
-                  parent_conversation_id: str, message: str, agent_id: str | None = None,
-                  conversation_id: str | None = None, environment: str = "production") -> dict[str, Any]:
+def talk_to_agent(
+    *,
+    say: Callable[..., Any],
+    start_conversation: Callable[..., Any],
+    caller_username: str,
+    parent_conversation_id: str,
+    message: str,
+    agent_id: str | None = None,
+    conversation_id: str | None = None,
+    environment: str = "production",
+) -> dict[str, Any]:
     """``say`` and ``start_conversation``: the turn services (conversations.turns, which passes them: it
     runs the outer turn, so this module cannot import it)."""
     if _depth.get() >= MAX_DEPTH:

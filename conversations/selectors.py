@@ -34,7 +34,10 @@ def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
     """Say, undo, redo, end and reading the snapshot: owner or admin."""
     conversation = _find(conversation_id)
     require_owner_or_admin(
-        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None, what=WHAT
+        user,
+        exists=conversation is not None,
+        owner_id=conversation.owner_id if conversation else None,
+        what=WHAT,
     )
     assert conversation is not None
     return conversation
@@ -73,7 +76,10 @@ def conversation_for_decision(user: Any, conversation_id: Any) -> Conversation:
     """Resume, cancel and approval status: owner, admin or approver."""
     conversation = _find(conversation_id)
     require_decider(
-        user, exists=conversation is not None, owner_id=conversation.owner_id if conversation else None, what=WHAT
+        user,
+        exists=conversation is not None,
+        owner_id=conversation.owner_id if conversation else None,
+        what=WHAT,
     )
     assert conversation is not None
     return conversation

@@ -25,9 +25,16 @@ def snapshot_steps_in(memory: ConversationMemory) -> list[dict[str, Any]] | None
     wanted = min(first + len(held), max(1, int(settings.HITL_SNAPSHOT_STEPS)))
     if len(held) < wanted:
         return None
-    return [{"index": first + position, "input": step.input, "actions": list(step.actions),
-             "output": list(step.output), "quick_replies": list(step.quick_replies)}
-            for position, step in enumerate(held)][len(held) - wanted:]
+    return [
+        {
+            "index": first + position,
+            "input": step.input,
+            "actions": list(step.actions),
+            "output": list(step.output),
+            "quick_replies": list(step.quick_replies),
+        }
+        for position, step in enumerate(held)
+    ][len(held) - wanted :]
 
 
 def _newest_live_steps(conversation: Conversation, count: int) -> list[dict[str, Any]]:
@@ -47,7 +54,7 @@ def snapshot(conversation: Conversation, *, steps: list[dict[str, Any]] | None =
     if steps is None:
         steps = _newest_live_steps(conversation, max(1, wanted))
     latest = steps[-1] if steps else None
-    shown = steps[max(0, len(steps) - wanted):] if wanted else []
+    shown = steps[max(0, len(steps) - wanted) :] if wanted else []
     return {
         "conversationId": str(conversation.id),
         "agentId": str(conversation.agent_id),

@@ -47,15 +47,26 @@ class ConversationSurface:
         return found
 
     def continues_quickly(self, checked: object | None) -> bool:
-        return (isinstance(checked, OnVersion) and checked.version is not None
-                and runs_in_one_transaction(checked.version.document))
+        return (
+            isinstance(checked, OnVersion)
+            and checked.version is not None
+            and runs_in_one_transaction(checked.version.document)
+        )
 
     def begin_resume(self, pause: Pause) -> bool:
-        return bool(rows.update(
-            Conversation, where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
-            values={"state": S.IN_PROGRESS, "turn_started_at": timezone.now(), "turn_alive_until": lease_expiry(),
-                    "cancel_requested_at": None, "cancel_requested_by": ""},
-        ))
+        return bool(
+            rows.update(
+                Conversation,
+                where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
+                values={
+                    "state": S.IN_PROGRESS,
+                    "turn_started_at": timezone.now(),
+                    "turn_alive_until": lease_expiry(),
+                    "cancel_requested_at": None,
+                    "cancel_requested_by": "",
+                },
+            )
+        )
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         target = S.ENDED if mode == "END_CONVERSATION" else S.EXECUTION_INTERRUPTED
@@ -76,30 +87,42 @@ class ConversationSurface:
         open_pause = Pause.objects.filter(
             subject_type=SubjectType.CONVERSATION, subject_id=OuterRef("pk"), status__in=OPEN_STATUSES
         )
-        stale = Conversation.objects.filter(state=S.IN_PROGRESS).filter(
-            Q(turn_alive_until__lt=now)
-            | Q(turn_alive_until__isnull=True, turn_started_at__lt=older_than)
-            | Q(turn_alive_until__isnull=True, turn_started_at__isnull=True, updated_at__lt=older_than)
-        ).exclude(Exists(open_pause))
+        stale = (
+            Conversation.objects.filter(state=S.IN_PROGRESS)
+            .filter(
+                Q(turn_alive_until__lt=now)
+                | Q(turn_alive_until__isnull=True, turn_started_at__lt=older_than)
+                | Q(turn_alive_until__isnull=True, turn_started_at__isnull=True, updated_at__lt=older_than)
+            )
+            .exclude(Exists(open_pause))
+        )
         interrupted = 0
         for conversation_id in stale.values_list("id", flat=True):
             with transaction.atomic():
-                if Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).exclude(
-                    Exists(open_pause)
-                ).update(state=S.EXECUTION_INTERRUPTED):
+                if (
+                    Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS)
+                    .exclude(Exists(open_pause))
+                    .update(state=S.EXECUTION_INTERRUPTED)
+                ):
                     interrupted += 1
                     append_audit_entry(
-                        subject_type=SubjectType.CONVERSATION, subject_id=conversation_id,
-                        verb="hitl.turn.interrupted", actor="system:recovery", automated=True,
-                        conversation_id=conversation_id, detail={"reason": "turn abandoned by a dead process"},
+                        subject_type=SubjectType.CONVERSATION,
+                        subject_id=conversation_id,
+                        verb="hitl.turn.interrupted",
+                        actor="system:recovery",
+                        automated=True,
+                        conversation_id=conversation_id,
+                        detail={"reason": "turn abandoned by a dead process"},
                     )
         return interrupted
 
     def review_turns(self, pause: Pause, limit: int) -> list[dict]:
         """The latest live steps of the paused conversation, oldest first (one query)."""
-        rows = ConversationStep.objects.filter(conversation_id=pause.subject_id, undone=False).order_by(
-            "-index"
-        ).values("input", "actions", "output")[: max(0, limit)]
+        rows = (
+            ConversationStep.objects.filter(conversation_id=pause.subject_id, undone=False)
+            .order_by("-index")
+            .values("input", "actions", "output")[: max(0, limit)]
+        )
         return [
             {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
             for row in list(rows)[::-1]

@@ -46,8 +46,14 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def fail_turn(conversation: Conversation, *, user_input: str, error: BaseException,
-              row: ConversationStep | None = None, resolving: Pause | None = None) -> str:
+def fail_turn(
+    conversation: Conversation,
+    *,
+    user_input: str,
+    error: BaseException,
+    row: ConversationStep | None = None,
+    resolving: Pause | None = None,
+) -> str:
     """Record a turn that raised; returns the conversation's state (ERROR unless a cancel or end won).
 
     A new turn gets a step of its own (its input, made storable, and the error); a continued turn adds
@@ -70,10 +76,20 @@ def fail_turn(conversation: Conversation, *, user_input: str, error: BaseExcepti
     return Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first() or S.ENDED
 
 
-def _record(conversation: Conversation, *, user_input: str, text: str, row: ConversationStep | None,
-            resolving: Pause | None) -> str:
-    current = Conversation.objects.select_for_update().filter(pk=conversation.pk).values(
-        "state", "properties").first()
+def _record(
+    conversation: Conversation,
+    *,
+    user_input: str,
+    text: str,
+    row: ConversationStep | None,
+    resolving: Pause | None,
+) -> str:
+    current = (
+        Conversation.objects.select_for_update()
+        .filter(pk=conversation.pk)
+        .values("state", "properties")
+        .first()
+    )
     if current is None or current["state"] != S.IN_PROGRESS:
         if resolving is not None:
             finish_pause(pause=resolving, outcome="discarded", detail={"state": current and current["state"]})
@@ -84,14 +100,22 @@ def _record(conversation: Conversation, *, user_input: str, text: str, row: Conv
         stored.data = {**stored.data, "error": text}
         stored.save(update_fields=["data"])
     else:
-        save_step(conversation, Step(input=storable_text(user_input), data={"error": text}), current["properties"])
+        save_step(
+            conversation, Step(input=storable_text(user_input), data={"error": text}), current["properties"]
+        )
     if resolving is not None:
         finish_pause(pause=resolving, outcome="failed", detail={"error": text})
     return S.ERROR
 
 
-def run_guarded(conversation: Conversation, turn: Callable[[], T], *, user_input: str,
-                row: ConversationStep | None = None, resolving: Pause | None = None) -> T | str:
+def run_guarded(
+    conversation: Conversation,
+    turn: Callable[[], T],
+    *,
+    user_input: str,
+    row: ConversationStep | None = None,
+    resolving: Pause | None = None,
+) -> T | str:
     """Run ``turn()`` (which runs and commits a turn) and return what it returns; if it raises, fail the
     turn and return the conversation's state."""
     try:

@@ -117,12 +117,16 @@ def _talk_to_nested_agent(**kwargs: Any) -> dict[str, Any]:
 
 
 def _deployed_version_of(conversation: Conversation) -> AgentVersion | None:
-    return deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
-                            environment=conversation.environment)
+    return deployed_version(
+        agent_id=conversation.agent_id,
+        version=conversation.agent_version,
+        environment=conversation.environment,
+    )
 
 
-def _run(document: dict[str, Any], memory: ConversationMemory, turn: TurnContext,
-         resume: ResumePoint | None = None) -> LifecycleOutcome | Exception:
+def _run(
+    document: dict[str, Any], memory: ConversationMemory, turn: TurnContext, resume: ResumePoint | None = None
+) -> LifecycleOutcome | Exception:
     register_builtin_tasks()
     try:
         return run_lifecycle(document, memory, turn, resume=resume)
@@ -186,16 +190,28 @@ def _commit(
     ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
     """
     if isinstance(outcome, Cancelled):
-        return Committed(finish_cancelled_turn(
-            conversation, memory, row=row, resolving=resolving,
-            stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index}))
+        return Committed(
+            finish_cancelled_turn(
+                conversation,
+                memory,
+                row=row,
+                resolving=resolving,
+                stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index},
+            )
+        )
     state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
     with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
-        won = commit_turn_state(conversation, running=S.IN_PROGRESS, state=state, properties=memory.properties,
-                                appends_step=row is None)
+        won = commit_turn_state(
+            conversation,
+            running=S.IN_PROGRESS,
+            state=state,
+            properties=memory.properties,
+            appends_step=row is None,
+        )
         if won is None:  # a cancel landed during the last task, or the conversation was ended or interrupted
-            return Committed(finish_cancelled_turn(conversation, memory, row=row, resolving=resolving,
-                                                   stopped_before=None))
+            return Committed(
+                finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
+            )
         if resolving is not None:
             finish_pause(
                 pause=resolving,
@@ -205,15 +221,22 @@ def _commit(
         if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
             memory.current.data["hitl:status"] = "awaiting_approval"
             memory.current.outputs["hitl:status"] = "awaiting_approval"
-        save_step(conversation, memory.current, memory.properties, row=row, counted=True,
-                  drop_undone=not first_turn)
+        save_step(
+            conversation, memory.current, memory.properties, row=row, counted=True, drop_undone=not first_turn
+        )
         if isinstance(outcome, Paused):
             _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
     return Committed(state, memory)
 
 
-def _open_pause(conversation: Conversation, document: dict[str, Any], memory: ConversationMemory,
-                paused: Paused, *, raised_by_id: int | None) -> Pause:
+def _open_pause(
+    conversation: Conversation,
+    document: dict[str, Any],
+    memory: ConversationMemory,
+    paused: Paused,
+    *,
+    raised_by_id: int | None,
+) -> Pause:
     """Open the pause the turn asked for, with what its request carries, inside the turn's commit."""
     request = paused.request
     hitl_config = document.get("hitlConfig")
@@ -261,16 +284,22 @@ def start_conversation(
 
     def created() -> Conversation:
         conversation = Conversation(
-            agent=version.agent, agent_version=version.version, environment=environment, owner=user,
-            state=S.IN_PROGRESS, context=context or {}, turn_started_at=timezone.now(),
+            agent=version.agent,
+            agent_version=version.version,
+            environment=environment,
+            owner=user,
+            state=S.IN_PROGRESS,
+            context=context or {},
+            turn_started_at=timezone.now(),
             turn_alive_until=lease_expiry(),
         )
         rows.insert(conversation)
         return conversation
 
     def turn(conversation: Conversation) -> Committed:
-        memory = memory_for_new_turn(conversation, user_input="", context=context or {}, caller=caller_for(user),
-                                     first_turn=True)
+        memory = memory_for_new_turn(
+            conversation, user_input="", context=context or {}, caller=caller_for(user), first_turn=True
+        )
         memory.current.actions.append(CONVERSATION_START)
         outcome = _run(version.document, memory, _turn_context(conversation, version.document))
         return _commit(conversation, version.document, memory, outcome, raised_by_id=user.pk, first_turn=True)
@@ -291,8 +320,9 @@ def start_conversation(
     return _result(conversation, outcome)
 
 
-def say(*, conversation: Conversation | OnVersion, user: Any, user_input: str,
-        context: dict[str, Any] | None) -> TurnResult:
+def say(
+    *, conversation: Conversation | OnVersion, user: Any, user_input: str, context: dict[str, Any] | None
+) -> TurnResult:
     """Run one turn. While paused the input is refused (409) and not consumed.
 
     A turn that cannot start (agent no longer deployed) leaves the conversation as it was; once it
@@ -302,14 +332,21 @@ def say(*, conversation: Conversation | OnVersion, user: Any, user_input: str,
     ``conversation`` may come with its deployed version read with it (``selectors.talk_on_version``).
     """
     if isinstance(conversation, OnVersion):
-        conversation, version = conversation.conversation, _version_for_turn(conversation.conversation,
-                                                                             conversation.version)
+        conversation, version = (
+            conversation.conversation,
+            _version_for_turn(conversation.conversation, conversation.version),
+        )
     else:
         version = _version_for_turn(conversation, _deployed_version_of(conversation))
 
     def claimed() -> bool:
-        return claim_turn(conversation, running=S.IN_PROGRESS, talkable=TALKABLE, started=timezone.now(),
-                          alive_until=lease_expiry())
+        return claim_turn(
+            conversation,
+            running=S.IN_PROGRESS,
+            talkable=TALKABLE,
+            started=timezone.now(),
+            alive_until=lease_expiry(),
+        )
 
     def turn() -> Committed:
         memory = memory_for_new_turn(
@@ -388,8 +425,13 @@ def _resume_point(pause: Pause) -> ResumePoint:
         if batch is not None:
             batch.pause = pause
     offset = 1 if pause.kind == PauseKind.RULE else 0
-    return ResumePoint(workflow_id=pause.bookmark["workflowId"], task_index=int(pause.bookmark["taskIndex"]) + offset,
-                       pause_id=str(pause.id), kind=pause.kind, tool_batch=batch)
+    return ResumePoint(
+        workflow_id=pause.bookmark["workflowId"],
+        task_index=int(pause.bookmark["taskIndex"]) + offset,
+        pause_id=str(pause.id),
+        kind=pause.kind,
+        tool_batch=batch,
+    )
 
 
 def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> TurnResult:
@@ -406,7 +448,11 @@ def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> T
         # begin_resume moved it to IN_PROGRESS and cleared any earlier cancel, in the decision's commit;
         # a cancel or end since then loses the commit's compare-and-set like any other.
         conversation, version = checked.conversation, checked.version
-        conversation.state, conversation.cancel_requested_at, conversation.cancel_requested_by = S.IN_PROGRESS, None, ""
+        conversation.state, conversation.cancel_requested_at, conversation.cancel_requested_by = (
+            S.IN_PROGRESS,
+            None,
+            "",
+        )
     else:
         conversation = Conversation.objects.select_related("agent").get(pk=pause.subject_id)
         version = None
@@ -416,11 +462,15 @@ def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> T
     if version is not None and runs_in_one_transaction(version.document):
         return _continue_in_one_transaction(conversation, pause, version)
     memory, row, run_and_commit = _prepared(conversation, pause, version)
-    committed = run_guarded(conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause)
+    committed = run_guarded(
+        conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause
+    )
     return _result(conversation, committed)
 
 
-def _continue_in_one_transaction(conversation: Conversation, pause: Pause, version: AgentVersion) -> TurnResult:
+def _continue_in_one_transaction(
+    conversation: Conversation, pause: Pause, version: AgentVersion
+) -> TurnResult:
     """Read the paused turn, run it on and commit, in one transaction. What fails before it runs did not
     start it (ContinuationNotStarted); what fails after rolled it back whole, and is recorded anew."""
     prepared: tuple[ConversationMemory, ConversationStep, Any] | None = None
@@ -432,13 +482,16 @@ def _continue_in_one_transaction(conversation: Conversation, pause: Pause, versi
         if prepared is None:
             raise
         memory, row, _ = prepared
-        return _result(conversation, fail_turn(conversation, user_input=memory.current.input, error=exc, row=row,
-                                               resolving=pause))
+        return _result(
+            conversation,
+            fail_turn(conversation, user_input=memory.current.input, error=exc, row=row, resolving=pause),
+        )
     return _result(conversation, committed)
 
 
-def _prepared(conversation: Conversation, pause: Pause, version: AgentVersion | None
-              ) -> tuple[ConversationMemory, ConversationStep, Any]:
+def _prepared(
+    conversation: Conversation, pause: Pause, version: AgentVersion | None
+) -> tuple[ConversationMemory, ConversationStep, Any]:
     """The paused turn's memory, its step row, and the function that runs it on and commits it."""
 
     try:
@@ -458,8 +511,9 @@ def _prepared(conversation: Conversation, pause: Pause, version: AgentVersion | 
         elif resume is not None:
             outcome = _run(document, memory, turn, resume=resume)
         # A pause met later in the same turn was still raised by the user whose turn it is, not its decider.
-        return _commit(conversation, document, memory, outcome, row=row, resolving=pause,
-                       raised_by_id=pause.raised_by_id)
+        return _commit(
+            conversation, document, memory, outcome, row=row, resolving=pause, raised_by_id=pause.raised_by_id
+        )
 
     return memory, row, run_and_commit
 
@@ -529,6 +583,12 @@ def _move_history(conversation: Conversation, *, undo: bool) -> Conversation:
 
 
 __all__ = [
-    "start_conversation", "say", "undo", "redo", "end_conversation", "cancel_conversation",
-    "continue_after_decision", "system_actor",
+    "start_conversation",
+    "say",
+    "undo",
+    "redo",
+    "end_conversation",
+    "cancel_conversation",
+    "continue_after_decision",
+    "system_actor",
 ]

@@ -65,12 +65,19 @@ class TokenView(APIView):
         return Response({"token": token.key})
 
 
-HEALTH = inline_serializer("Health", {
-    "status": serializers.CharField(help_text="ok, degraded (a key cannot work) or unavailable (no database)"),
-    "database": serializers.CharField(),
-    "checks": serializers.DictField(child=serializers.CharField(), help_text=(
-        "database, secretStore, auditKey, pinningKey: 'ok', 'warning: …' or 'error: …'")),
-})
+HEALTH = inline_serializer(
+    "Health",
+    {
+        "status": serializers.CharField(
+            help_text="ok, degraded (a key cannot work) or unavailable (no database)"
+        ),
+        "database": serializers.CharField(),
+        "checks": serializers.DictField(
+            child=serializers.CharField(),
+            help_text=("database, secretStore, auditKey, pinningKey: 'ok', 'warning: …' or 'error: …'"),
+        ),
+    },
+)
 
 
 class HealthView(APIView):

@@ -54,7 +54,7 @@ class TokenWithRolesAuthentication(TokenAuthentication):
         user_model = get_user_model()
         split = width(Token)
         token = instance(Token, row[:split])
-        user = instance(user_model, row[split:split + width(user_model)])
+        user = instance(user_model, row[split : split + width(user_model)])
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         Token._meta.get_field("user").set_cached_value(token, user)

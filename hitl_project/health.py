@@ -36,4 +36,8 @@ def health_report() -> tuple[int, dict[str, object]]:
         status = "degraded"
     else:
         status = "ok"
-    return (200 if status == "ok" else 503), {"status": status, "database": connection.vendor, "checks": results}
+    return (200 if status == "ok" else 503), {
+        "status": status,
+        "database": connection.vendor,
+        "checks": results,
+    }

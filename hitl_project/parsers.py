@@ -16,7 +16,9 @@ class CheckedJSONParser(JSONParser):
     """DRF's JSONParser, and then approvals.body_rules: what PostgreSQL cannot store, or nesting beyond
     the limit, is a 400 naming its field (and so is nesting so deep that the decoder runs out of stack)."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(
+        self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None
+    ) -> Any:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:

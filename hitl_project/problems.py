@@ -43,12 +43,17 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     if isinstance(exc, RequestDataTooBig):
         # Django raises it where the body is first read (request.data, request.body), before parsing.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return problem_response(413, "BAD_REQUEST", "Payload too large",
-                                f"The body is larger than the limit of {limit} bytes",
-                                errors=[{"field": "body", "message": f"over {limit} bytes"}])
+        return problem_response(
+            413,
+            "BAD_REQUEST",
+            "Payload too large",
+            f"The body is larger than the limit of {limit} bytes",
+            errors=[{"field": "body", "message": f"over {limit} bytes"}],
+        )
     if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
-        return problem_response(400, "BAD_REQUEST", "Bad request", str(exc),
-                                errors=[{"field": "body", "message": str(exc)}])
+        return problem_response(
+            400, "BAD_REQUEST", "Bad request", str(exc), errors=[{"field": "body", "message": str(exc)}]
+        )
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

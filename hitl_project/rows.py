@@ -47,7 +47,9 @@ def _fields(model: type[Model], without: tuple[str, ...]) -> tuple[Any, ...]:
 def select_list(model: type[Model], alias: str, without: tuple[str, ...] = ()) -> str:
     """Every concrete column of ``model`` but ``without`` (field names, left deferred), in field order,
     qualified by ``alias``."""
-    return ", ".join(f"{alias}.{connection.ops.quote_name(field.column)}" for field in _fields(model, without))
+    return ", ".join(
+        f"{alias}.{connection.ops.quote_name(field.column)}" for field in _fields(model, without)
+    )
 
 
 def width(model: type[Model], without: tuple[str, ...] = ()) -> int:
@@ -55,7 +57,9 @@ def width(model: type[Model], without: tuple[str, ...] = ()) -> int:
 
 
 @functools.cache
-def _loading(model: type[Model], without: tuple[str, ...]) -> tuple[list[str], list[tuple[int, tuple[Converter, ...]]]]:
+def _loading(
+    model: type[Model], without: tuple[str, ...]
+) -> tuple[list[str], list[tuple[int, tuple[Converter, ...]]]]:
     fields = _fields(model, without)
     names = [field.attname for field in fields]
     converters = [(i, tuple(field.get_db_converters(connection))) for i, field in enumerate(fields)]
@@ -80,7 +84,7 @@ def split(row: Sequence[Any], *widths: int) -> list[Sequence[Any]]:
     """``row`` cut into consecutive pieces of the given widths (a join's models, side by side)."""
     pieces, at = [], 0
     for count in widths:
-        pieces.append(row[at:at + count])
+        pieces.append(row[at : at + count])
         at += count
     return pieces
 
@@ -151,8 +155,10 @@ def delete(model: type[Model], *, where: dict[str, Any]) -> int:
     if not on_postgresql():
         return model.objects.filter(**_orm_filter(where)).delete()[0]
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))}",
-                       _where_params(model, where))
+        cursor.execute(
+            f"DELETE FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))}",
+            _where_params(model, where),
+        )
         return cursor.rowcount
 
 
@@ -170,13 +176,18 @@ def _where_shape(where: dict[str, Any]) -> WhereShape:
 
 def _where_params(model: type[Model], where: dict[str, Any]) -> list[Any]:
     meta = model._meta
-    return [meta.get_field(key.partition("__")[0]).get_db_prep_value(value, connection)
-            for key, value in where.items() if value is not None]
+    return [
+        meta.get_field(key.partition("__")[0]).get_db_prep_value(value, connection)
+        for key, value in where.items()
+        if value is not None
+    ]
 
 
 def _orm_filter(where: dict[str, Any]) -> dict[str, Any]:
-    return {(f"{key}__isnull" if value is None else key): (True if value is None else value)
-            for key, value in where.items()}
+    return {
+        (f"{key}__isnull" if value is None else key): (True if value is None else value)
+        for key, value in where.items()
+    }
 
 
 _COMPARISONS = {"exact": "= %s", "gte": ">= %s", "lt": "< %s", "null": "IS NULL"}

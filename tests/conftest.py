@@ -95,8 +95,15 @@ def http_recorder():
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             parts = urlsplit(self.path)
-            recorded.append({"method": self.command, "path": parts.path, "query": parts.query,
-                             "headers": dict(self.headers), "body": body.decode("utf-8", "replace")})
+            recorded.append(
+                {
+                    "method": self.command,
+                    "path": parts.path,
+                    "query": parts.query,
+                    "headers": dict(self.headers),
+                    "body": body.decode("utf-8", "replace"),
+                }
+            )
             payload = json.dumps({"ok": True}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -149,7 +156,9 @@ def canary_secret(request, monkeypatch):
     def checked(self, **request_kwargs):
         response = original(self, **request_kwargs)
         if not getattr(response, "streaming", False):
-            assert value.encode() not in response.content, f"the canary secret leaked in {request_kwargs.get('PATH_INFO')}"
+            assert value.encode() not in response.content, (
+                f"the canary secret leaked in {request_kwargs.get('PATH_INFO')}"
+            )
         return response
 
     monkeypatch.setattr(Client, "request", checked)

@@ -34,9 +34,17 @@ def slow_account_bot(**changes: Any) -> dict[str, Any]:
     """The account bot with an ``httpcalls`` task its rules never trigger: not all of its tasks are local,
     so its turns and continuations take the path of slow ones (committed claim, lease, queued)."""
     document = account_bot(**changes)
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "fetch", "type": "httpcalls", "targetServerUrl": "http://127.0.0.1:9",
-        "calls": [{"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}]})
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "fetch",
+            "type": "httpcalls",
+            "targetServerUrl": "http://127.0.0.1:9",
+            "calls": [
+                {"name": "profile", "actions": ["fetch_profile"], "request": {"method": "GET", "path": "/p"}}
+            ],
+        },
+    )
     return document
 
 
@@ -64,8 +72,14 @@ def paused_conversation(client: Any, agent_id: str | None = None) -> str:
     return conversation_id
 
 
-def store_tool_batch(pause: Any, calls: list[dict[str, Any]], *, executed_ungated: list[str] | None = None,
-                     outcome_unknown: list[str] | None = None, reason: str | None = None) -> Any:
+def store_tool_batch(
+    pause: Any,
+    calls: list[dict[str, Any]],
+    *,
+    executed_ungated: list[str] | None = None,
+    outcome_unknown: list[str] | None = None,
+    reason: str | None = None,
+) -> Any:
     """Turn a pause into a TOOL_CALL pause with the batch the tool gate builds for ``calls``.
 
     Each call: {callId, toolName, source, arguments (dict), gateReason, matchedRule}; an http call also
@@ -84,25 +98,38 @@ def store_tool_batch(pause: Any, calls: list[dict[str, Any]], *, executed_ungate
     toolset = ToolSet()
     for call in calls:
         toolset.add(_tool_of(call))
-    gated = [ToolCall(id=c["callId"], name=c["toolName"], arguments=json.dumps(c.get("arguments", {})))
-             for c in calls]
+    gated = [
+        ToolCall(id=c["callId"], name=c["toolName"], arguments=json.dumps(c.get("arguments", {})))
+        for c in calls
+    ]
     config: dict[str, Any] = {"rules": [{"match": c["matchedRule"]} for c in calls if c.get("matchedRule")]}
     if reason:
         config["pauseReason"] = reason
     batch = build_batch(
-        content=None, gated=gated, gate_reasons={c["callId"]: c.get("gateReason", "") for c in calls},
-        toolset=toolset, context=ToolContext(conversation_id=str(pause.subject_id), agent_id=str(pause.agent_id)),
+        content=None,
+        gated=gated,
+        gate_reasons={c["callId"]: c.get("gateReason", "") for c in calls},
+        toolset=toolset,
+        context=ToolContext(conversation_id=str(pause.subject_id), agent_id=str(pause.agent_id)),
         state=LoopState(messages=[], executed_ungated=list(executed_ungated or [])),
-        loop=LoopSettings(llm_task_id="assistant", config=config, hitl_config=None, max_iterations=5,
-                          user_input=""),
+        loop=LoopSettings(
+            llm_task_id="assistant", config=config, hitl_config=None, max_iterations=5, user_input=""
+        ),
     )
-    Pause.objects.filter(pk=pause.pk).update(kind="TOOL_CALL", tool_names=batch.tool_names, reason=batch.reason)
+    Pause.objects.filter(pk=pause.pk).update(
+        kind="TOOL_CALL", tool_names=batch.tool_names, reason=batch.reason
+    )
     pause.refresh_from_db()
     store_batch(pause, batch)
     names = {c["callId"]: c["toolName"] for c in calls}
     for call_id in outcome_unknown or []:
-        assert claim(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id=call_id,
-                     tool_name=names.get(call_id, ""), decided_by="approver")
+        assert claim(
+            conversation_id=pause.subject_id,
+            pause_epoch=pause.epoch,
+            call_id=call_id,
+            tool_name=names.get(call_id, ""),
+            decided_by="approver",
+        )
     return pause
 
 
@@ -113,12 +140,25 @@ def _tool_of(call: dict[str, Any]) -> Any:
 
     request = call.get("request")
     if request is None:
-        return Tool(name=call["toolName"], source=call.get("source", "builtin"), description="",
-                    parameters={"type": "object"}, run=lambda args, context: {"ok": True})
+        return Tool(
+            name=call["toolName"],
+            source=call.get("source", "builtin"),
+            description="",
+            parameters={"type": "object"},
+            run=lambda args, context: {"ok": True},
+        )
     url = urlsplit(request["url"])
     path = url.path + (f"?{url.query}" if url.query else "")
-    return http_tool({"targetServerUrl": f"{url.scheme}://{url.netloc}"}, {
-        "name": call["toolName"], "parameters": {"type": "object"},
-        "request": {"method": request.get("method", "GET"), "path": path,
-                    "headers": request.get("headers") or {}, "body": request.get("body")},
-    })
+    return http_tool(
+        {"targetServerUrl": f"{url.scheme}://{url.netloc}"},
+        {
+            "name": call["toolName"],
+            "parameters": {"type": "object"},
+            "request": {
+                "method": request.get("method", "GET"),
+                "path": path,
+                "headers": request.get("headers") or {},
+                "body": request.get("body"),
+            },
+        },
+    )

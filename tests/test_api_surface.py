@@ -113,18 +113,28 @@ class World:
 
 @pytest.fixture
 def world(db) -> World:
-    admin, alice, bob, approver = (make_user("admin", "admin"), make_user("alice"), make_user("bob"),
-                                   make_user("approver", "approver"))
+    admin, alice, bob, approver = (
+        make_user("admin", "admin"),
+        make_user("alice"),
+        make_user("bob"),
+        make_user("approver", "approver"),
+    )
     agent_id = deployed_agent()
     bad_token = APIClient()
     bad_token.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
     bob_client = client_for(bob)
     return World(
-        admin=client_for(admin), alice=client_for(alice), bob=bob_client, approver=client_for(approver),
-        anonymous=APIClient(), bad_token=bad_token,
+        admin=client_for(admin),
+        alice=client_for(alice),
+        bob=bob_client,
+        approver=client_for(approver),
+        anonymous=APIClient(),
+        bad_token=bad_token,
         paused_id=paused_conversation(bob_client, agent_id),
         ready_id=start(bob_client, agent_id),
-        undeployed_agent_id=str(create_agent(document=account_bot(name="undeployed"), created_by=None).agent_id),
+        undeployed_agent_id=str(
+            create_agent(document=account_bot(name="undeployed"), created_by=None).agent_id
+        ),
     )
 
 
@@ -134,32 +144,81 @@ UNKNOWN = str(uuid.uuid4())
 ERROR_CASES = [
     ("anonymous", "get", "/agents/pending-approvals", {}, 401, "UNAUTHENTICATED"),
     ("anonymous", "post", "/agentstore/agents", {"data": {}, "format": "json"}, 401, "UNAUTHENTICATED"),
-    ("anonymous", "post", "/agents/{paused}/resume", {"data": {"verdict": "APPROVED"}, "format": "json"},
-     401, "UNAUTHENTICATED"),
+    (
+        "anonymous",
+        "post",
+        "/agents/{paused}/resume",
+        {"data": {"verdict": "APPROVED"}, "format": "json"},
+        401,
+        "UNAUTHENTICATED",
+    ),
     ("bad_token", "get", "/agents/{paused}", {}, 401, "UNAUTHENTICATED"),
     ("alice", "get", "/agents/{paused}", {}, 403, "FORBIDDEN"),
     ("alice", "get", "/agents/{unknown}", {}, 403, "FORBIDDEN"),
-    ("alice", "post", "/agents/{paused}/resume", {"data": {"verdict": "APPROVED"}, "format": "json"},
-     403, "FORBIDDEN"),
+    (
+        "alice",
+        "post",
+        "/agents/{paused}/resume",
+        {"data": {"verdict": "APPROVED"}, "format": "json"},
+        403,
+        "FORBIDDEN",
+    ),
     ("alice", "post", "/agentstore/agents", {"data": account_bot(), "format": "json"}, 403, "FORBIDDEN"),
     ("admin", "get", "/agents/{unknown}", {}, 404, "NOT_FOUND"),
-    ("approver", "post", "/agents/{unknown}/resume", {"data": {"verdict": "APPROVED"}, "format": "json"},
-     404, "NOT_FOUND"),
+    (
+        "approver",
+        "post",
+        "/agents/{unknown}/resume",
+        {"data": {"verdict": "APPROVED"}, "format": "json"},
+        404,
+        "NOT_FOUND",
+    ),
     ("admin", "get", "/agentstore/agents/{unknown}", {}, 404, "NOT_FOUND"),
     ("admin", "get", "/agentstore/agents/not-a-uuid", {}, 404, "NOT_FOUND"),
     ("admin", "post", "/agentstore/agents", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
-    ("admin", "post", "/agentstore/agents", {"data": "{not json", "content_type": "application/json"},
-     400, "BAD_REQUEST"),
-    ("admin", "post", "/agentstore/agents", {"data": "hello", "content_type": "text/plain"}, 415, "BAD_REQUEST"),
+    (
+        "admin",
+        "post",
+        "/agentstore/agents",
+        {"data": "{not json", "content_type": "application/json"},
+        400,
+        "BAD_REQUEST",
+    ),
+    (
+        "admin",
+        "post",
+        "/agentstore/agents",
+        {"data": "hello", "content_type": "text/plain"},
+        415,
+        "BAD_REQUEST",
+    ),
     ("bob", "post", "/agents/{ready}", {"data": {}, "format": "json"}, 400, "BAD_REQUEST"),
-    ("approver", "post", "/agents/{paused}/resume", {"data": {"verdict": "MAYBE"}, "format": "json"},
-     400, "BAD_REQUEST"),
-    ("approver", "post", "/agents/{paused}/resume", {"data": "[]", "content_type": "application/json"},
-     400, "BAD_REQUEST"),
+    (
+        "approver",
+        "post",
+        "/agents/{paused}/resume",
+        {"data": {"verdict": "MAYBE"}, "format": "json"},
+        400,
+        "BAD_REQUEST",
+    ),
+    (
+        "approver",
+        "post",
+        "/agents/{paused}/resume",
+        {"data": "[]", "content_type": "application/json"},
+        400,
+        "BAD_REQUEST",
+    ),
     ("bob", "post", "/agents/{paused}", {"data": {"input": "hello"}, "format": "json"}, 409, "WRONG_STATE"),
     ("bob", "post", "/agents/{paused}/undo", {}, 409, "WRONG_STATE"),
-    ("approver", "post", "/agents/{ready}/resume", {"data": {"verdict": "APPROVED"}, "format": "json"},
-     409, "WRONG_STATE"),
+    (
+        "approver",
+        "post",
+        "/agents/{ready}/resume",
+        {"data": {"verdict": "APPROVED"}, "format": "json"},
+        409,
+        "WRONG_STATE",
+    ),
     ("alice", "post", "/agents/{undeployed}/start", {}, 409, "NOT_DEPLOYED"),
     ("alice", "delete", "/auth/token", {}, 405, None),
     ("alice", "get", "/agents/pending-approvals", {"HTTP_ACCEPT": "application/xml"}, 406, None),
@@ -172,8 +231,9 @@ ERROR_CASES = [
     ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[4]}" for c in ERROR_CASES],
 )
 def test_every_error_is_problem_details(world, who, method, path, kwargs, status, code):
-    url = path.format(paused=world.paused_id, ready=world.ready_id, undeployed=world.undeployed_agent_id,
-                      unknown=UNKNOWN)
+    url = path.format(
+        paused=world.paused_id, ready=world.ready_id, undeployed=world.undeployed_agent_id, unknown=UNKNOWN
+    )
     response = getattr(getattr(world, who), method)(url, **kwargs)
 
     body = assert_problem(response, status, code)
@@ -208,7 +268,9 @@ def test_hitl_demo_creates_a_deployed_agent_and_prints_its_id_last(db, alice_cli
     assert agent.versions.get(version=1).document == demo_agent_document()  # the one copy, as stored
     assert is_deployed(agent_id=agent.pk, version=1, environment="production"), output
     conversation_id = start(alice_client, agent_id)
-    said = alice_client.post(f"/agents/{conversation_id}", {"input": "please delete my account"}, format="json")
+    said = alice_client.post(
+        f"/agents/{conversation_id}", {"input": "please delete my account"}, format="json"
+    )
     assert said.json()["state"] == "AWAITING_HUMAN"
 
 
@@ -276,8 +338,12 @@ def _mismatch(openapi: dict[str, Any], operation: dict[str, Any], response: Any)
     if media_type in NOT_JSON:
         return None
     schema = _json_schema(content[media_type]["schema"], openapi["components"]["schemas"])
-    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(response.json()), key=lambda e: list(e.path))
-    return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+    errors = sorted(
+        jsonschema.Draft7Validator(schema).iter_errors(response.json()), key=lambda e: list(e.path)
+    )
+    return (
+        "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+    )
 
 
 def _request_mismatch(openapi: dict[str, Any], operation: dict[str, Any], body: Any) -> str | None:
@@ -288,7 +354,9 @@ def _request_mismatch(openapi: dict[str, Any], operation: dict[str, Any], body: 
         return "no JSON request body is documented"
     schema = _json_schema(content["application/json"]["schema"], openapi["components"]["schemas"])
     errors = list(jsonschema.Draft7Validator(schema).iter_errors(body))
-    return "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+    return (
+        "; ".join(f"{'/'.join(map(str, e.path)) or '(top level)'}: {e.message[:160]}" for e in errors) or None
+    )
 
 
 def test_every_endpoint_returns_what_its_schema_documents(world, settings):
@@ -300,8 +368,12 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     admin, bob, approver = world.admin, world.bob, world.approver
     to_cancel = paused_conversation(bob, agent_id)
     to_end = paused_conversation(bob, agent_id)
-    schedule = {"func": "approvals.maintenance_tasks.noop", "name": "nightly", "scheduleType": "MINUTES",
-                "minutes": 60}
+    schedule = {
+        "func": "approvals.maintenance_tasks.noop",
+        "name": "nightly",
+        "scheduleType": "MINUTES",
+        "minutes": 60,
+    }
     checked: set[str] = set()
     mismatches: list[str] = []
 
@@ -310,21 +382,36 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
         assert response.status_code == expected, (method, path, response.status_code, response.content[:500])
         name, operation = _operation_for(openapi, method, path.split("?")[0])
         checked.add(name)
-        if kwargs.get("format") == "json" and (problem := _request_mismatch(openapi, operation, kwargs["data"])):
+        if kwargs.get("format") == "json" and (
+            problem := _request_mismatch(openapi, operation, kwargs["data"])
+        ):
             mismatches.append(f"{name} request: {problem}")
         if (problem := _mismatch(openapi, operation, response)) is not None:
             mismatches.append(f"{name} -> {response.status_code}: {problem}")
         return response
 
     call(world.anonymous, "get", "/healthz", 200)
-    call(world.anonymous, "post", "/auth/token", 200, data={"username": "admin", "password": "pw-admin"},
-         format="json")
+    call(
+        world.anonymous,
+        "post",
+        "/auth/token",
+        200,
+        data={"username": "admin", "password": "pw-admin"},
+        format="json",
+    )
     call(admin, "get", "/metrics", 200)
     saved = call(admin, "post", "/agentstore/agents", 201, data=account_bot(name="schema-bot"), format="json")
     new_agent = saved.json()["id"]
     call(admin, "get", "/agentstore/agents", 200)
     call(admin, "get", f"/agentstore/agents/{new_agent}", 200)
-    call(admin, "put", f"/agentstore/agents/{new_agent}", 200, data=account_bot(name="schema-bot"), format="json")
+    call(
+        admin,
+        "put",
+        f"/agentstore/agents/{new_agent}",
+        200,
+        data=account_bot(name="schema-bot"),
+        format="json",
+    )
     call(admin, "post", f"/administration/production/deploy/{new_agent}?version=2", 200)
     call(admin, "get", f"/administration/production/deploymentstatus/{new_agent}", 200)
     call(admin, "post", f"/administration/production/undeploy/{new_agent}?version=2", 200)
@@ -336,8 +423,14 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(admin, "get", "/secretstore/secrets", 200)
     call(admin, "delete", "/secretstore/secrets/payments.key", 204)
 
-    conversation = call(bob, "post", f"/agents/{agent_id}/start?environment=production", 201,
-                        data={"context": {"channel": "web"}}, format="json").json()["conversationId"]
+    conversation = call(
+        bob,
+        "post",
+        f"/agents/{agent_id}/start?environment=production",
+        201,
+        data={"context": {"channel": "web"}},
+        format="json",
+    ).json()["conversationId"]
     call(bob, "post", f"/agents/{conversation}", 200, data={"input": "hello"}, format="json")
     call(bob, "get", f"/agents/{conversation}", 200)
     call(bob, "post", f"/agents/{conversation}/undo", 200)
@@ -346,15 +439,34 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(approver, "get", f"/agents/{world.paused_id}/approval-status", 200)
     call(bob, "get", f"/agents/{world.paused_id}/approval-status?detail=full", 200)
     call(bob, "get", f"/agents/{world.ready_id}/approval-status", 200)
-    call(approver, "post", f"/agents/{world.paused_id}/resume", 200, data={"verdict": "APPROVED", "note": "ok"},
-         format="json")
+    call(
+        approver,
+        "post",
+        f"/agents/{world.paused_id}/resume",
+        200,
+        data={"verdict": "APPROVED", "note": "ok"},
+        format="json",
+    )
     call(approver, "get", f"/agents/{world.paused_id}/approval-status", 200)
-    call(approver, "post", f"/agents/{to_cancel}/resume?wait=5", 200, data={"verdict": "REJECTED"}, format="json")
+    call(
+        approver,
+        "post",
+        f"/agents/{to_cancel}/resume?wait=5",
+        200,
+        data={"verdict": "REJECTED"},
+        format="json",
+    )
     call(bob, "post", f"/agents/{to_end}/cancel", 200)
     call(bob, "post", f"/agents/{to_end}/endConversation", 200)
 
-    call(admin, "post", "/administration/operator/canary-result", 204, data={"outcome": "pass",
-                                                                             "durationSeconds": 1.5}, format="json")
+    call(
+        admin,
+        "post",
+        "/administration/operator/canary-result",
+        204,
+        data={"outcome": "pass", "durationSeconds": 1.5},
+        format="json",
+    )
     call(admin, "post", "/administration/operator/gate-status", 204, data={"verified": True}, format="json")
     call(admin, "get", "/audit/entries", 200)
     call(admin, "get", "/audit/export?format=jsonl", 200)
@@ -368,7 +480,8 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(admin, "post", f"/schedulestore/schedules/{created['id']}/fire", 202)
     call(admin, "delete", f"/schedulestore/schedules/{created['id']}", 204)
 
-    documented = {f"{method.upper()} {path}" for path, operations in openapi["paths"].items()
-                  for method in operations}
+    documented = {
+        f"{method.upper()} {path}" for path, operations in openapi["paths"].items() for method in operations
+    }
     assert documented - checked == set(), "documented operations this test does not call"
     assert mismatches == [], "\n".join(mismatches)

@@ -41,7 +41,9 @@ def test_every_rest_body_refuses_text_postgresql_cannot_store(
     admin_client: Any, method: str, url: str, template: str, field: str, bad: str
 ) -> None:
     before = rows()
-    response = admin_client.generic(method.upper(), url, template.format(bad=bad), content_type="application/json")
+    response = admin_client.generic(
+        method.upper(), url, template.format(bad=bad), content_type="application/json"
+    )
     assert response.status_code == 400, response.content
     assert response["Content-Type"] == "application/problem+json"
     assert [error["field"] for error in response.json()["errors"]] == [field]
@@ -49,8 +51,9 @@ def test_every_rest_body_refuses_text_postgresql_cannot_store(
 
 
 @pytest.mark.parametrize(("method", "url", "_template", "_field"), ENDPOINTS)
-def test_every_rest_body_refuses_json_nested_too_deep(admin_client: Any, method: str, url: str, _template: str,
-                                                      _field: str) -> None:
+def test_every_rest_body_refuses_json_nested_too_deep(
+    admin_client: Any, method: str, url: str, _template: str, _field: str
+) -> None:
     before = rows()
     for depth in (65, 50_000):
         text = '{"value": ' + "[" * depth + "]" * depth + "}"

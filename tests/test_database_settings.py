@@ -47,6 +47,8 @@ def test_the_running_database_prepares_what_it_ran_twice(db):
     for _ in range(3):
         list(Conversation.objects.filter(state="READY")[:1])
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-                       ['%FROM "conversations_conversation"%'])
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ['%FROM "conversations_conversation"%'],
+        )
         assert cursor.fetchone()[0] >= 1

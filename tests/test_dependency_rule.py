@@ -31,7 +31,10 @@ LOCAL_IMPORT_REASON = "# local import:"
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
-        cwd=root, capture_output=True, text=True, timeout=300,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
     )
 
@@ -47,12 +50,16 @@ def test_a_planted_upward_import_breaks_the_rule(tmp_path: Path):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     with open(tmp_path / "approvals" / "decisions.py", "a") as decisions:
-        decisions.write("\n\ndef _planted():\n    from conversations.models import Conversation\n\n    return Conversation\n")
+        decisions.write(
+            "\n\ndef _planted():\n    from conversations.models import Conversation\n\n    return Conversation\n"
+        )
 
     linted = lint_imports(tmp_path)
 
     assert linted.returncode != 0, linted.stdout
-    assert "BROKEN" in linted.stdout and "approvals.decisions -> conversations.models" in linted.stdout, linted.stdout
+    assert "BROKEN" in linted.stdout and "approvals.decisions -> conversations.models" in linted.stdout, (
+        linted.stdout
+    )
 
 
 def _cycles(imports: dict[str, set[str]]) -> list[list[str]]:
@@ -129,6 +136,9 @@ def test_a_function_local_import_of_project_code_says_why():
             lines = path.read_text().splitlines()
             for lineno, name in _function_local_imports(path):
                 above = lines[lineno - 2].strip() if lineno >= 2 else ""
-                if not above.startswith(LOCAL_IMPORT_REASON) or not above.removeprefix(LOCAL_IMPORT_REASON).strip():
+                if (
+                    not above.startswith(LOCAL_IMPORT_REASON)
+                    or not above.removeprefix(LOCAL_IMPORT_REASON).strip()
+                ):
                     unexplained.append(f"{path.relative_to(ROOT)}:{lineno}: {name}")
     assert unexplained == []

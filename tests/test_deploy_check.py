@@ -30,7 +30,11 @@ def check_deploy(**overrides: str) -> subprocess.CompletedProcess:
             env.pop(knob, None)  # the production defaults are what is checked
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -50,7 +54,9 @@ def test_invalid_fernet_key_fails_deploy_check():
     assert "(hitl.E001) HITL_SECRETS_KEY is not a valid Fernet key" in single.stderr, single.stderr
     assert "Fernet.generate_key()" in single.stderr  # says how to make one
     assert rotation.returncode != 0
-    assert "(hitl.E001) key 2 of 2 in HITL_SECRETS_KEY is not a valid Fernet key" in rotation.stderr, rotation.stderr
+    assert "(hitl.E001) key 2 of 2 in HITL_SECRETS_KEY is not a valid Fernet key" in rotation.stderr, (
+        rotation.stderr
+    )
     for result in (single, rotation):
         assert bad not in result.stdout + result.stderr and good not in result.stdout + result.stderr
 
@@ -77,14 +83,30 @@ def test_short_pinning_key_and_empty_secrets_key_fail_deploy_check():
 def test_a_web_process_refuses_to_start_with_a_key_that_cannot_work():
     """uvicorn and gunicorn run no system checks: the ASGI and WSGI entry points do, in production."""
     bad = "not-a-fernet-key-0123456789"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
-           "SECRET_KEY": secrets.token_urlsafe(64), "HITL_AUDIT_KEY": secrets.token_urlsafe(32),
-           "ALLOWED_HOSTS": "hitl.example.org"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "HITL_AUDIT_KEY": secrets.token_urlsafe(32),
+        "ALLOWED_HOSTS": "hitl.example.org",
+    }
     for module in ("hitl_project.asgi", "hitl_project.wsgi"):
-        broken = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=PROJECT_ROOT, capture_output=True,
-                                text=True, timeout=120, env={**env, "HITL_SECRETS_KEY": bad})
-        good = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=PROJECT_ROOT, capture_output=True,
-                              text=True, timeout=120, env={**env, "HITL_SECRETS_KEY": Fernet.generate_key().decode()})
+        broken = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "HITL_SECRETS_KEY": bad},
+        )
+        good = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "HITL_SECRETS_KEY": Fernet.generate_key().decode()},
+        )
         assert broken.returncode != 0 and "refusing to start: (hitl.E001)" in broken.stderr, broken.stderr
         assert bad not in broken.stderr
         assert good.returncode == 0, good.stderr

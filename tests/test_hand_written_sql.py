@@ -36,8 +36,11 @@ pytestmark = pytest.mark.django_db
 def fields_of(instance) -> dict:
     if instance is None:
         return {}
-    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields
-            if field.attname in instance.__dict__}
+    return {
+        field.attname: getattr(instance, field.attname)
+        for field in type(instance)._meta.concrete_fields
+        if field.attname in instance.__dict__
+    }
 
 
 def by_sql_and_by_orm(monkeypatch, read):
@@ -65,13 +68,16 @@ def test_a_conversation_read_by_sql_is_the_one_the_orm_reads(monkeypatch, alice_
 def test_the_pending_pause_and_its_owner_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_client, alice):
     conversation_id = paused_conversation(alice_client)
     by_sql, by_orm = by_sql_and_by_orm(
-        monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, Conversation.objects.get().pk))
+        monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, Conversation.objects.get().pk)
+    )
     assert fields_of(by_sql) == fields_of(by_orm) and by_sql.bookmark == by_orm.bookmark
     assert by_sql.owner == alice and fields_of(by_sql.owner) == fields_of(by_orm.owner)
     by_id, by_id_orm = by_sql_and_by_orm(monkeypatch, lambda: pause_with_owner(by_sql.pk))
     assert fields_of(by_id) == fields_of(by_orm) == fields_of(by_id_orm) and by_id.owner == alice
     Pause.objects.update(owner=None)
-    by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, conversation_id))
+    by_sql, by_orm = by_sql_and_by_orm(
+        monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, conversation_id)
+    )
     assert by_sql.owner is None and by_orm.owner is None  # an ownerless pause: the LEFT JOIN found no one
 
 
@@ -80,7 +86,9 @@ def test_the_newest_steps_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_c
     for text in ("hello", "hello", "hello"):
         say(alice_client, conversation_id, text)
     for count in (0, 1, 2, 10):
-        by_sql, by_orm = by_sql_and_by_orm(monkeypatch, lambda count=count: newest_steps(conversation_id, count))
+        by_sql, by_orm = by_sql_and_by_orm(
+            monkeypatch, lambda count=count: newest_steps(conversation_id, count)
+        )
         assert [fields_of(step) for step in by_sql] == [fields_of(step) for step in by_orm]
         assert len(by_sql) == min(count, 4)
         assert all("properties" not in step.__dict__ for step in by_sql)  # deferred, as the ORM's defer()
@@ -100,8 +108,11 @@ def test_the_deployed_version_by_sql_is_the_one_the_orm_finds(monkeypatch, alice
     def reads():
         found = conversation_and_its_version(conversation_id)
         conversation, version = found.conversation, found.version
-        exact = deployed_version(agent_id=conversation.agent_id, version=conversation.agent_version,
-                                 environment=conversation.environment)
+        exact = deployed_version(
+            agent_id=conversation.agent_id,
+            version=conversation.agent_version,
+            environment=conversation.environment,
+        )
         return fields_of(conversation), fields_of(version), fields_of(exact)
 
     by_sql, by_orm = by_sql_and_by_orm(monkeypatch, reads)
@@ -117,7 +128,8 @@ def test_the_newest_deployed_version_by_sql_is_the_one_the_orm_finds(monkeypatch
     for row in (first, second):
         deploy_agent(agent_id=row.agent_id, version=row.version, environment="production")
     by_sql, by_orm = by_sql_and_by_orm(
-        monkeypatch, lambda: newest_deployed_version(agent_id=first.agent_id, environment="production"))
+        monkeypatch, lambda: newest_deployed_version(agent_id=first.agent_id, environment="production")
+    )
     assert fields_of(by_sql) == fields_of(by_orm) and by_sql.version == second.version
     assert fields_of(by_sql.agent) == fields_of(by_orm.agent)
 
@@ -133,25 +145,38 @@ def test_the_token_its_user_and_their_roles_by_sql_are_what_drf_reads(approver):
 def test_an_insert_fills_what_save_would_and_reads_back_its_key(alice_client):
     conversation = Conversation.objects.get(pk=start(alice_client, deployed_agent()))
     before = timezone.now()
-    step = ConversationStep(conversation=conversation, index=7, input="hi", output=["a"], data={"k": [1, "é"]})
+    step = ConversationStep(
+        conversation=conversation, index=7, input="hi", output=["a"], data={"k": [1, "é"]}
+    )
     rows.insert(step)
     stored = ConversationStep.objects.get(pk=step.pk)
     assert step.pk is not None and not step._state.adding
-    assert fields_of(stored) == fields_of(step) and stored.created_at >= before and stored.data == {"k": [1, "é"]}
+    assert (
+        fields_of(stored) == fields_of(step)
+        and stored.created_at >= before
+        and stored.data == {"k": [1, "é"]}
+    )
 
 
 def test_an_update_is_a_compare_and_set_and_a_delete_takes_only_its_rows(alice_client):
     conversation_id = paused_conversation(alice_client)
     pause = Pause.objects.get()
     lost = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.RESOLVING}, values={"note": "x"})
-    won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING, "resolved_at": None},
-                      values={"note": "kept", "details": {"a": 1}})
+    won = rows.update(
+        Pause,
+        where={"id": pause.pk, "status": PauseStatus.PENDING, "resolved_at": None},
+        values={"note": "kept", "details": {"a": 1}},
+    )
     assert (lost, won) == (0, 1)
     assert Pause.objects.values_list("note", "details").get() == ("kept", {"a": 1})
 
     ConversationStep.objects.filter(conversation_id=conversation_id).update(undone=True)
-    indexes = sorted(ConversationStep.objects.filter(conversation_id=conversation_id).values_list("index", flat=True))
-    gone = rows.delete(ConversationStep, where={"conversation_id": conversation_id, "undone": True,
-                                                "index__gte": indexes[-1]})
+    indexes = sorted(
+        ConversationStep.objects.filter(conversation_id=conversation_id).values_list("index", flat=True)
+    )
+    gone = rows.delete(
+        ConversationStep,
+        where={"conversation_id": conversation_id, "undone": True, "index__gte": indexes[-1]},
+    )
     assert gone == 1
     assert sorted(ConversationStep.objects.values_list("index", flat=True)) == indexes[:-1]

@@ -36,7 +36,9 @@ def test_key_problems_are_warnings_in_development(settings):
     assert {m.id for m in messages} == {"hitl.W001", "hitl.W004", "hitl.W005"}
     assert all(m.level == checks.WARNING for m in messages)
     text = " ".join(f"{m.msg} {m.hint}" for m in messages)
-    assert "key 2 of 2 in HITL_SECRETS_KEY" in text and "HITL_AUDIT_KEY" in text and "HITL_PINNING_KEY" in text
+    assert (
+        "key 2 of 2 in HITL_SECRETS_KEY" in text and "HITL_AUDIT_KEY" in text and "HITL_PINNING_KEY" in text
+    )
     for value in (good, BAD_FERNET, "short-audit-key", "short-pinning-key"):
         assert value not in text
 
@@ -46,7 +48,10 @@ def test_the_same_problems_are_errors_under_production_settings(settings):
     settings.HITL_SECRETS_KEY = BAD_FERNET
     settings.HITL_AUDIT_KEY = ""
 
-    assert {(m.id, m.level) for m in key_checks()} == {("hitl.E001", checks.ERROR), ("hitl.E003", checks.ERROR)}
+    assert {(m.id, m.level) for m in key_checks()} == {
+        ("hitl.E001", checks.ERROR),
+        ("hitl.E003", checks.ERROR),
+    }
 
 
 def test_the_test_settings_pass_the_key_checks():
@@ -55,11 +60,20 @@ def test_the_test_settings_pass_the_key_checks():
 
 def test_the_development_defaults_of_scripts_start_pass_every_check():
     """./scripts/start runs the base settings with nothing but DATABASE_URL set."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HITL_") and k not in ("SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HITL_") and k not in ("SECRET_KEY", "DJANGO_SETTINGS_MODULE")
+    }
     env["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.base"
-    result = subprocess.run([sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
-                            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--fail-level", "WARNING"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     assert "hitl." not in result.stdout + result.stderr
 
@@ -72,15 +86,22 @@ def test_healthz_reports_broken_secret_store(anon_client, settings):
 
     assert response.status_code == 503
     assert response.json() == {
-        "status": "degraded", "database": "postgresql",
-        "checks": {"database": "ok", "secretStore": "error: HITL_SECRETS_KEY is not a valid Fernet key",
-                   "auditKey": "ok", "pinningKey": "ok"},
+        "status": "degraded",
+        "database": "postgresql",
+        "checks": {
+            "database": "ok",
+            "secretStore": "error: HITL_SECRETS_KEY is not a valid Fernet key",
+            "auditKey": "ok",
+            "pinningKey": "ok",
+        },
     }
     assert BAD_FERNET not in response.content.decode()
 
 
 @pytest.mark.django_db
-def test_healthz_reports_an_unusable_audit_key_and_only_warns_of_a_short_one_in_development(anon_client, settings):
+def test_healthz_reports_an_unusable_audit_key_and_only_warns_of_a_short_one_in_development(
+    anon_client, settings
+):
     settings.HITL_AUDIT_KEY = ""
     empty = anon_client.get("/healthz")
     settings.HITL_AUDIT_KEY = "short-audit-key"
@@ -91,9 +112,13 @@ def test_healthz_reports_an_unusable_audit_key_and_only_warns_of_a_short_one_in_
     assert empty.status_code == 503 and empty.json()["status"] == "degraded"
     assert empty.json()["checks"]["auditKey"] == "error: HITL_AUDIT_KEY is empty"
     assert short.status_code == 200 and short.json()["status"] == "ok"
-    assert short.json()["checks"]["auditKey"] == "warning: HITL_AUDIT_KEY is 15 bytes long; it needs at least 32"
+    assert (
+        short.json()["checks"]["auditKey"] == "warning: HITL_AUDIT_KEY is 15 bytes long; it needs at least 32"
+    )
     assert short_in_production.status_code == 503
-    assert short_in_production.json()["checks"]["auditKey"].startswith("error: HITL_AUDIT_KEY is 15 bytes long")
+    assert short_in_production.json()["checks"]["auditKey"].startswith(
+        "error: HITL_AUDIT_KEY is 15 bytes long"
+    )
 
 
 @pytest.mark.django_db
@@ -101,11 +126,18 @@ def test_healthz_is_ok_with_good_keys(anon_client):
     response = anon_client.get("/healthz")
 
     assert response.status_code == 200
-    assert response.json()["checks"] == {"database": "ok", "secretStore": "ok", "auditKey": "ok", "pinningKey": "ok"}
+    assert response.json()["checks"] == {
+        "database": "ok",
+        "secretStore": "ok",
+        "auditKey": "ok",
+        "pinningKey": "ok",
+    }
 
 
 @pytest.mark.django_db
-def test_a_secret_put_with_a_broken_key_store_is_a_clear_503_and_stores_nothing(admin_client, settings, caplog):
+def test_a_secret_put_with_a_broken_key_store_is_a_clear_503_and_stores_nothing(
+    admin_client, settings, caplog
+):
     settings.HITL_SECRETS_KEY = BAD_FERNET
 
     with caplog.at_level(logging.ERROR):
@@ -115,9 +147,14 @@ def test_a_secret_put_with_a_broken_key_store_is_a_clear_503_and_stores_nothing(
     assert response["Content-Type"] == "application/problem+json"
     problem = response.json()
     assert problem["code"] == "INTERNAL" and problem["title"] == "Secret store unavailable"
-    assert "HITL_SECRETS_KEY is not a valid Fernet key" in problem["detail"] and BAD_FERNET not in problem["detail"]
+    assert (
+        "HITL_SECRETS_KEY is not a valid Fernet key" in problem["detail"]
+        and BAD_FERNET not in problem["detail"]
+    )
     assert not StoredSecret.objects.exclude(name=CANARY_SECRET_NAME).exists()
-    assert not [r for r in caplog.records if r.exc_info or r.getMessage() == "unhandled error"]  # no traceback
+    assert not [
+        r for r in caplog.records if r.exc_info or r.getMessage() == "unhandled error"
+    ]  # no traceback
 
 
 @pytest.mark.django_db
@@ -127,5 +164,7 @@ def test_a_vault_reference_with_a_broken_key_store_fails_the_call_naming_the_ref
     with pytest.raises(SecretReferenceError) as raised:
         resolve_secret_references(f"${{vault:{CANARY_SECRET_NAME}}}", caller_token=None, allow_caller=False)
 
-    assert str(raised.value) == (f"secret store unavailable (HITL_SECRETS_KEY is not a valid Fernet key): "
-                                 f"${{vault:{CANARY_SECRET_NAME}}}")
+    assert str(raised.value) == (
+        f"secret store unavailable (HITL_SECRETS_KEY is not a valid Fernet key): "
+        f"${{vault:{CANARY_SECRET_NAME}}}"
+    )

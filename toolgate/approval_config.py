@@ -39,7 +39,14 @@ TOOL_APPROVALS_KEYS = (
     "inGroupTurns",
     "rules",
 )
-RULE_KEYS = ("match", "timeoutPolicy", "approvalTimeout", "pauseReason", "pendingMessage", "allowSelfApproval")
+RULE_KEYS = (
+    "match",
+    "timeoutPolicy",
+    "approvalTimeout",
+    "pauseReason",
+    "pendingMessage",
+    "allowSelfApproval",
+)
 TEXT_MAX = 500
 
 

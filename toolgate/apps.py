@@ -8,8 +8,12 @@ def _ensure_journal_schedule(sender, **kwargs) -> None:  # noqa: ANN001
 
     Schedule.objects.update_or_create(
         name="hitl-journal-retention",
-        defaults={"func": "toolgate.journal.purge_expired", "schedule_type": Schedule.DAILY, "repeats": -1,
-                  "cluster": settings.HITL_TIMER_CLUSTER},
+        defaults={
+            "func": "toolgate.journal.purge_expired",
+            "schedule_type": Schedule.DAILY,
+            "repeats": -1,
+            "cluster": settings.HITL_TIMER_CLUSTER,
+        },
     )
 
 

@@ -28,8 +28,9 @@ TRACE_ENTRY_MAX_BYTES = 65_536
 INTERIM_TEXT_MAX_CHARS = 2000
 PAUSE_REASON_MAX_CHARS = 500
 DEFAULT_REASON = "Tool call requires approval: {toolNames}"
-DEFAULT_PENDING = ("I need your approval before I can run {toolNames}. "
-                   "You will receive the result once a reviewer decides.")
+DEFAULT_PENDING = (
+    "I need your approval before I can run {toolNames}. You will receive the result once a reviewer decides."
+)
 
 
 @dataclass
@@ -107,8 +108,13 @@ def gated_call(call: ToolCall, toolset: ToolSet, gate_reason: str, matched_rule:
     raw, truncated = cap_utf8(call.arguments or "", ARGS_RAW_MAX_BYTES)
     redacted, _ = cap_utf8(redact(call.arguments or ""), ARGS_REDACTED_MAX_BYTES)
     return GatedCall(
-        call_id=call.id, tool_name=call.name, source=toolset.source_of(call.name), arguments_raw=raw,
-        args_truncated=truncated, arguments_redacted=redacted, gate_reason=gate_reason,
+        call_id=call.id,
+        tool_name=call.name,
+        source=toolset.source_of(call.name),
+        arguments_raw=raw,
+        args_truncated=truncated,
+        arguments_redacted=redacted,
+        gate_reason=gate_reason,
         matched_rule=matched_rule,
     )
 
@@ -142,21 +148,28 @@ def with_tool_names(template: str, names: list[str]) -> str:
 def pause_reason(rule: dict[str, Any] | None, config: dict[str, Any], names: list[str]) -> str:
     """First non-blank of the governing rule's, the config's, or the default reason; redacted, ≤ 500."""
     template = next(
-        (text for text in ((rule or {}).get("pauseReason"), config.get("pauseReason"))
-         if isinstance(text, str) and text.strip()),
+        (
+            text
+            for text in ((rule or {}).get("pauseReason"), config.get("pauseReason"))
+            if isinstance(text, str) and text.strip()
+        ),
         DEFAULT_REASON,
     )
     return redact(with_tool_names(template, names))[:PAUSE_REASON_MAX_CHARS]
 
 
-def pending_message(rule: dict[str, Any] | None, config: dict[str, Any], names: list[str], pause_count: int) -> str:
+def pending_message(
+    rule: dict[str, Any] | None, config: dict[str, Any], names: list[str], pause_count: int
+) -> str:
     """The end-user message shown while the turn waits (public output of the paused step)."""
     for text in ((rule or {}).get("pendingMessage"), config.get("pendingMessage")):
         if isinstance(text, str) and text.strip():
             return with_tool_names(text, names)
     if not names:
-        return ("This action requires human approval before it can proceed. "
-                "You will receive the result once a reviewer decides.")
+        return (
+            "This action requires human approval before it can proceed. "
+            "You will receive the result once a reviewer decides."
+        )
     message = with_tool_names(DEFAULT_PENDING, names)
     return message + (f" (approval {pause_count} this turn)" if pause_count >= 2 else "")
 
@@ -189,14 +202,23 @@ def store_batch(pause: Pause, batch: PendingBatch) -> PendingToolBatch:
         interim_text=batch.interim_text,
         pending_message=batch.pending_message,
     )
-    PendingToolCall.objects.bulk_create([
-        PendingToolCall(
-            batch=stored, position=position, call_id=call.call_id, tool_name=call.tool_name,
-            source=call.source, arguments_raw=call.arguments_raw, args_truncated=call.args_truncated,
-            arguments_redacted=call.arguments_redacted, gate_reason=call.gate_reason,
-            matched_rule=call.matched_rule, request_fingerprint=call.request_fingerprint,
-            request_preview=call.request_preview,
-        )
-        for position, call in enumerate(batch.calls)
-    ])
+    PendingToolCall.objects.bulk_create(
+        [
+            PendingToolCall(
+                batch=stored,
+                position=position,
+                call_id=call.call_id,
+                tool_name=call.tool_name,
+                source=call.source,
+                arguments_raw=call.arguments_raw,
+                args_truncated=call.args_truncated,
+                arguments_redacted=call.arguments_redacted,
+                gate_reason=call.gate_reason,
+                matched_rule=call.matched_rule,
+                request_fingerprint=call.request_fingerprint,
+                request_preview=call.request_preview,
+            )
+            for position, call in enumerate(batch.calls)
+        ]
+    )
     return stored

@@ -10,9 +10,11 @@ from django.core import checks
 from approvals.checks import TAG, KeyProblem, check_message, hmac_key_problem, strict
 from toolgate import secret_store
 
-FERNET_KEY_HINT = ('A Fernet key is 32 random bytes in urlsafe base64 (44 characters); several keys are '
-                   'comma-separated, newest first. Make one with: python -c "from cryptography.fernet import '
-                   'Fernet; print(Fernet.generate_key().decode())"')
+FERNET_KEY_HINT = (
+    "A Fernet key is 32 random bytes in urlsafe base64 (44 characters); several keys are "
+    'comma-separated, newest first. Make one with: python -c "from cryptography.fernet import '
+    'Fernet; print(Fernet.generate_key().decode())"'
+)
 
 
 def secrets_key_problem() -> KeyProblem | None:
@@ -22,8 +24,12 @@ def secrets_key_problem() -> KeyProblem | None:
     if problem:
         return KeyProblem(1, problem, FERNET_KEY_HINT, unusable=True)
     if strict() and not secret_store.configured_keys():
-        return KeyProblem(2, "HITL_SECRETS_KEY is empty; the production settings need a key of their own",
-                          FERNET_KEY_HINT, unusable=False)
+        return KeyProblem(
+            2,
+            "HITL_SECRETS_KEY is empty; the production settings need a key of their own",
+            FERNET_KEY_HINT,
+            unusable=False,
+        )
     return None
 
 

@@ -55,20 +55,30 @@ def _checked_amendment(call_id: str, amended: Any, verdict: str, call: PendingTo
     where = f"toolDecisions['{call_id}']"
     field = f"toolDecisions.{call_id}"
     if verdict != Verdict.APPROVED:
-        raise _bad(f"{where}.amendedArguments is only valid for an APPROVED call", f"{field}.amendedArguments")
+        raise _bad(
+            f"{where}.amendedArguments is only valid for an APPROVED call", f"{field}.amendedArguments"
+        )
     if call.args_truncated:
-        raise _bad(f"call '{call_id}' was truncated at pause time and cannot be amended; approve or reject it as-is",
-                   f"{field}.amendedArguments")
+        raise _bad(
+            f"call '{call_id}' was truncated at pause time and cannot be amended; approve or reject it as-is",
+            f"{field}.amendedArguments",
+        )
     if not isinstance(amended, str):
-        raise _bad(f"{where}.amendedArguments must be a string holding a JSON object", f"{field}.amendedArguments")
+        raise _bad(
+            f"{where}.amendedArguments must be a string holding a JSON object", f"{field}.amendedArguments"
+        )
     _refuse_unstorable(amended, f"{field}.amendedArguments")
     if len(amended.encode("utf-8")) > AMENDED_MAX_BYTES:
-        raise _bad(f"{where}.amendedArguments exceeds the maximum size of {AMENDED_MAX_BYTES} bytes",
-                   f"{field}.amendedArguments")
+        raise _bad(
+            f"{where}.amendedArguments exceeds the maximum size of {AMENDED_MAX_BYTES} bytes",
+            f"{field}.amendedArguments",
+        )
     try:
         parsed = json.loads(amended)
     except ValueError as exc:
-        raise _bad(f"{where}.amendedArguments is not valid JSON: {exc}", f"{field}.amendedArguments") from None
+        raise _bad(
+            f"{where}.amendedArguments is not valid JSON: {exc}", f"{field}.amendedArguments"
+        ) from None
     except RecursionError:
         raise _bad(f"{where}.amendedArguments is nested too deeply", f"{field}.amendedArguments") from None
     if not isinstance(parsed, dict):
@@ -77,8 +87,10 @@ def _checked_amendment(call_id: str, amended: Any, verdict: str, call: PendingTo
     # transcript.
     inner = body_errors(parsed, field="arguments")
     if inner:
-        raise _bad(f"{where}.amendedArguments: {inner[0]['field']} {inner[0]['message']}",
-                   f"{field}.amendedArguments")
+        raise _bad(
+            f"{where}.amendedArguments: {inner[0]['field']} {inner[0]['message']}",
+            f"{field}.amendedArguments",
+        )
     return amended
 
 
@@ -99,23 +111,37 @@ def validate_tool_decision(pause: Pause, decision: DecisionInput) -> dict[str, A
     calls = {call.call_id: call for call in PendingToolCall.objects.filter(batch__pause=pause)}
     decisions = decision.tool_decisions or {}
     if decision.verdict == Verdict.REJECTED and any(
-        isinstance(e, dict) and parse_verdict(e.get("verdict")) == Verdict.APPROVED for e in decisions.values()
+        isinstance(e, dict) and parse_verdict(e.get("verdict")) == Verdict.APPROVED
+        for e in decisions.values()
     ):
-        raise _bad("top-level verdict is REJECTED but toolDecisions contains an APPROVED call; set the top-level "
-                   "verdict to APPROVED to mix per-call outcomes", "toolDecisions")
+        raise _bad(
+            "top-level verdict is REJECTED but toolDecisions contains an APPROVED call; set the top-level "
+            "verdict to APPROVED to mix per-call outcomes",
+            "toolDecisions",
+        )
     checked: dict[str, tuple[str, str | None]] = {}
     for call_id, entry in decisions.items():
         if call_id not in calls:
-            raise _bad(f"no pending tool call '{call_id}'; pending: [{', '.join(calls)}]", f"toolDecisions.{call_id}")
+            raise _bad(
+                f"no pending tool call '{call_id}'; pending: [{', '.join(calls)}]", f"toolDecisions.{call_id}"
+            )
         checked[call_id] = _check_entry(call_id, entry, calls[call_id])
     audit = []
     for call_id, call in calls.items():
         verdict, amended = checked.get(call_id, (decision.verdict, None))
         digest_source = amended if amended is not None else call.arguments_raw
-        audit.append({"callId": call_id, "toolName": call.tool_name, "verdict": verdict,
-                      "amended": amended is not None,
-                      "argsDigest": hashlib.sha256(digest_source.encode("utf-8")).hexdigest()})
+        audit.append(
+            {
+                "callId": call_id,
+                "toolName": call.tool_name,
+                "verdict": verdict,
+                "amended": amended is not None,
+                "argsDigest": hashlib.sha256(digest_source.encode("utf-8")).hexdigest(),
+            }
+        )
     verdicts = {entry["verdict"] for entry in audit}
-    summary = "mixed" if len(verdicts) > 1 else (verdicts.pop().lower() if verdicts else decision.verdict.lower())
+    summary = (
+        "mixed" if len(verdicts) > 1 else (verdicts.pop().lower() if verdicts else decision.verdict.lower())
+    )
     transaction.on_commit(lambda: metrics.count_tool_resume(summary))  # only if the decision commits
     return {"pauseType": "TOOL_CALL", "toolDecisions": audit, "toolVerdict": summary}

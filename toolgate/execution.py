@@ -13,14 +13,22 @@ from toolgate.tools import ToolCall, ToolContext, ToolNotFound, ToolSet
 
 logger = logging.getLogger(__name__)
 
-SELF_CONVERSATION = {"status": "NOT_EXECUTED", "reason": "an agent may not send a request to its own conversation"}
-UNCHECKABLE = {"status": "NOT_EXECUTED", "reason": "the request could not be resolved to check it before sending"}
+SELF_CONVERSATION = {
+    "status": "NOT_EXECUTED",
+    "reason": "an agent may not send a request to its own conversation",
+}
+UNCHECKABLE = {
+    "status": "NOT_EXECUTED",
+    "reason": "the request could not be resolved to check it before sending",
+}
 
 
 def ensure_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
     """Every call gets an id (the provider's, or ``gen-<uuid>``) before it is classified."""
-    return [call if call.id else ToolCall(id=f"gen-{uuid.uuid4().hex}", name=call.name, arguments=call.arguments)
-            for call in calls]
+    return [
+        call if call.id else ToolCall(id=f"gen-{uuid.uuid4().hex}", name=call.name, arguments=call.arguments)
+        for call in calls
+    ]
 
 
 def parse_arguments(arguments: str) -> dict[str, Any]:
@@ -30,8 +38,9 @@ def parse_arguments(arguments: str) -> dict[str, Any]:
     return value
 
 
-def own_conversation_refusal(call: ToolCall, arguments: dict[str, Any], toolset: ToolSet,
-                             context: ToolContext) -> dict[str, Any] | None:
+def own_conversation_refusal(
+    call: ToolCall, arguments: dict[str, Any], toolset: ToolSet, context: ToolContext
+) -> dict[str, Any] | None:
     """The NOT_EXECUTED result when the call must not run, else None.
 
     An agent may not send a request to its own conversation (it would talk to, or decide, itself).
@@ -52,8 +61,9 @@ def own_conversation_refusal(call: ToolCall, arguments: dict[str, Any], toolset:
         except HttpCallError as exc:  # its message names no value (http_requests rules)
             return {"status": "NOT_EXECUTED", "reason": f"the request could not be built: {exc}"}
         except Exception as exc:
-            logger.warning("tool %s refused: its request could not be resolved (%s)", call.name,
-                           type(exc).__name__)
+            logger.warning(
+                "tool %s refused: its request could not be resolved (%s)", call.name, type(exc).__name__
+            )
             return dict(UNCHECKABLE)
     return None
 
@@ -71,7 +81,9 @@ def targets_conversation(built: BuiltRequest, conversation_id: str) -> bool:
     return any(needle in text.lower() for text in haystacks)
 
 
-def run_call(call: ToolCall, toolset: ToolSet, context: ToolContext, *, arguments_text: str | None = None) -> Any:
+def run_call(
+    call: ToolCall, toolset: ToolSet, context: ToolContext, *, arguments_text: str | None = None
+) -> Any:
     """Run a call and return its result (JSON-able). Failures are results, never exceptions."""
     text = call.arguments if arguments_text is None else arguments_text
     try:

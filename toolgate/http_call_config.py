@@ -48,8 +48,13 @@ PROPERTY_SCOPES = ("conversation", "step")
 
 PRE_REQUEST_KEYS = ("propertyInstructions", "delayBeforeExecutingInMillis")
 POST_RESPONSE_KEYS = ("propertyInstructions", "retryApiCallInstruction")
-RETRY_KEYS = ("maxRetries", "exponentialBackoffDelayInMillis", "maxBackoffDelayInMillis", "retryOnHttpCodes",
-              "responseValuePathMatchers")
+RETRY_KEYS = (
+    "maxRetries",
+    "exponentialBackoffDelayInMillis",
+    "maxBackoffDelayInMillis",
+    "retryOnHttpCodes",
+    "responseValuePathMatchers",
+)
 MATCHER_KEYS = ("valuePath", "equals", "contains", "trueIfNoMatch")
 PRE_PROPERTY_KEYS = ("name", "valueString", "fromObjectPath", "scope", "convertToObject")
 POST_PROPERTY_KEYS = (*PRE_PROPERTY_KEYS, "httpCodeValidator")
@@ -58,15 +63,17 @@ HTTP_CODE_VALIDATOR_KEYS = ("runOnHttpCode", "skipOnHttpCode")
 _UNSUPPORTED = {
     "batchRequests": "is not supported: a batch would send requests that were never declared one by one",
     "outputBuildInstructions": "is not supported: render the response with an output task "
-                               "({memory.current.<call name>.body…})",
+    "({memory.current.<call name>.body…})",
     "qrBuildInstructions": "is not supported: declare quick replies in an output task",
     "retryHttpCallInstruction": "is the old name of 'retryApiCallInstruction': rename it",
     "toObjectPath": "is not supported (the reference declares it but never applies it)",
     "override": "is not supported: an instruction always overwrites the property",
     "runOnValidationError": "is not supported: responses are not validated, so it could never apply",
     "visibility": "is not supported: properties set by a call belong to the conversation",
-    **{key: "is not supported: use 'valueString' (a template) or 'fromObjectPath'"
-       for key in ("valueObject", "valueList", "valueInt", "valueFloat", "valueBoolean")},
+    **{
+        key: "is not supported: use 'valueString' (a template) or 'fromObjectPath'"
+        for key in ("valueObject", "valueList", "valueInt", "valueFloat", "valueBoolean")
+    },
 }
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _PATH = re.compile(r"[\w-]+(?:\[\d+\])*(?:\.[\w-]+(?:\[\d+\])*)*")
@@ -215,11 +222,19 @@ def read_call_processing(call: dict[str, Any], path: str = "") -> tuple[CallProc
         pre_path = child(path, "preRequest")
         reader.keys(pre, pre_path, PRE_REQUEST_KEYS, "preRequest")
         processing = CallProcessing(
-            pre_properties=_property_instructions(reader, pre.get("propertyInstructions"),
-                                                  child(pre_path, "propertyInstructions"), post_response=False),
-            delay_before_millis=reader.integer(pre.get("delayBeforeExecutingInMillis"),
-                                               child(pre_path, "delayBeforeExecutingInMillis"),
-                                               0, MAX_DELAY_MILLIS, 0),
+            pre_properties=_property_instructions(
+                reader,
+                pre.get("propertyInstructions"),
+                child(pre_path, "propertyInstructions"),
+                post_response=False,
+            ),
+            delay_before_millis=reader.integer(
+                pre.get("delayBeforeExecutingInMillis"),
+                child(pre_path, "delayBeforeExecutingInMillis"),
+                0,
+                MAX_DELAY_MILLIS,
+                0,
+            ),
         )
     if post is not None:
         post_path = child(path, "postResponse")
@@ -229,10 +244,16 @@ def read_call_processing(call: dict[str, Any], path: str = "") -> tuple[CallProc
         processing = CallProcessing(
             pre_properties=processing.pre_properties,
             delay_before_millis=processing.delay_before_millis,
-            post_properties=_property_instructions(reader, post.get("propertyInstructions"),
-                                                   child(post_path, "propertyInstructions"),
-                                                   post_response=True) or (),
-            retry=_retry(reader, post.get("retryApiCallInstruction"), child(post_path, "retryApiCallInstruction")),
+            post_properties=_property_instructions(
+                reader,
+                post.get("propertyInstructions"),
+                child(post_path, "propertyInstructions"),
+                post_response=True,
+            )
+            or (),
+            retry=_retry(
+                reader, post.get("retryApiCallInstruction"), child(post_path, "retryApiCallInstruction")
+            ),
         )
     _check_total_wait(reader, processing, path)
     return processing, reader.errors
@@ -250,15 +271,18 @@ def _check_total_wait(reader: _Reader, processing: CallProcessing, path: str) ->
         if waited > MAX_TOTAL_WAIT_MILLIS:
             break
         affordable = retry_number
-    reader.error(child(child(path, "postResponse"), "retryApiCallInstruction"),
-                 f"would wait {planned} ms in all to make its {processing.retry.max_retries} retries, but the waits "
-                 f"of one call may total at most {MAX_TOTAL_WAIT_MILLIS} ms (delayBeforeExecutingInMillis "
-                 f"included): with these delays at most {affordable} retries fit; lower maxRetries, "
-                 "exponentialBackoffDelayInMillis or maxBackoffDelayInMillis")
+    reader.error(
+        child(child(path, "postResponse"), "retryApiCallInstruction"),
+        f"would wait {planned} ms in all to make its {processing.retry.max_retries} retries, but the waits "
+        f"of one call may total at most {MAX_TOTAL_WAIT_MILLIS} ms (delayBeforeExecutingInMillis "
+        f"included): with these delays at most {affordable} retries fit; lower maxRetries, "
+        "exponentialBackoffDelayInMillis or maxBackoffDelayInMillis",
+    )
 
 
-def _property_instructions(reader: _Reader, value: object, path: str, *,
-                           post_response: bool) -> tuple[PropertyInstruction, ...] | None:
+def _property_instructions(
+    reader: _Reader, value: object, path: str, *, post_response: bool
+) -> tuple[PropertyInstruction, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list):
@@ -272,48 +296,75 @@ def _property_instructions(reader: _Reader, value: object, path: str, *,
     return tuple(instructions)
 
 
-def _property_instruction(reader: _Reader, value: object, path: str, *,
-                          post_response: bool) -> PropertyInstruction | None:
+def _property_instruction(
+    reader: _Reader, value: object, path: str, *, post_response: bool
+) -> PropertyInstruction | None:
     entry = reader.object(value, path, required=True)
     if entry is None:
         return None
     if "httpCodeValidator" in entry and not post_response:
-        reader.error(child(path, "httpCodeValidator"),
-                     "is only meaningful in postResponse: a preRequest instruction runs before any response")
+        reader.error(
+            child(path, "httpCodeValidator"),
+            "is only meaningful in postResponse: a preRequest instruction runs before any response",
+        )
         entry = {key: item for key, item in entry.items() if key != "httpCodeValidator"}
-    reader.keys(entry, path, POST_PROPERTY_KEYS if post_response else PRE_PROPERTY_KEYS, "property instruction")
+    reader.keys(
+        entry, path, POST_PROPERTY_KEYS if post_response else PRE_PROPERTY_KEYS, "property instruction"
+    )
     name = reader.string(entry.get("name"), child(path, "name"), required=True)
     if name is not None and not _NAME.fullmatch(name):
-        reader.error(child(path, "name"), f"'{name}' may only contain A-Z a-z 0-9 _ - (a name is not a template)")
+        reader.error(
+            child(path, "name"), f"'{name}' may only contain A-Z a-z 0-9 _ - (a name is not a template)"
+        )
     scope = "conversation" if entry.get("scope") is None else entry["scope"]
     if scope not in PROPERTY_SCOPES:
         reader.error(child(path, "scope"), f"{_shown(scope)} must be one of {', '.join(PROPERTY_SCOPES)}")
     value_string = reader.string(entry.get("valueString"), child(path, "valueString"))
     if value_string is not None and _SECRET_REFERENCE.search(value_string):
-        reader.error(child(path, "valueString"),
-                     "may not hold a secret reference: a secret is never written to conversation memory")
+        reader.error(
+            child(path, "valueString"),
+            "may not hold a secret reference: a secret is never written to conversation memory",
+        )
     from_path = reader.path(entry.get("fromObjectPath"), child(path, "fromObjectPath"))
     given = [key for key in ("valueString", "fromObjectPath") if entry.get(key) is not None]
     if len(given) != 1:
-        reader.error(path, "needs exactly one of 'valueString' (a template) and 'fromObjectPath' (a path)"
-                     + (", not both" if given else ""))
+        reader.error(
+            path,
+            "needs exactly one of 'valueString' (a template) and 'fromObjectPath' (a path)"
+            + (", not both" if given else ""),
+        )
     convert = reader.boolean(entry.get("convertToObject"), child(path, "convertToObject"))
-    run_on, skip_on = _http_code_validator(reader, entry.get("httpCodeValidator"), child(path, "httpCodeValidator"))
+    run_on, skip_on = _http_code_validator(
+        reader, entry.get("httpCodeValidator"), child(path, "httpCodeValidator")
+    )
     if name is None or scope not in PROPERTY_SCOPES:
         return None
-    return PropertyInstruction(name=name, scope=str(scope), value_string=value_string, from_object_path=from_path,
-                               convert_to_object=convert, run_on_http_codes=run_on, skip_on_http_codes=skip_on)
+    return PropertyInstruction(
+        name=name,
+        scope=str(scope),
+        value_string=value_string,
+        from_object_path=from_path,
+        convert_to_object=convert,
+        run_on_http_codes=run_on,
+        skip_on_http_codes=skip_on,
+    )
 
 
-def _http_code_validator(reader: _Reader, value: object, path: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _http_code_validator(
+    reader: _Reader, value: object, path: str
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     validator = reader.object(value, path)
     if validator is None:
         return DEFAULT_RUN_ON_HTTP_CODES, DEFAULT_SKIP_ON_HTTP_CODES
     reader.keys(validator, path, HTTP_CODE_VALIDATOR_KEYS, "httpCodeValidator")
-    return (reader.status_codes(validator.get("runOnHttpCode"), child(path, "runOnHttpCode"), 100,
-                                DEFAULT_RUN_ON_HTTP_CODES),
-            reader.status_codes(validator.get("skipOnHttpCode"), child(path, "skipOnHttpCode"), 0,
-                                DEFAULT_SKIP_ON_HTTP_CODES))
+    return (
+        reader.status_codes(
+            validator.get("runOnHttpCode"), child(path, "runOnHttpCode"), 100, DEFAULT_RUN_ON_HTTP_CODES
+        ),
+        reader.status_codes(
+            validator.get("skipOnHttpCode"), child(path, "skipOnHttpCode"), 0, DEFAULT_SKIP_ON_HTTP_CODES
+        ),
+    )
 
 
 def _retry(reader: _Reader, value: object, path: str) -> RetryInstruction | None:
@@ -321,8 +372,9 @@ def _retry(reader: _Reader, value: object, path: str) -> RetryInstruction | None
     if retry is None:
         return None
     reader.keys(retry, path, RETRY_KEYS, "retryApiCallInstruction")
-    max_backoff = reader.integer(retry.get("maxBackoffDelayInMillis"), child(path, "maxBackoffDelayInMillis"),
-                                 0, MAX_DELAY_MILLIS, 0)
+    max_backoff = reader.integer(
+        retry.get("maxBackoffDelayInMillis"), child(path, "maxBackoffDelayInMillis"), 0, MAX_DELAY_MILLIS, 0
+    )
     matchers_path = child(path, "responseValuePathMatchers")
     matchers = retry.get("responseValuePathMatchers")
     parsed: list[ValuePathMatcher] = []
@@ -333,14 +385,20 @@ def _retry(reader: _Reader, value: object, path: str) -> RetryInstruction | None
         if matcher is not None:
             parsed.append(matcher)
     return RetryInstruction(
-        max_retries=reader.integer(retry.get("maxRetries"), child(path, "maxRetries"), 0, MAX_RETRIES,
-                                   DEFAULT_MAX_RETRIES),
-        backoff_millis=reader.integer(retry.get("exponentialBackoffDelayInMillis"),
-                                      child(path, "exponentialBackoffDelayInMillis"), 0, MAX_DELAY_MILLIS,
-                                      DEFAULT_BACKOFF_MILLIS),
+        max_retries=reader.integer(
+            retry.get("maxRetries"), child(path, "maxRetries"), 0, MAX_RETRIES, DEFAULT_MAX_RETRIES
+        ),
+        backoff_millis=reader.integer(
+            retry.get("exponentialBackoffDelayInMillis"),
+            child(path, "exponentialBackoffDelayInMillis"),
+            0,
+            MAX_DELAY_MILLIS,
+            DEFAULT_BACKOFF_MILLIS,
+        ),
         max_backoff_millis=max_backoff or MAX_DELAY_MILLIS,
-        retry_on_http_codes=reader.status_codes(retry.get("retryOnHttpCodes"), child(path, "retryOnHttpCodes"),
-                                                100, DEFAULT_RETRY_ON_HTTP_CODES),
+        retry_on_http_codes=reader.status_codes(
+            retry.get("retryOnHttpCodes"), child(path, "retryOnHttpCodes"), 100, DEFAULT_RETRY_ON_HTTP_CODES
+        ),
         matchers=tuple(parsed),
     )
 
@@ -358,8 +416,12 @@ def _matcher(reader: _Reader, value: object, path: str) -> ValuePathMatcher | No
     true_if_no_match = reader.boolean(entry.get("trueIfNoMatch"), child(path, "trueIfNoMatch"))
     if value_path is None:
         return None
-    return ValuePathMatcher(value_path=value_path, equals=equals or None, contains=contains or None,
-                            true_if_no_match=true_if_no_match)
+    return ValuePathMatcher(
+        value_path=value_path,
+        equals=equals or None,
+        contains=contains or None,
+        true_if_no_match=true_if_no_match,
+    )
 
 
 def _shown(value: object) -> str:

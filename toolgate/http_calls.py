@@ -102,16 +102,26 @@ def run_http_call(
     attempt = 0
     while True:
         attempt += 1
-        result, refused = _attempt(task, call, data, caller_token=caller_token, effects=effects, number=attempt,
-                                   fire_and_forget=fire_and_forget, timeout=timeout, secrets=secrets)
+        result, refused = _attempt(
+            task,
+            call,
+            data,
+            caller_token=caller_token,
+            effects=effects,
+            number=attempt,
+            fire_and_forget=fire_and_forget,
+            timeout=timeout,
+            secrets=secrets,
+        )
         if refused:
             return result
         result = without_secrets({**result, "attempts": attempt} if counted else result, secrets)
         data["memory"]["current"][name] = result
         if effects.store_attempt is not None:
             effects.store_attempt(result)
-        if fire_and_forget or not should_retry(processing.retry, retries_so_far=attempt - 1, result=result,
-                                               data=data):
+        if fire_and_forget or not should_retry(
+            processing.retry, retries_so_far=attempt - 1, result=result, data=data
+        ):
             break
         _wait(sleep, processing.wait_before_retry(attempt))
         if effects.before_retry is not None:
@@ -124,8 +134,9 @@ def run_http_call(
     return result
 
 
-def should_retry(retry: RetryInstruction | None, *, retries_so_far: int, result: dict[str, Any],
-                 data: dict[str, Any]) -> bool:
+def should_retry(
+    retry: RetryInstruction | None, *, retries_so_far: int, result: dict[str, Any], data: dict[str, Any]
+) -> bool:
     """Send the request again when the call declares a retry with ``maxRetries`` ≥ 1 and fewer than
     ``maxRetries`` retries were made, the attempt got an HTTP status (a request that could not be built
     or sent is not retried, as in the reference), and either the status is one of ``retryOnHttpCodes``
@@ -141,12 +152,16 @@ def should_retry(retry: RetryInstruction | None, *, retries_so_far: int, result:
         return True
     if result.get("body") in (None, ""):
         return False
-    return any(value_path_matches(matcher.value_path, matcher.equals, matcher.contains, data)
-               != matcher.true_if_no_match for matcher in retry.matchers)
+    return any(
+        value_path_matches(matcher.value_path, matcher.equals, matcher.contains, data)
+        != matcher.true_if_no_match
+        for matcher in retry.matchers
+    )
 
 
-def value_path_matches(path: tuple[str, ...], equals: str | None, contains: str | None,
-                       data: dict[str, Any]) -> bool:
+def value_path_matches(
+    path: tuple[str, ...], equals: str | None, contains: str | None, data: dict[str, Any]
+) -> bool:
     """The reference's value-path match: the value at ``path`` (missing or null: no match) matches when its
     text equals ``equals``, or when it is a string containing ``contains`` or a list holding it; with
     neither given, a boolean is its own answer and any other value matches by being there."""
@@ -156,7 +171,9 @@ def value_path_matches(path: tuple[str, ...], equals: str | None, contains: str 
     if equals is not None and equals == value_as_text(value):
         return True
     if contains is not None:
-        return (isinstance(value, str) and contains in value) or (isinstance(value, list) and contains in value)
+        return (isinstance(value, str) and contains in value) or (
+            isinstance(value, list) and contains in value
+        )
     if equals is None:
         return value if isinstance(value, bool) else True
     return False
@@ -183,23 +200,35 @@ def property_value(instruction: PropertyInstruction, data: dict[str, Any]) -> An
     return value
 
 
-def _set_property(instruction: PropertyInstruction, data: dict[str, Any], effects: CallEffects,
-                  secrets: list[str]) -> None:
+def _set_property(
+    instruction: PropertyInstruction, data: dict[str, Any], effects: CallEffects, secrets: list[str]
+) -> None:
     value = without_secrets(property_value(instruction, data), secrets)
     if instruction.scope == "step":
         current = data["memory"]["current"]
         step_properties = current.get("properties")
-        current["properties"] = {**(step_properties if isinstance(step_properties, dict) else {}),
-                                 instruction.name: value}
+        current["properties"] = {
+            **(step_properties if isinstance(step_properties, dict) else {}),
+            instruction.name: value,
+        }
     else:
         data["properties"] = {**data["properties"], instruction.name: value}
     if effects.set_property is not None:  # run_http_call refuses property instructions without it
         effects.set_property(instruction.name, value, instruction.scope)
 
 
-def _attempt(task: dict[str, Any], call: dict[str, Any], data: dict[str, Any], *, caller_token: str | None,
-             effects: CallEffects, number: int, fire_and_forget: bool, timeout: float,
-             secrets: list[str]) -> tuple[dict[str, Any], bool]:
+def _attempt(
+    task: dict[str, Any],
+    call: dict[str, Any],
+    data: dict[str, Any],
+    *,
+    caller_token: str | None,
+    effects: CallEffects,
+    number: int,
+    fire_and_forget: bool,
+    timeout: float,
+    secrets: list[str],
+) -> tuple[dict[str, Any], bool]:
     """(result, refused): one request built from ``data`` and sent; its resolved secrets join ``secrets``."""
     try:
         built = build_request(task, call, data, caller_token=caller_token)

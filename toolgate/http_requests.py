@@ -82,8 +82,9 @@ class BuiltRequest:
             if self.query:
                 url = url.copy_with(query=encode_query(self.query).encode("ascii"))
             extensions = {"timeout": httpx.Timeout(timeout).as_dict()} if timeout is not None else None
-            return httpx.Request(self.method, url, headers=self.headers_to_send(), content=self.body,
-                                 extensions=extensions)
+            return httpx.Request(
+                self.method, url, headers=self.headers_to_send(), content=self.body, extensions=extensions
+            )
         except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as error:
             raise HttpCallError(f"the request cannot be built: {type(error).__name__}") from None
 
@@ -113,8 +114,9 @@ _PATH_SAFE = "-._~!$&'()*+,;=:@"
 _QUERY_SAFE = "-._~!$'()*,;:@/?"
 
 
-def resolve_secret_references(text: str, *, caller_token: str | None, allow_caller: bool,
-                               used: list[str] | None = None) -> str:
+def resolve_secret_references(
+    text: str, *, caller_token: str | None, allow_caller: bool, used: list[str] | None = None
+) -> str:
     """Replace every ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` in ``text``.
 
     ``env`` reads os.environ and ``vault`` the secret store (unknown → SecretReferenceError naming the
@@ -129,13 +131,14 @@ def resolve_secret_references(text: str, *, caller_token: str | None, allow_call
                 raise SecretReferenceError(f"unknown environment variable: {reference}")
             return os.environ[name]
         if scheme == "vault":
-
             try:
                 value = secret_value(name)
             except UnknownSecret:
                 raise SecretReferenceError(f"unknown secret: {reference}") from None
             except SecretStoreUnavailable as unavailable:
-                raise SecretReferenceError(f"secret store unavailable ({unavailable.problem}): {reference}") from None
+                raise SecretReferenceError(
+                    f"secret store unavailable ({unavailable.problem}): {reference}"
+                ) from None
             if used is not None:
                 used.append(value)
             return value
@@ -162,7 +165,11 @@ def build_request(
 
     def fill(text: Any, *, allow_caller: bool = False, escape: Any = None) -> str:
         return _render_template(
-            str(text), template_data, caller_token=caller_token, allow_caller=allow_caller, escape=escape,
+            str(text),
+            template_data,
+            caller_token=caller_token,
+            allow_caller=allow_caller,
+            escape=escape,
             used=used,
         )
 
@@ -254,7 +261,12 @@ def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
 
 
 def _render_template(
-    text: str, data: dict[str, Any], *, caller_token: str | None, allow_caller: bool, escape: Any,
+    text: str,
+    data: dict[str, Any],
+    *,
+    caller_token: str | None,
+    allow_caller: bool,
+    escape: Any,
     used: list[str] | None = None,
 ) -> str:
     """Render placeholders in the literal parts and resolve secret references between them."""
@@ -263,8 +275,9 @@ def _render_template(
     for match in SECRET_REFERENCE.finditer(text):
         pieces.append(render(text[position : match.start()], data, escape=escape))
         pieces.append(
-            resolve_secret_references(match.group(0), caller_token=caller_token, allow_caller=allow_caller,
-                                      used=used)
+            resolve_secret_references(
+                match.group(0), caller_token=caller_token, allow_caller=allow_caller, used=used
+            )
         )
         position = match.end()
     pieces.append(render(text[position:], data, escape=escape))
@@ -324,7 +337,9 @@ def _scalar_text(value: Any) -> str:
 
 def encode_query(pairs: list[tuple[str, str]]) -> str:
     """``name=value&…`` with every name and value percent-encoded (UTF-8), order and repeats kept."""
-    return "&".join(f"{quote(name, safe=_QUERY_SAFE)}={quote(value, safe=_QUERY_SAFE)}" for name, value in pairs)
+    return "&".join(
+        f"{quote(name, safe=_QUERY_SAFE)}={quote(value, safe=_QUERY_SAFE)}" for name, value in pairs
+    )
 
 
 def _parse_query(text: str) -> list[tuple[str, str]]:

@@ -28,14 +28,19 @@ def cap_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     return data[:max_bytes].decode("utf-8", errors="ignore"), True
 
 
-def claim(*, conversation_id: uuid.UUID, pause_epoch: uuid.UUID, call_id: str, tool_name: str,
-          decided_by: str) -> bool:
+def claim(
+    *, conversation_id: uuid.UUID, pause_epoch: uuid.UUID, call_id: str, tool_name: str, decided_by: str
+) -> bool:
     """True when this attempt may run the call; False when an earlier attempt claimed it."""
     try:
         with transaction.atomic():
             JournalEntry.objects.create(
-                conversation_id=conversation_id, pause_epoch=pause_epoch, call_id=call_id,
-                tool_name=tool_name, decided_by=decided_by, claimed_at=timezone.now(),
+                conversation_id=conversation_id,
+                pause_epoch=pause_epoch,
+                call_id=call_id,
+                tool_name=tool_name,
+                decided_by=decided_by,
+                claimed_at=timezone.now(),
             )
     except IntegrityError:
         return False
@@ -56,12 +61,17 @@ def entry_for(*, pause_epoch: uuid.UUID, call_id: str) -> JournalEntry | None:
 def outcome_unknown_call_ids(pause_epoch: uuid.UUID) -> list[str]:
     return list(
         JournalEntry.objects.filter(pause_epoch=pause_epoch, status=JournalStatus.EXECUTING)
-        .order_by("claimed_at").values_list("call_id", flat=True)
+        .order_by("claimed_at")
+        .values_list("call_id", flat=True)
     )
 
 
 def purge_expired() -> int:
     """Delete entries older than HITL_JOURNAL_RETENTION (P30D); run by a periodic schedule."""
-    retention = positive_duration(settings.HITL_JOURNAL_RETENTION) if settings.HITL_JOURNAL_RETENTION else timedelta(days=30)
+    retention = (
+        positive_duration(settings.HITL_JOURNAL_RETENTION)
+        if settings.HITL_JOURNAL_RETENTION
+        else timedelta(days=30)
+    )
     deleted, _ = JournalEntry.objects.filter(claimed_at__lt=timezone.now() - retention).delete()
     return deleted

@@ -91,33 +91,60 @@ def deny_over_cap(gated: list[ToolCall], context: ToolContext, state: LoopState)
         state.trace.append({"type": "tool_error", "tool": call.name, "error": "hitl_pause_cap"})
     metrics.count_tool_guard("pause_cap")
     append_audit_entry(
-        subject_type=SubjectType.CONVERSATION, subject_id=context.conversation_id, verb="hitl.tool.pause_cap",
-        actor="system:pause-cap", automated=True, conversation_id=context.conversation_id,
-        detail={"guard": "pause_cap", "fingerprint": batch_fingerprint(gated),
-                "toolNames": sorted({c.name for c in gated})},
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=context.conversation_id,
+        verb="hitl.tool.pause_cap",
+        actor="system:pause-cap",
+        automated=True,
+        conversation_id=context.conversation_id,
+        detail={
+            "guard": "pause_cap",
+            "fingerprint": batch_fingerprint(gated),
+            "toolNames": sorted({c.name for c in gated}),
+        },
     )
 
 
-def build_batch(*, content: str | None, gated: list[ToolCall], gate_reasons: dict[str, str],
-                toolset: ToolSet, context: ToolContext, state: LoopState, loop: LoopSettings) -> PendingBatch:
+def build_batch(
+    *,
+    content: str | None,
+    gated: list[ToolCall],
+    gate_reasons: dict[str, str],
+    toolset: ToolSet,
+    context: ToolContext,
+    state: LoopState,
+    loop: LoopSettings,
+) -> PendingBatch:
     rules = resolve_rules(loop.config, gated, toolset)
     for pattern in rules.matched_patterns:
         metrics.count_rule_matched(pattern)
     calls = [
-        gated_call(call, toolset, gate_reasons.get(call.id, ""), (rules.per_call.get(call.id) or {}).get("match", ""))
+        gated_call(
+            call, toolset, gate_reasons.get(call.id, ""), (rules.per_call.get(call.id) or {}).get("match", "")
+        )
         for call in gated
     ]
     for call, stored in zip(gated, calls, strict=True):
-        stored.request_fingerprint, stored.request_preview = pin(toolset.tools.get(call.name), call.arguments, context)
+        stored.request_fingerprint, stored.request_preview = pin(
+            toolset.tools.get(call.name), call.arguments, context
+        )
     names = distinct_names(calls)
     config = loop.config or {}
     transcript, omitted = freeze_transcript(state.messages)
     pause_count = state.pauses_so_far + 1
     return PendingBatch(
-        llm_task_id=loop.llm_task_id, calls=calls, transcript=transcript, transcript_omitted=omitted,
-        iteration_index=state.iteration, executed_ungated_calls=list(state.executed_ungated),
-        trace=list(state.trace), fingerprint=batch_fingerprint(gated), pause_count_this_turn=pause_count,
-        effective_config=config, effective_rule=rules.governing, interim_text=interim_text(content),
+        llm_task_id=loop.llm_task_id,
+        calls=calls,
+        transcript=transcript,
+        transcript_omitted=omitted,
+        iteration_index=state.iteration,
+        executed_ungated_calls=list(state.executed_ungated),
+        trace=list(state.trace),
+        fingerprint=batch_fingerprint(gated),
+        pause_count_this_turn=pause_count,
+        effective_config=config,
+        effective_rule=rules.governing,
+        interim_text=interim_text(content),
         reason=pause_reason(rules.governing, config, names),
         pending_message=pending_message(rules.governing, config, names, pause_count),
         timeout_config=effective_tool_timeout(rules.governing, config, loop.hitl_config),
@@ -125,8 +152,9 @@ def build_batch(*, content: str | None, gated: list[ToolCall], gate_reasons: dic
     )
 
 
-def run_tool_loop(*, model: ChatModel, toolset: ToolSet, context: ToolContext, state: LoopState,
-                  loop: LoopSettings) -> LoopOutcome:
+def run_tool_loop(
+    *, model: ChatModel, toolset: ToolSet, context: ToolContext, state: LoopState, loop: LoopSettings
+) -> LoopOutcome:
     """Call the model until it answers without tool calls, a gated call pauses, or iterations run out."""
     content: str | None = None
     while state.iteration < loop.max_iterations:
@@ -147,13 +175,24 @@ def run_tool_loop(*, model: ChatModel, toolset: ToolSet, context: ToolContext, s
             deny_over_cap(gated, context, state)
         elif gated:
             run_allowed(allowed, toolset, context, state)
-            return LoopOutcome(batch=build_batch(content=content, gated=gated, gate_reasons=reasons,
-                                                 toolset=toolset, context=context, state=state, loop=loop),
-                               trace=state.trace)
+            return LoopOutcome(
+                batch=build_batch(
+                    content=content,
+                    gated=gated,
+                    gate_reasons=reasons,
+                    toolset=toolset,
+                    context=context,
+                    state=state,
+                    loop=loop,
+                ),
+                trace=state.trace,
+            )
         else:
             run_allowed(allowed, toolset, context, state)
         state.iteration += 1
-    return LoopOutcome(reply=content or f"(stopped after {loop.max_iterations} tool iterations)", trace=state.trace)
+    return LoopOutcome(
+        reply=content or f"(stopped after {loop.max_iterations} tool iterations)", trace=state.trace
+    )
 
 
 def tool_results_json(messages: list[dict[str, Any]]) -> str:

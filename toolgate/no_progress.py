@@ -39,7 +39,9 @@ class GuardTrip:
         return self.action in ("AUTO_REJECT", "ABORT")
 
 
-def check_guard(batch: PendingBatch, resumed: Pause | None, previous: PendingToolBatch | None) -> GuardTrip | None:
+def check_guard(
+    batch: PendingBatch, resumed: Pause | None, previous: PendingToolBatch | None
+) -> GuardTrip | None:
     """Set the batch's automated-approval count and say whether a guard trips (see module rules)."""
     automated = bool(resumed is not None and resumed.automated and resumed.verdict == "APPROVED")
     batch.auto_approve_count = (previous.auto_approve_count + 1) if (automated and previous) else 0
@@ -63,10 +65,20 @@ def record_trip(pause: Pause, trip: GuardTrip, batch: PendingBatch) -> None:
     """Count and audit a trip, in the transaction that opens the pause it tripped on."""
     metrics.count_tool_guard(trip.guard)
     append_audit_entry(
-        subject_type=SubjectType.CONVERSATION, subject_id=pause.subject_id, verb=f"hitl.tool.{trip.guard}",
-        actor="system:no-progress", automated=True, conversation_id=pause.subject_id, pause_id=pause.id,
-        epoch=pause.epoch, detail={"guard": trip.guard, "action": trip.action, "fingerprint": batch.fingerprint,
-                                   "autoApproveCount": batch.auto_approve_count},
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=pause.subject_id,
+        verb=f"hitl.tool.{trip.guard}",
+        actor="system:no-progress",
+        automated=True,
+        conversation_id=pause.subject_id,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail={
+            "guard": trip.guard,
+            "action": trip.action,
+            "fingerprint": batch.fingerprint,
+            "autoApproveCount": batch.auto_approve_count,
+        },
     )
 
 
@@ -76,8 +88,15 @@ def act_on_trip(pause: Pause, trip: GuardTrip) -> None:
 
     actor = system_actor("no-progress")
     if trip.action == "AUTO_REJECT":
-        decide_pause(surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
-                     decision=DecisionInput(verdict="REJECTED", note="Automatic reject-all: repeated tool-call "
-                                            "pause made no progress"), actor=actor, expected_pause_id=pause.id)
+        decide_pause(
+            surface=pause.surface,
+            subject_type=pause.subject_type,
+            subject_id=pause.subject_id,
+            decision=DecisionInput(
+                verdict="REJECTED", note="Automatic reject-all: repeated tool-call pause made no progress"
+            ),
+            actor=actor,
+            expected_pause_id=pause.id,
+        )
     elif trip.action == "ABORT":
         cancel_pending_pause(pause=pause, actor=actor, mode="NO_PROGRESS_ABORT")

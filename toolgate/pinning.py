@@ -125,15 +125,18 @@ def pin(tool: Tool | None, arguments_text: str, context: ToolContext) -> tuple[s
         built = tool.resolve(_arguments(arguments_text), context)
         preview = request_preview(built, context.caller_token)
     except Exception as exc:
-        logger.warning("could not resolve the request of %s for its preview: %s", tool.name, type(exc).__name__)
+        logger.warning(
+            "could not resolve the request of %s for its preview: %s", tool.name, type(exc).__name__
+        )
         return UNRESOLVED_FINGERPRINT, None
     if tool.unpinnable_reason:
         return "", preview
     return request_fingerprint(built, context.caller_token), preview
 
 
-def request_changed_reason(call: PendingToolCall, amended: str | None, toolset: ToolSet,
-                           context: ToolContext) -> str | None:
+def request_changed_reason(
+    call: PendingToolCall, amended: str | None, toolset: ToolSet, context: ToolContext
+) -> str | None:
     """None to proceed; otherwise why the approved call must not run (see module rules)."""
     if not call.request_fingerprint or amended is not None:
         return None

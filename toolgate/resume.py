@@ -28,16 +28,24 @@ from toolgate.tools import ToolCall, ToolContext, ToolSet
 
 logger = logging.getLogger(__name__)
 
-REJECTION_INSTRUCTION = ("The reviewer declined this action. Do not retry this exact call; explain the situation "
-                         "to the user and offer alternatives.")
-AUTOMATED_REJECTION_ADVICE = "Do not retry this exact call; explain the situation to the user and offer alternatives."
-OUTCOME_UNKNOWN = {"status": "EXECUTION_OUTCOME_UNKNOWN",
-                   "message": "a previous execution attempt was interrupted; it may or may not have taken effect "
-                              "- verify externally before retrying"}
+REJECTION_INSTRUCTION = (
+    "The reviewer declined this action. Do not retry this exact call; explain the situation "
+    "to the user and offer alternatives."
+)
+AUTOMATED_REJECTION_ADVICE = (
+    "Do not retry this exact call; explain the situation to the user and offer alternatives."
+)
+OUTCOME_UNKNOWN = {
+    "status": "EXECUTION_OUTCOME_UNKNOWN",
+    "message": "a previous execution attempt was interrupted; it may or may not have taken effect "
+    "- verify externally before retrying",
+}
 TRUNCATED = {"status": "NOT_EXECUTED", "reason": "arguments exceeded the persistable size cap"}
 # What the step says when the paused llm task drifted away (conversations.lifecycle.config_drift).
-CONFIG_DRIFT_TEXT = ("The pending approval could not be applied because the agent's configuration changed. "
-                     "No gated action was executed.")
+CONFIG_DRIFT_TEXT = (
+    "The pending approval could not be applied because the agent's configuration changed. "
+    "No gated action was executed."
+)
 
 
 @dataclass
@@ -58,24 +66,39 @@ def decision_for(call: PendingToolCall, pause: Pause) -> CallDecision:
 
 def _audit(pause: Pause, verb: str, detail: dict[str, Any]) -> None:
     append_audit_entry(
-        subject_type=pause.subject_type, subject_id=pause.subject_id, verb=verb, actor="system:toolgate",
-        automated=True, conversation_id=pause.subject_id if pause.subject_type == SubjectType.CONVERSATION else None,
-        pause_id=pause.id, epoch=pause.epoch, detail=detail,
+        subject_type=pause.subject_type,
+        subject_id=pause.subject_id,
+        verb=verb,
+        actor="system:toolgate",
+        automated=True,
+        conversation_id=pause.subject_id if pause.subject_type == SubjectType.CONVERSATION else None,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail=detail,
     )
 
 
-def execute_approved(call: PendingToolCall, decision: CallDecision, pause: Pause, toolset: ToolSet,
-                     context: ToolContext) -> Any:
+def execute_approved(
+    call: PendingToolCall, decision: CallDecision, pause: Pause, toolset: ToolSet, context: ToolContext
+) -> Any:
     """Run an approved call at most once, through the journal."""
     if call.args_truncated:
         return dict(TRUNCATED)
     refusal = pre_execution_refusal(call, decision, toolset, context)
     if refusal is not None:
-        _audit(pause, "hitl.tool.request_changed", {"tool": call.tool_name, "callId": call.call_id,
-                                                     "reason": refusal})
+        _audit(
+            pause,
+            "hitl.tool.request_changed",
+            {"tool": call.tool_name, "callId": call.call_id, "reason": refusal},
+        )
         return {"status": "NOT_EXECUTED", "reason": refusal}
-    if not journal.claim(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id=call.call_id,
-                         tool_name=call.tool_name, decided_by=pause.decided_by):
+    if not journal.claim(
+        conversation_id=pause.subject_id,
+        pause_epoch=pause.epoch,
+        call_id=call.call_id,
+        tool_name=call.tool_name,
+        decided_by=pause.decided_by,
+    ):
         entry = journal.entry_for(pause_epoch=pause.epoch, call_id=call.call_id)
         if entry is not None and entry.status == JournalStatus.EXECUTED:
             return _stored_result(entry.result)
@@ -86,8 +109,11 @@ def execute_approved(call: PendingToolCall, decision: CallDecision, pause: Pause
     result = run_call(ToolCall(call.call_id, call.tool_name, arguments), toolset, context)
     if decision.amended is not None:
         result = {"status": "EXECUTED", "argsAmendedByReviewer": True, "result": result}
-    journal.mark_executed(pause_epoch=pause.epoch, call_id=call.call_id,
-                          result=json.dumps(result, ensure_ascii=False, default=str))
+    journal.mark_executed(
+        pause_epoch=pause.epoch,
+        call_id=call.call_id,
+        result=json.dumps(result, ensure_ascii=False, default=str),
+    )
     return result
 
 
@@ -98,8 +124,9 @@ def _stored_result(text: str) -> Any:
         return text
 
 
-def pre_execution_refusal(call: PendingToolCall, decision: CallDecision, toolset: ToolSet,
-                          context: ToolContext) -> str | None:
+def pre_execution_refusal(
+    call: PendingToolCall, decision: CallDecision, toolset: ToolSet, context: ToolContext
+) -> str | None:
     """Why an approved call must not run after all (request pinning re-check); None to proceed."""
 
     return request_changed_reason(call, decision.amended, toolset, context)
@@ -113,8 +140,9 @@ def rejection_instruction(pause: Pause) -> str:
     return REJECTION_INSTRUCTION
 
 
-def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolContext,
-                   messages: list[dict[str, Any]]) -> set[str]:
+def apply_verdicts(
+    batch: PendingToolBatch, toolset: ToolSet, context: ToolContext, messages: list[dict[str, Any]]
+) -> set[str]:
     """Append one tool result per gated call; returns the call ids now cleared (never re-gated)."""
     pause = batch.pause
     cleared: set[str] = set()
@@ -123,8 +151,12 @@ def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolConte
         outcome = "timeout" if pause.decided_by == "system:timeout" else decision.verdict.lower()
         metrics.count_write_approval(outcome)
         if decision.verdict != Verdict.APPROVED:
-            result: Any = {"status": "REJECTED_BY_REVIEWER", "tool": call.tool_name, "note": decision.note,
-                           "instruction": rejection_instruction(pause)}
+            result: Any = {
+                "status": "REJECTED_BY_REVIEWER",
+                "tool": call.tool_name,
+                "note": decision.note,
+                "instruction": rejection_instruction(pause),
+            }
         else:
             context.stop_if_cancelled()
             result = execute_approved(call, decision, pause, toolset, context)
@@ -133,12 +165,18 @@ def apply_verdicts(batch: PendingToolBatch, toolset: ToolSet, context: ToolConte
     return cleared
 
 
-def resume_state(batch: PendingToolBatch, toolset: ToolSet, context: ToolContext,
-                 rebuild_messages: Any) -> LoopState:
+def resume_state(
+    batch: PendingToolBatch, toolset: ToolSet, context: ToolContext, rebuild_messages: Any
+) -> LoopState:
     """The loop state to continue from, with every verdict of the batch applied (the batch's llm task is
     the one running: the resume point was checked for config drift before the continuation ran)."""
     messages = list(batch.transcript) if batch.transcript is not None else rebuild_messages(batch)
     cleared = apply_verdicts(batch, toolset, context, messages)
-    return LoopState(messages=messages, iteration=batch.iteration_index + 1, trace=list(batch.trace),
-                     cleared_ids=cleared, pauses_so_far=batch.pause_count_this_turn,
-                     executed_ungated=list(batch.executed_ungated_calls))
+    return LoopState(
+        messages=messages,
+        iteration=batch.iteration_index + 1,
+        trace=list(batch.trace),
+        cleared_ids=cleared,
+        pauses_so_far=batch.pause_count_this_turn,
+        executed_ungated=list(batch.executed_ungated_calls),
+    )

@@ -38,7 +38,9 @@ def resolve_rules(config: dict | None, gated: list[ToolCall], toolset: ToolSet) 
         matching = _matching_rules(rules, addresses_of(call, toolset)) if call.name is not None else []
         rule = matching[0] if matching else None
         resolution.per_call[call.id] = rule
-        resolution.matching_rules += [m for m in matching if all(m is not seen for seen in resolution.matching_rules)]
+        resolution.matching_rules += [
+            m for m in matching if all(m is not seen for seen in resolution.matching_rules)
+        ]
         if rule is not None and rule["match"] not in resolution.matched_patterns:
             resolution.matched_patterns.append(rule["match"])
     resolution.governing = governing_rule([resolution.per_call[call.id] for call in gated])

@@ -39,8 +39,10 @@ class SecretStoreUnavailable(ApplicationError):
     title = "Secret store unavailable"
 
     def __init__(self, problem: str) -> None:
-        super().__init__(f"The secret store is unavailable: {problem}. Nothing was read or stored; "
-                         "an operator must fix the key (see docs/secrets.md).")
+        super().__init__(
+            f"The secret store is unavailable: {problem}. Nothing was read or stored; "
+            "an operator must fix the key (see docs/secrets.md)."
+        )
         self.problem = problem
 
 
@@ -68,7 +70,9 @@ def _cipher() -> MultiFernet:
         try:
             fernets.append(Fernet(key))
         except (ValueError, TypeError):
-            which = "HITL_SECRETS_KEY" if len(keys) == 1 else f"key {position} of {len(keys)} in HITL_SECRETS_KEY"
+            which = (
+                "HITL_SECRETS_KEY" if len(keys) == 1 else f"key {position} of {len(keys)} in HITL_SECRETS_KEY"
+            )
             raise SecretStoreUnavailable(f"{which} is not a valid Fernet key") from None
     return MultiFernet(fernets)
 
@@ -84,17 +88,23 @@ def key_problem() -> str | None:
 
 def validate_name(name: object) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise BadRequest("secret names are 1 to 128 characters of A-Z a-z 0-9 _ . -",
-                         errors=[{"field": "name", "message": "1-128 characters of [A-Za-z0-9_.-]"}])
+        raise BadRequest(
+            "secret names are 1 to 128 characters of A-Z a-z 0-9 _ . -",
+            errors=[{"field": "name", "message": "1-128 characters of [A-Za-z0-9_.-]"}],
+        )
     return name
 
 
 def validate_value(value: object) -> str:
     if not isinstance(value, str) or not value:
-        raise BadRequest("value must be a non-empty string", errors=[{"field": "value", "message": "required"}])
+        raise BadRequest(
+            "value must be a non-empty string", errors=[{"field": "value", "message": "required"}]
+        )
     refuse_bad_body(value, field="value")  # encrypted at rest, but sent in URLs, headers, bodies
     if len(value.encode("utf-8")) > VALUE_MAX_BYTES:
-        raise BadRequest("value is too large", errors=[{"field": "value", "message": f"over {VALUE_MAX_BYTES} bytes"}])
+        raise BadRequest(
+            "value is too large", errors=[{"field": "value", "message": f"over {VALUE_MAX_BYTES} bytes"}]
+        )
     return value
 
 

@@ -19,7 +19,9 @@ def _redacted_preview(preview: dict[str, Any] | None) -> dict[str, Any] | None:
     return {
         "method": preview.get("method"),
         "uri": redact(preview.get("uri") or ""),
-        "queryParams": {name: redact(str(value)) for name, value in (preview.get("queryParams") or {}).items()},
+        "queryParams": {
+            name: redact(str(value)) for name, value in (preview.get("queryParams") or {}).items()
+        },
         "headers": {name: redact(str(value)) for name, value in (preview.get("headers") or {}).items()},
         "body": redact(preview.get("body") or ""),
         "bodyTruncated": bool(preview.get("bodyTruncated")),

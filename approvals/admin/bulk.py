@@ -60,7 +60,9 @@ def _may_decide(user: Any, pause: Pause) -> bool:
 
 def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInput) -> list[BulkOutcome]:
     """One ``decide_pause`` per RULE pause, in the order given; every pause gets an outcome."""
-    found = {p.id: p for p in scoped_pauses(user, Pause.objects.select_related("owner")).filter(pk__in=pause_ids)}
+    found = {
+        p.id: p for p in scoped_pauses(user, Pause.objects.select_related("owner")).filter(pk__in=pause_ids)
+    }
     actor = actor_for_user(user)
     outcomes = []
     for pause_id in pause_ids:
@@ -70,15 +72,21 @@ def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInpu
             continue
         label = _label(pause)
         if pause.kind != PauseKind.RULE:
-            outcomes.append(BulkOutcome(pause_id, label, REFUSED, "only rule pauses are decided in bulk; open it"))
+            outcomes.append(
+                BulkOutcome(pause_id, label, REFUSED, "only rule pauses are decided in bulk; open it")
+            )
             continue
         if pause.status != PauseStatus.PENDING:
             outcomes.append(BulkOutcome(pause_id, label, ALREADY_DECIDED, decided_message(pause)))
             continue
         try:
             decide_pause(
-                surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
-                decision=decision, actor=actor, expected_pause_id=pause.id,
+                surface=pause.surface,
+                subject_type=pause.subject_type,
+                subject_id=pause.subject_id,
+                decision=decision,
+                actor=actor,
+                expected_pause_id=pause.id,
                 what=SUBJECT_WORD.get(pause.subject_type, "Subject"),
             )
         except WrongState as exc:
@@ -98,8 +106,12 @@ def report(request: HttpRequest, verdict: str, outcomes: list[BulkOutcome]) -> N
     decided = [o for o in outcomes if o.result == DECIDED]
     if decided:
         verb = "Approved" if verdict == Verdict.APPROVED else "Rejected"
-        messages.success(request, f"{verb} {len(decided)} pause(s), each audited on its own: "
-                                  + ", ".join(o.label for o in decided) + ".")
+        messages.success(
+            request,
+            f"{verb} {len(decided)} pause(s), each audited on its own: "
+            + ", ".join(o.label for o in decided)
+            + ".",
+        )
     for outcome in outcomes:
         if outcome.result == ALREADY_DECIDED:
             messages.warning(request, f"{outcome.label}: {outcome.detail}")
@@ -108,7 +120,12 @@ def report(request: HttpRequest, verdict: str, outcomes: list[BulkOutcome]) -> N
 
 
 def render_confirmation(
-    model_admin: ModelAdmin, request: HttpRequest, *, verdict: str, pauses: list[Pause], note: str = "",
+    model_admin: ModelAdmin,
+    request: HttpRequest,
+    *,
+    verdict: str,
+    pauses: list[Pause],
+    note: str = "",
     errors: list[str] = (),
 ) -> HttpResponse:
     rule = [p for p in pauses if p.kind == PauseKind.RULE]
@@ -133,20 +150,27 @@ def render_confirmation(
     return TemplateResponse(request, TEMPLATE, context, status=400 if errors else 200)
 
 
-def _confirm(model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet, verdict: str) -> HttpResponse | None:
+def _confirm(
+    model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet, verdict: str
+) -> HttpResponse | None:
     pauses = list(queryset.order_by("paused_at", "id")[: BULK_MAX + 1])
     if not pauses:  # decided meanwhile, or not this reviewer's: the queryset is scoped and PENDING only
-        model_admin.message_user(request, "None of the selected pauses is pending for you: nothing to decide.",
-                                 messages.WARNING)
+        model_admin.message_user(
+            request, "None of the selected pauses is pending for you: nothing to decide.", messages.WARNING
+        )
         return None
     if len(pauses) > BULK_MAX:
-        model_admin.message_user(request, f"Select at most {BULK_MAX} pauses for one bulk decision.", messages.ERROR)
+        model_admin.message_user(
+            request, f"Select at most {BULK_MAX} pauses for one bulk decision.", messages.ERROR
+        )
         return None
     return render_confirmation(model_admin, request, verdict=verdict, pauses=pauses)
 
 
 @admin.action(description="Approve selected rule pauses…", permissions=["change"])
-def approve_selected(model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+def approve_selected(
+    model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet
+) -> HttpResponse | None:
     return _confirm(model_admin, request, queryset, Verdict.APPROVED)
 
 
@@ -180,10 +204,16 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     try:
         decision = parse_decision_body({"verdict": verdict, "note": note})
     except BadRequest as exc:
-        shown = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(
-            pk__in=pause_ids, status=PauseStatus.PENDING).order_by("paused_at", "id")
-        errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [exc.detail]
-        return render_confirmation(model_admin, request, verdict=verdict, pauses=list(shown), note=note,
-                                   errors=errors)
+        shown = (
+            scoped_pauses(request.user, Pause.objects.select_related("owner"))
+            .filter(pk__in=pause_ids, status=PauseStatus.PENDING)
+            .order_by("paused_at", "id")
+        )
+        errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [
+            exc.detail
+        ]
+        return render_confirmation(
+            model_admin, request, verdict=verdict, pauses=list(shown), note=note, errors=errors
+        )
     report(request, verdict, decide_each(user=request.user, pause_ids=pause_ids, decision=decision))
     return HttpResponseRedirect(_changelist(model_admin))

@@ -47,24 +47,34 @@ class DecisionForm(forms.Form):
         error_messages={"required": "Choose Approve or Reject."},
     )  # not rendered: the Approve and Reject buttons submit it
     # Checked by parse_decision_body (UTF-16 length, as the REST API counts it); maxlength helps browsers.
-    note = forms.CharField(required=False, strip=False,
-                           widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": NOTE_MAX}))
+    note = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": NOTE_MAX}),
+    )
 
     def __init__(self, *args: Any, calls: list[ReviewCall] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.calls = [call for call in calls if call.decidable]
         for call in self.calls:
             self.fields[f"call_{call.index}_verdict"] = forms.ChoiceField(
-                required=False, label="Verdict for this call",
-                choices=[(SAME_AS_DECISION, "Same as the decision"), (Verdict.APPROVED, "Approve"),
-                         (Verdict.REJECTED, "Reject")],
+                required=False,
+                label="Verdict for this call",
+                choices=[
+                    (SAME_AS_DECISION, "Same as the decision"),
+                    (Verdict.APPROVED, "Approve"),
+                    (Verdict.REJECTED, "Reject"),
+                ],
             )
             self.fields[f"call_{call.index}_note"] = forms.CharField(
-                required=False, max_length=CALL_NOTE_MAX, label="Note for this call",
+                required=False,
+                max_length=CALL_NOTE_MAX,
+                label="Note for this call",
                 widget=forms.TextInput(attrs={"size": 60}),
             )
             self.fields[f"call_{call.index}_amended"] = forms.CharField(
-                required=False, label="Amended arguments (JSON object; empty: as requested)",
+                required=False,
+                label="Amended arguments (JSON object; empty: as requested)",
                 widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
             )
 
@@ -157,8 +167,11 @@ def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> 
     decision = parse_decision_body(form.decision_body())
     # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
     return decide_and_continue(
-        surface=pause.surface, subject_type=pause.subject_type, subject_id=pause.subject_id,
-        decision=decision, actor=actor_for_user(request.user),
+        surface=pause.surface,
+        subject_type=pause.subject_type,
+        subject_id=pause.subject_id,
+        decision=decision,
+        actor=actor_for_user(request.user),
         expected_pause_id=form.cleaned_data["expected_pause_id"],
         what=SUBJECT_WORD.get(pause.subject_type, "Subject"),
     )
@@ -207,15 +220,22 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
             messages.error(request, exc.detail)
         else:
             verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
-            messages.success(request, f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
-                                      f"{pause.subject_id}. {continuation_outcome(decided)}")
+            messages.success(
+                request,
+                f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
+                f"{pause.subject_id}. {continuation_outcome(decided)}",
+            )
             opts = model_admin.opts
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     return render_decision_page(model_admin, request, pause, review, form, status)
 
 
 def render_decision_page(
-    model_admin: ModelAdmin, request: HttpRequest, pause: Pause, review: PauseReview, form: DecisionForm,
+    model_admin: ModelAdmin,
+    request: HttpRequest,
+    pause: Pause,
+    review: PauseReview,
+    form: DecisionForm,
     status: int,
 ) -> HttpResponse:
     turns = None
@@ -240,8 +260,14 @@ def render_decision_page(
         "review": review,
         "form": form,
         "call_rows": [
-            (call, form[f"call_{call.index}_verdict"], form[f"call_{call.index}_note"],
-             form[f"call_{call.index}_amended"]) if call.decidable else (call, None, None, None)
+            (
+                call,
+                form[f"call_{call.index}_verdict"],
+                form[f"call_{call.index}_note"],
+                form[f"call_{call.index}_amended"],
+            )
+            if call.decidable
+            else (call, None, None, None)
             for call in review.calls
         ],
         "turns": turns,

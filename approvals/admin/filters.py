@@ -63,8 +63,11 @@ class AgentFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         agent_ids = (
-            _visible_pending(request).exclude(agent_id=None).order_by("agent_id")
-            .values_list("agent_id", flat=True).distinct()[:CHOICES_SHOWN]
+            _visible_pending(request)
+            .exclude(agent_id=None)
+            .order_by("agent_id")
+            .values_list("agent_id", flat=True)
+            .distinct()[:CHOICES_SHOWN]
         )
         return [(str(agent_id), str(agent_id)) for agent_id in agent_ids]
 
@@ -83,8 +86,10 @@ class OwnerFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         owners = (
-            get_user_model().objects.filter(pk__in=_visible_pending(request).values("owner_id"))
-            .order_by("username").values_list("pk", "username")[:CHOICES_SHOWN]
+            get_user_model()
+            .objects.filter(pk__in=_visible_pending(request).values("owner_id"))
+            .order_by("username")
+            .values_list("pk", "username")[:CHOICES_SHOWN]
         )
         return [(str(pk), username) for pk, username in owners]
 

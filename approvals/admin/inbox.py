@@ -28,7 +28,14 @@ from approvals.models import PauseStatus, PendingApproval
 @admin.register(PendingApproval)
 class PendingApprovalAdmin(admin.ModelAdmin):
     list_display = (
-        "conversation", "agent", "owner_name", "pause_type", "reason", "tools", "paused", "deadline",
+        "conversation",
+        "agent",
+        "owner_name",
+        "pause_type",
+        "reason",
+        "tools",
+        "paused",
+        "deadline",
         "on_timeout",
     )
     list_display_links = ("conversation",)
@@ -101,8 +108,12 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def agent(self, pause: PendingApproval) -> str:
         if pause.agent_id is None:
             return "-"
-        return format_html('<span title="{}">{}… v{}</span>', pause.agent_id, str(pause.agent_id)[:8],
-                           pause.agent_version or "?")
+        return format_html(
+            '<span title="{}">{}… v{}</span>',
+            pause.agent_id,
+            str(pause.agent_id)[:8],
+            pause.agent_version or "?",
+        )
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_name(self, pause: PendingApproval) -> str:
@@ -131,6 +142,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
             return text
         when = timezone.localtime(pause.due_at).strftime("%Y-%m-%d %H:%M")
         if overdue:
-            return format_html('{}<br><strong class="hitl-overdue" style="color:#ba2121">OVERDUE</strong> ({})',
-                               when, text)
+            return format_html(
+                '{}<br><strong class="hitl-overdue" style="color:#ba2121">OVERDUE</strong> ({})', when, text
+            )
         return format_html("{}<br>({})", when, text)

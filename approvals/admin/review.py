@@ -80,8 +80,11 @@ def review_call(index: int, raw: Any) -> ReviewCall:
 def review_notice(raw: Any) -> ReviewNotice:
     if isinstance(raw, dict):
         text = raw.get("message") or raw.get("detail") or raw.get("status") or ""
-        return ReviewNotice(call_id=str(raw.get("callId") or raw.get("id") or ""),
-                            tool_name=str(raw.get("toolName") or raw.get("name") or ""), text=as_text(text))
+        return ReviewNotice(
+            call_id=str(raw.get("callId") or raw.get("id") or ""),
+            tool_name=str(raw.get("toolName") or raw.get("name") or ""),
+            text=as_text(text),
+        )
     return ReviewNotice(call_id="", tool_name="", text=as_text(raw))
 
 
@@ -117,16 +120,34 @@ def pause_review(pause: Pause) -> PauseReview:
         calls = [review_call(i, raw) for i, raw in enumerate(_entries(details, "calls"))]
         names = {call.call_id: call.tool_name for call in calls}
         unknown = [
-            review_notice(raw) if not isinstance(raw, str) else ReviewNotice(
-                call_id=raw, tool_name=names.get(raw, ""),
-                text="an earlier approved attempt was claimed but never recorded a result: the outcome is unknown")
+            review_notice(raw)
+            if not isinstance(raw, str)
+            else ReviewNotice(
+                call_id=raw,
+                tool_name=names.get(raw, ""),
+                text="an earlier approved attempt was claimed but never recorded a result: the outcome is unknown",
+            )
             for raw in _entries(details, "outcomeUnknown")
         ]
-        ungated = [review_notice(raw) if not isinstance(raw, str) else ReviewNotice(call_id="", tool_name=raw, text="")
-                   for raw in _entries(details, "executedUngatedCalls")]
-        return PauseReview(kind=pause.kind, reason=pause.reason, actions=[], calls=calls,
-                           outcome_unknown=unknown, executed_ungated=ungated)
+        ungated = [
+            review_notice(raw)
+            if not isinstance(raw, str)
+            else ReviewNotice(call_id="", tool_name=raw, text="")
+            for raw in _entries(details, "executedUngatedCalls")
+        ]
+        return PauseReview(
+            kind=pause.kind,
+            reason=pause.reason,
+            actions=[],
+            calls=calls,
+            outcome_unknown=unknown,
+            executed_ungated=ungated,
+        )
     return PauseReview(
-        kind=pause.kind, reason=pause.reason, actions=[str(a) for a in details.get("actions") or []],
-        calls=[], outcome_unknown=[], executed_ungated=[],
+        kind=pause.kind,
+        reason=pause.reason,
+        actions=[str(a) for a in details.get("actions") or []],
+        calls=[],
+        outcome_unknown=[],
+        executed_ungated=[],
     )

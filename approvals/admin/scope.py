@@ -34,5 +34,6 @@ def may_decide(user: Any, pause: Pause) -> bool:
 
 def may_read_turns(user: Any, pause: Pause) -> bool:
     """``approvals.access.may_read_turns``, for a reviewer who may decide ``pause`` in the inbox."""
-    return may_decide(user, pause) and access.may_read_turns(user, owner_id=pause.owner_id,
-                                                             awaiting=pause.status == PauseStatus.PENDING)
+    return may_decide(user, pause) and access.may_read_turns(
+        user, owner_id=pause.owner_id, awaiting=pause.status == PauseStatus.PENDING
+    )

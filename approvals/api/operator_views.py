@@ -38,14 +38,19 @@ class CanaryResultView(APIView):
         """A canary's outcome; a duration that is not a finite number >= 0 is not observed."""
 
         takes_unknown_fields = True
-        outcome = serializers.CharField(help_text="pass, fail or unknown (case-insensitive)",
-                                        error_messages={key: MUST_BE_AN_OUTCOME for key in
-                                                        ("required", "null", "invalid", "blank")})
+        outcome = serializers.CharField(
+            help_text="pass, fail or unknown (case-insensitive)",
+            error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
+        )
         durationSeconds = serializers.JSONField(  # noqa: N815 - the wire name
-            required=False, default=None, help_text="Seconds (a number >= 0)")
+            required=False, default=None, help_text="Seconds (a number >= 0)"
+        )
 
         def validate_outcome(self, outcome: str) -> str:
-            if not isinstance(self.initial_data.get("outcome"), str) or outcome.strip().lower() not in OUTCOMES:
+            if (
+                not isinstance(self.initial_data.get("outcome"), str)
+                or outcome.strip().lower() not in OUTCOMES
+            ):
                 raise serializers.ValidationError(MUST_BE_AN_OUTCOME)
             return outcome.strip().lower()
 
@@ -71,8 +76,9 @@ class GateStatusView(APIView):
         """Whether the gate was verified: true or false, nothing that merely looks like one."""
 
         takes_unknown_fields = True
-        verified = serializers.BooleanField(error_messages={key: "must be a boolean" for key in
-                                                            ("required", "null", "invalid")})
+        verified = serializers.BooleanField(
+            error_messages={key: "must be a boolean" for key in ("required", "null", "invalid")}
+        )
 
         def validate_verified(self, verified: bool) -> bool:
             if not isinstance(self.initial_data.get("verified"), bool):

@@ -22,11 +22,16 @@ from conversations.models import Agent
 from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value
 
-VERSION_PARAM = OpenApiParameter("version", int, required=False, description="Agent version (latest if absent)")
+VERSION_PARAM = OpenApiParameter(
+    "version", int, required=False, description="Agent version (latest if absent)"
+)
 SAVED = inline_serializer(
     "AgentSaved",
-    {"id": serializers.UUIDField(), "version": serializers.IntegerField(),
-     "warnings": serializers.ListField(child=serializers.DictField())},
+    {
+        "id": serializers.UUIDField(),
+        "version": serializers.IntegerField(),
+        "warnings": serializers.ListField(child=serializers.DictField()),
+    },
 )
 DOCUMENT = OpenApiTypes.OBJECT
 
@@ -38,11 +43,15 @@ def _version(request: Request) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise BadRequest("version must be a positive integer",
-                         errors=[{"field": "version", "message": "must be a positive integer"}]) from None
+        raise BadRequest(
+            "version must be a positive integer",
+            errors=[{"field": "version", "message": "must be a positive integer"}],
+        ) from None
     if value < 1:
-        raise BadRequest("version must be a positive integer",
-                         errors=[{"field": "version", "message": "must be a positive integer"}])
+        raise BadRequest(
+            "version must be a positive integer",
+            errors=[{"field": "version", "message": "must be a positive integer"}],
+        )
     return value
 
 
@@ -54,12 +63,23 @@ def _saved(row: Any, document: Any) -> dict[str, Any]:
 class AgentListView(APIView):
     permission_classes = [AdminWritesAuthenticatedReads]
 
-    @extend_schema(summary="List agents", responses=inline_serializer(
-        "AgentRow", {"id": serializers.UUIDField(), "name": serializers.CharField(),
-                     "version": serializers.IntegerField()}, many=True))
+    @extend_schema(
+        summary="List agents",
+        responses=inline_serializer(
+            "AgentRow",
+            {
+                "id": serializers.UUIDField(),
+                "name": serializers.CharField(),
+                "version": serializers.IntegerField(),
+            },
+            many=True,
+        ),
+    )
     def get(self, request: Request) -> Response:
         rows = []
-        for agent in Agent.objects.filter(deleted_at__isnull=True).prefetch_related("versions").order_by("name"):
+        for agent in (
+            Agent.objects.filter(deleted_at__isnull=True).prefetch_related("versions").order_by("name")
+        ):
             latest = max((v.version for v in agent.versions.all()), default=0)
             rows.append({"id": str(agent.id), "name": agent.name, "version": latest})
         return Response(rows)
@@ -73,8 +93,11 @@ class AgentListView(APIView):
 class AgentDetailView(APIView):
     permission_classes = [AdminWritesAuthenticatedReads]
 
-    @extend_schema(summary="Read an agent document (credential-looking values redacted except for admins)",
-                   parameters=[VERSION_PARAM], responses=DOCUMENT)
+    @extend_schema(
+        summary="Read an agent document (credential-looking values redacted except for admins)",
+        parameters=[VERSION_PARAM],
+        responses=DOCUMENT,
+    )
     def get(self, request: Request, agent_id: str) -> Response:
         row = agents.agent_version(agent_id, _version(request))
         document = row.document if is_admin(request.user) else redact_json_value(row.document)
@@ -85,7 +108,9 @@ class AgentDetailView(APIView):
         row = agents.update_agent(agent_id=agent_id, document=request.data)
         return Response(_saved(row, request.data))
 
-    @extend_schema(summary="Delete an agent (running conversations keep their version)", responses={204: None})
+    @extend_schema(
+        summary="Delete an agent (running conversations keep their version)", responses={204: None}
+    )
     def delete(self, request: Request, agent_id: str) -> Response:
         agents.delete_agent(agent_id=agent_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -93,8 +118,11 @@ class AgentDetailView(APIView):
 
 DEPLOYMENT = inline_serializer(
     "DeploymentStatus",
-    {"agentId": serializers.UUIDField(), "environment": serializers.CharField(),
-     "deployedVersions": serializers.ListField(child=serializers.IntegerField())},
+    {
+        "agentId": serializers.UUIDField(),
+        "environment": serializers.CharField(),
+        "deployedVersions": serializers.ListField(child=serializers.IntegerField()),
+    },
 )
 
 
@@ -106,8 +134,9 @@ def _deployment(agent_id: str, environment: str) -> dict[str, Any]:
 class DeployView(APIView):
     permission_classes = [AdminOnly]
 
-    @extend_schema(summary="Deploy an agent version", parameters=[VERSION_PARAM], request=None,
-                   responses=DEPLOYMENT)
+    @extend_schema(
+        summary="Deploy an agent version", parameters=[VERSION_PARAM], request=None, responses=DEPLOYMENT
+    )
     def post(self, request: Request, environment: str, agent_id: str) -> Response:
         agents.deploy_agent(agent_id=agent_id, version=_version(request), environment=environment)
         return Response(_deployment(agent_id, environment))
@@ -116,8 +145,12 @@ class DeployView(APIView):
 class UndeployView(APIView):
     permission_classes = [AdminOnly]
 
-    @extend_schema(summary="Undeploy an agent version (all versions without ?version)",
-                   parameters=[VERSION_PARAM], request=None, responses=DEPLOYMENT)
+    @extend_schema(
+        summary="Undeploy an agent version (all versions without ?version)",
+        parameters=[VERSION_PARAM],
+        request=None,
+        responses=DEPLOYMENT,
+    )
     def post(self, request: Request, environment: str, agent_id: str) -> Response:
         agents.undeploy_agent(agent_id=agent_id, version=_version(request), environment=environment)
         return Response(_deployment(agent_id, environment))
@@ -134,8 +167,11 @@ class DeploymentStatusView(APIView):
 class ExportView(APIView):
     permission_classes = [AdminOnly]  # a backup holds the documents verbatim
 
-    @extend_schema(summary="Export an agent version as ZIP", parameters=[VERSION_PARAM],
-                   responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    @extend_schema(
+        summary="Export an agent version as ZIP",
+        parameters=[VERSION_PARAM],
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+    )
     def get(self, request: Request, agent_id: str) -> HttpResponse:
         filename, data = agent_archive.export_agent(agent_id=agent_id, version=_version(request))
         response = HttpResponse(data, content_type="application/zip")
@@ -150,8 +186,11 @@ class ImportView(APIView):
     @extend_schema(
         summary="Import agent documents from a ZIP (all or nothing)",
         request={"application/zip": OpenApiTypes.BINARY, "multipart/form-data": OpenApiTypes.BINARY},
-        responses={201: inline_serializer("Imported", {"id": serializers.UUIDField(),
-                                                       "version": serializers.IntegerField()}, many=True)},
+        responses={
+            201: inline_serializer(
+                "Imported", {"id": serializers.UUIDField(), "version": serializers.IntegerField()}, many=True
+            )
+        },
     )
     def post(self, request: Request) -> Response:
         if request.content_type.startswith("application/zip") or request.content_type.startswith(
@@ -161,9 +200,12 @@ class ImportView(APIView):
         else:
             upload = request.FILES.get("file")
             if upload is None:
-                raise BadRequest("send the ZIP as the body (application/zip) or as the form field 'file'",
-                                 errors=[{"field": "file", "message": "required"}])
+                raise BadRequest(
+                    "send the ZIP as the body (application/zip) or as the form field 'file'",
+                    errors=[{"field": "file", "message": "required"}],
+                )
             data = upload.read()
         rows = agent_archive.import_agents(data=data, created_by=request.user)
-        return Response([{"id": str(r.agent_id), "version": r.version} for r in rows],
-                        status=status.HTTP_201_CREATED)
+        return Response(
+            [{"id": str(r.agent_id), "version": r.version} for r in rows], status=status.HTTP_201_CREATED
+        )

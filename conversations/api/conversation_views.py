@@ -44,14 +44,19 @@ from conversations.snapshots import approval_status, snapshot
 def _snapshot_fields() -> dict[str, serializers.Field]:
     """The snapshot's fields, fresh for each response that carries them (a field belongs to one serializer)."""
     return {
-        "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(),
-        "agentVersion": serializers.IntegerField(), "environment": serializers.CharField(),
+        "conversationId": serializers.UUIDField(),
+        "agentId": serializers.UUIDField(),
+        "agentVersion": serializers.IntegerField(),
+        "environment": serializers.CharField(),
         "state": serializers.ChoiceField(ConversationState.choices),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
         "quickReplies": serializers.ListField(child=serializers.DictField(), help_text="of the latest turn"),
-        "properties": serializers.DictField(), "steps": serializers.ListField(
-            child=serializers.DictField(), help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first"),
+        "properties": serializers.DictField(),
+        "steps": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="The newest live steps (HITL_SNAPSHOT_STEPS, 50), oldest first",
+        ),
         "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
     }
 
@@ -62,8 +67,9 @@ class LastDecisionSerializer(serializers.Serializer):
     automated = serializers.BooleanField()
     note = serializers.CharField(allow_null=True)
     decidedAt = serializers.DateTimeField(allow_null=True)
-    cancelledBy = serializers.CharField(allow_null=True,
-                                        help_text="who cancelled the pause or its continuation; null when nobody did")
+    cancelledBy = serializers.CharField(
+        allow_null=True, help_text="who cancelled the pause or its continuation; null when nobody did"
+    )
     cancelledAt = serializers.DateTimeField(allow_null=True)
 
 
@@ -73,8 +79,11 @@ CANCEL_ANSWER = inline_serializer(
     {
         **_snapshot_fields(),
         "cancelRequested": inline_serializer(
-            "CancelRequested", {"by": serializers.CharField(), "at": serializers.DateTimeField()}, required=False,
-            help_text="Present while a running turn was told to stop and had not stopped yet"),
+            "CancelRequested",
+            {"by": serializers.CharField(), "at": serializers.DateTimeField()},
+            required=False,
+            help_text="Present while a running turn was told to stop and had not stopped yet",
+        ),
     },
 )
 CONTINUED = inline_serializer(
@@ -83,16 +92,25 @@ CONTINUED = inline_serializer(
 )
 DECIDED = inline_serializer(
     "Decided",
-    {"conversationId": serializers.UUIDField(), "pauseId": serializers.UUIDField(),
-     "verdict": serializers.CharField(), "decidedBy": serializers.CharField(), "state": serializers.CharField()},
+    {
+        "conversationId": serializers.UUIDField(),
+        "pauseId": serializers.UUIDField(),
+        "verdict": serializers.CharField(),
+        "decidedBy": serializers.CharField(),
+        "state": serializers.CharField(),
+    },
 )
 INPUT_MAX = 16_384
 
 
 def _context_field() -> serializers.DictField:
-    return serializers.DictField(required=False, allow_null=True, default=dict,
-                                 error_messages={"not_a_dict": "must be an object"},
-                                 help_text="Conversation context for this turn ({context.X} in templates)")
+    return serializers.DictField(
+        required=False,
+        allow_null=True,
+        default=dict,
+        error_messages={"not_a_dict": "must be an object"},
+        help_text="Conversation context for this turn ({context.X} in templates)",
+    )
 
 
 def json_body(request: Request, *, required: bool) -> Any:
@@ -100,14 +118,18 @@ def json_body(request: Request, *, required: bool) -> Any:
     try:
         data = request.data
     except (ParseError, UnsupportedMediaType) as exc:
-        raise BadRequest(f"The body must be a JSON object ({exc.detail})",
-                         errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}]) from None
+        raise BadRequest(
+            f"The body must be a JSON object ({exc.detail})",
+            errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}],
+        ) from None
     if not request.body and not required:
         return {}
     if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
         data = data.dict()
         if not data and required:
-            raise BadRequest("The body must be a JSON object", errors=[{"field": "body", "message": "required"}])
+            raise BadRequest(
+                "The body must be a JSON object", errors=[{"field": "body", "message": "required"}]
+            )
     return data
 
 
@@ -128,12 +150,16 @@ class StartView(APIView):
         body = validated_body(self.InputSerializer, json_body(request, required=False))
         environment = request.query_params.get("environment", "production")
         if environment not in ("production", "test"):
-            raise BadRequest(f"unknown environment '{environment}'",
-                             errors=[{"field": "environment", "message": "must be production or test"}])
+            raise BadRequest(
+                f"unknown environment '{environment}'",
+                errors=[{"field": "environment", "message": "must be production or test"}],
+            )
         started = turns.start_conversation(
             user=request.user, agent_id=agent_id, environment=environment, context=body["context"] or {}
         )
-        response = Response(snapshot(started.conversation, steps=started.steps), status=status.HTTP_201_CREATED)
+        response = Response(
+            snapshot(started.conversation, steps=started.steps), status=status.HTTP_201_CREATED
+        )
         response["Location"] = f"/agents/{started.conversation.id}"
         return response
 
@@ -143,10 +169,17 @@ class ConversationView(APIView):
     class InputSerializer(BodySerializer):
         """The say body; any other field is a 400 naming it."""
 
-        input = TextField(max_length=INPUT_MAX, allow_blank=True, trim_whitespace=False,
-                          error_messages={"required": "required string", "null": "required string",
-                                          "invalid": "required string",
-                                          "max_length": f"over {INPUT_MAX} characters"})
+        input = TextField(
+            max_length=INPUT_MAX,
+            allow_blank=True,
+            trim_whitespace=False,
+            error_messages={
+                "required": "required string",
+                "null": "required string",
+                "invalid": "required string",
+                "max_length": f"over {INPUT_MAX} characters",
+            },
+        )
         context = _context_field()
 
     @extend_schema(summary="Read a conversation snapshot", responses=SNAPSHOT)
@@ -154,35 +187,47 @@ class ConversationView(APIView):
         conversation = _readable(request.user, conversation_id)
         return Response(snapshot(conversation))
 
-    @extend_schema(summary="Say something (409 while awaiting approval; the input is not consumed)",
-                   request=InputSerializer, responses=SNAPSHOT)
+    @extend_schema(
+        summary="Say something (409 while awaiting approval; the input is not consumed)",
+        request=InputSerializer,
+        responses=SNAPSHOT,
+    )
     def post(self, request: Request, conversation_id: str) -> Response:
         body = validated_body(self.InputSerializer, json_body(request, required=True))
         talk = talk_on_version(request.user, conversation_id)
-        said = turns.say(conversation=talk, user=request.user, user_input=body["input"], context=body["context"] or {})
+        said = turns.say(
+            conversation=talk, user=request.user, user_input=body["input"], context=body["context"] or {}
+        )
         return Response(snapshot(said.conversation, steps=said.steps))
 
 
 def _readable(user: Any, conversation_id: str) -> Conversation:
     """The snapshot is for owner and admin; an approver may read it while it awaits a decision."""
     conversation = conversation_for_decision(user, conversation_id)
-    if not may_read_turns(user, owner_id=conversation.owner_id,
-                          awaiting=conversation.state == ConversationState.AWAITING_HUMAN):
+    if not may_read_turns(
+        user, owner_id=conversation.owner_id, awaiting=conversation.state == ConversationState.AWAITING_HUMAN
+    ):
         raise Forbidden("Approvers may read a conversation only while it is awaiting approval")
     return conversation
 
 
 class UndoView(APIView):
-    @extend_schema(summary="Undo the last step (409 while awaiting approval or running)", request=None,
-                   responses=SNAPSHOT)
+    @extend_schema(
+        summary="Undo the last step (409 while awaiting approval or running)",
+        request=None,
+        responses=SNAPSHOT,
+    )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         return Response(snapshot(turns.undo(conversation=conversation)))
 
 
 class RedoView(APIView):
-    @extend_schema(summary="Redo the last undone step (409 while awaiting approval or running)", request=None,
-                   responses=SNAPSHOT)
+    @extend_schema(
+        summary="Redo the last undone step (409 while awaiting approval or running)",
+        request=None,
+        responses=SNAPSHOT,
+    )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         return Response(snapshot(turns.redo(conversation=conversation)))
@@ -197,8 +242,12 @@ def _cancel_answer(result: CancelResult) -> dict[str, Any]:
 
 
 class EndView(APIView):
-    @extend_schema(summary="End the conversation (a pending approval is cancelled and audited; a running turn "
-                           "stops before its next task)", request=None, responses=CANCEL_ANSWER)
+    @extend_schema(
+        summary="End the conversation (a pending approval is cancelled and audited; a running turn "
+        "stops before its next task)",
+        request=None,
+        responses=CANCEL_ANSWER,
+    )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         ended = turns.end_conversation(conversation=conversation, actor=actor_for_user(request.user))
@@ -206,15 +255,19 @@ class EndView(APIView):
 
 
 class CancelView(APIView):
-    @extend_schema(summary="Cancel a pending approval (200) or a running turn (202 while it stops before its "
-                           "next task; 200 if it had not started)", request=None,
-                   responses={200: CANCEL_ANSWER, 202: CANCEL_ANSWER})
+    @extend_schema(
+        summary="Cancel a pending approval (200) or a running turn (202 while it stops before its "
+        "next task; 200 if it had not started)",
+        request=None,
+        responses={200: CANCEL_ANSWER, 202: CANCEL_ANSWER},
+    )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
         result = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
         still_running = result.outcome == REQUESTED
-        return Response(_cancel_answer(result),
-                        status=status.HTTP_202_ACCEPTED if still_running else status.HTTP_200_OK)
+        return Response(
+            _cancel_answer(result), status=status.HTTP_202_ACCEPTED if still_running else status.HTTP_200_OK
+        )
 
 
 class ResumeView(APIView):
@@ -222,20 +275,35 @@ class ResumeView(APIView):
 
     @extend_schema(
         summary="Decide a pending approval",
-        parameters=[OpenApiParameter("wait", int, required=False,
-                                     description="Seconds (0..60) to wait for the continuation; "
-                                                 "the continued snapshot is returned instead")],
+        parameters=[
+            OpenApiParameter(
+                "wait",
+                int,
+                required=False,
+                description="Seconds (0..60) to wait for the continuation; "
+                "the continued snapshot is returned instead",
+            )
+        ],
         request=DecisionBodySerializer,
-        responses={200: PolymorphicProxySerializer(
-            "DecisionAnswer", serializers=[DECIDED, CONTINUED], resource_type_field_name=None)},
+        responses={
+            200: PolymorphicProxySerializer(
+                "DecisionAnswer", serializers=[DECIDED, CONTINUED], resource_type_field_name=None
+            )
+        },
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         decision = parse_decision_body(json_body(request, required=True))
         wait = clamp_wait(request.query_params.get("wait"))
         found = decision_on_version(request.user, conversation_id)
         conversation = found.conversation
-        decide = {"surface": Surface.REGULAR, "subject_type": SubjectType.CONVERSATION, "subject_id": conversation.pk,
-                  "decision": decision, "actor": actor_for_user(request.user), "subject": found}
+        decide = {
+            "surface": Surface.REGULAR,
+            "subject_type": SubjectType.CONVERSATION,
+            "subject_id": conversation.pk,
+            "decision": decision,
+            "actor": actor_for_user(request.user),
+            "subject": found,
+        }
         if wait > 0 and continues_inline():
             # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
             return Response(_continued_here_answer(decide_and_continue(**decide)))
@@ -248,10 +316,16 @@ class ResumeView(APIView):
             # A q-cluster-only deployment (HITL_CONTINUE_INLINE=false): wait here for the q-cluster.
             _wait_until_settled(pause.id, wait)
             return Response(_continued_answer(conversation.pk, pause.id))
-        return ThenRun(after, {
-            "conversationId": str(conversation.pk), "pauseId": str(pause.id), "verdict": pause.verdict,
-            "decidedBy": pause.decided_by, "state": ConversationState.IN_PROGRESS,
-        })
+        return ThenRun(
+            after,
+            {
+                "conversationId": str(conversation.pk),
+                "pauseId": str(pause.id),
+                "verdict": pause.verdict,
+                "decidedBy": pause.decided_by,
+                "state": ConversationState.IN_PROGRESS,
+            },
+        )
 
 
 class ThenRun(Response):
@@ -313,19 +387,27 @@ def _continued_here_answer(continued: Continued) -> dict[str, Any]:
 
 APPROVAL_STATUS = inline_serializer(
     "ApprovalStatus",
-    {"conversationId": serializers.UUIDField(), "state": serializers.ChoiceField(ConversationState.choices),
-     "pauseId": serializers.UUIDField(allow_null=True, help_text="null unless awaiting a decision"),
-     "pausedAt": serializers.DateTimeField(allow_null=True),
-     "pauseReason": serializers.CharField(allow_null=True),
-     "pauseType": serializers.CharField(allow_null=True, help_text="RULE or TOOL_CALL"),
-     "timeoutPolicy": serializers.CharField(allow_null=True),
-     "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
-     "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
-     "pauseDetails": serializers.DictField(allow_null=True, help_text="RULE {type, reason, actions}; TOOL_CALL "
-                                                                      "{type, calls, executedUngatedCalls, "
-                                                                      "outcomeUnknown}"),
-     "lastDecision": LastDecisionSerializer(allow_null=True),
-     "conversation": serializers.DictField(required=False, help_text="the snapshot; only with detail=full")},
+    {
+        "conversationId": serializers.UUIDField(),
+        "state": serializers.ChoiceField(ConversationState.choices),
+        "pauseId": serializers.UUIDField(allow_null=True, help_text="null unless awaiting a decision"),
+        "pausedAt": serializers.DateTimeField(allow_null=True),
+        "pauseReason": serializers.CharField(allow_null=True),
+        "pauseType": serializers.CharField(allow_null=True, help_text="RULE or TOOL_CALL"),
+        "timeoutPolicy": serializers.CharField(allow_null=True),
+        "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
+        "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
+        "pauseDetails": serializers.DictField(
+            allow_null=True,
+            help_text="RULE {type, reason, actions}; TOOL_CALL "
+            "{type, calls, executedUngatedCalls, "
+            "outcomeUnknown}",
+        ),
+        "lastDecision": LastDecisionSerializer(allow_null=True),
+        "conversation": serializers.DictField(
+            required=False, help_text="the snapshot; only with detail=full"
+        ),
+    },
 )
 
 
@@ -339,8 +421,11 @@ class ApprovalStatusView(APIView):
         conversation = conversation_for_decision(request.user, conversation_id)
         summary = approval_status(conversation)
         if request.query_params.get("detail") == "full":
-            if not may_read_turns(request.user, owner_id=conversation.owner_id,
-                                  awaiting=conversation.state == ConversationState.AWAITING_HUMAN):
+            if not may_read_turns(
+                request.user,
+                owner_id=conversation.owner_id,
+                awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
+            ):
                 raise Forbidden(
                     "Full approval status is available to approvers only while the conversation is "
                     "awaiting approval - use the summary view"
@@ -351,13 +436,21 @@ class ApprovalStatusView(APIView):
 
 INBOX_ROW = inline_serializer(
     "InboxRow",
-    {"pauseId": serializers.UUIDField(), "surface": serializers.CharField(),
-     "conversationId": serializers.UUIDField(), "agentId": serializers.UUIDField(allow_null=True),
-     "groupId": serializers.UUIDField(allow_null=True), "ownerId": serializers.CharField(allow_null=True),
-     "pausedAt": serializers.DateTimeField(), "deadline": serializers.DateTimeField(allow_null=True),
-     "pauseReason": serializers.CharField(), "pauseType": serializers.CharField(),
-     "timeoutPolicy": serializers.CharField(), "approvalTimeout": serializers.CharField(allow_null=True),
-     "toolNames": serializers.ListField(child=serializers.CharField())},
+    {
+        "pauseId": serializers.UUIDField(),
+        "surface": serializers.CharField(),
+        "conversationId": serializers.UUIDField(),
+        "agentId": serializers.UUIDField(allow_null=True),
+        "groupId": serializers.UUIDField(allow_null=True),
+        "ownerId": serializers.CharField(allow_null=True),
+        "pausedAt": serializers.DateTimeField(),
+        "deadline": serializers.DateTimeField(allow_null=True),
+        "pauseReason": serializers.CharField(),
+        "pauseType": serializers.CharField(),
+        "timeoutPolicy": serializers.CharField(),
+        "approvalTimeout": serializers.CharField(allow_null=True),
+        "toolNames": serializers.ListField(child=serializers.CharField()),
+    },
     many=True,
 )
 
@@ -369,7 +462,7 @@ class PendingApprovalsView(APIView):
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
-        rows = pending_inbox_rows(request.user, limit=request.query_params.get("limit", 200),
-                                    surface=Surface.REGULAR)
+        rows = pending_inbox_rows(
+            request.user, limit=request.query_params.get("limit", 200), surface=Surface.REGULAR
+        )
         return Response([inbox_row_from_values(row) for row in rows])
-

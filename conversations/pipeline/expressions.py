@@ -65,7 +65,9 @@ class _Parser:
         match = _NAME.match(self.text, self.pos)
         if not match:
             found = self.text[self.pos] if self.pos < len(self.text) else "end of text"
-            raise ExpressionSyntaxError(f"expected an expression name at position {self.pos}, found {found!r}")
+            raise ExpressionSyntaxError(
+                f"expected an expression name at position {self.pos}, found {found!r}"
+            )
         self.pos = match.end()
         name = match.group(0)
         self._skip_space()

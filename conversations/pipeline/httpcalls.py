@@ -45,12 +45,21 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
             step.outputs[name] = result
 
         def record(built: BuiltRequest, attempt: int, name: str = name) -> None:
-            step.data.setdefault("httpcalls:requests", []).append({**sent_record(name, built), "attempt": attempt})
+            step.data.setdefault("httpcalls:requests", []).append(
+                {**sent_record(name, built), "attempt": attempt}
+            )
 
         step.outputs[name] = run_http_call(
-            task, call, memory.template_data(), caller_token=caller_token,
-            effects=CallEffects(set_property=memory.set_property, store_attempt=store, record_sent=record,
-                                before_retry=turn.stop_if_cancelled),
+            task,
+            call,
+            memory.template_data(),
+            caller_token=caller_token,
+            effects=CallEffects(
+                set_property=memory.set_property,
+                store_attempt=store,
+                record_sent=record,
+                before_retry=turn.stop_if_cancelled,
+            ),
         )
 
 

@@ -47,10 +47,13 @@ def effective_config(document: dict[str, Any], task: dict[str, Any]) -> dict[str
     if not settings.HITL_TOOL_ENABLED:
         return None
     hitl_config = document.get("hitlConfig")
-    agent = _readable(hitl_config.get("toolApprovals") if isinstance(hitl_config, dict) else None,
-                      "hitlConfig.toolApprovals")
-    return effective_tool_approvals(agent, _readable(task.get("toolApprovals"), "toolApprovals"),
-                                    mode=settings.HITL_TASK_APPROVALS_MODE)
+    agent = _readable(
+        hitl_config.get("toolApprovals") if isinstance(hitl_config, dict) else None,
+        "hitlConfig.toolApprovals",
+    )
+    return effective_tool_approvals(
+        agent, _readable(task.get("toolApprovals"), "toolApprovals"), mode=settings.HITL_TASK_APPROVALS_MODE
+    )
 
 
 def initial_messages(task: dict[str, Any], memory: ConversationMemory) -> list[dict[str, Any]]:
@@ -76,15 +79,27 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
     caller = memory.caller
     talk = turn.talk_to_agent
     return ToolContext(
-        conversation_id=memory.conversation_id, agent_id=turn.agent_id, environment=turn.environment,
-        caller_username=caller.username if caller else "", caller_token=caller.token if caller else "",
-        template_data=memory.template_data(), set_property=memory.set_property,
-        remember=lambda key, value: facts.__setitem__(key, value), forget=forget,
-        recall_facts=lambda: dict(facts), search_history=memory.search_history,
-        talk_to_agent=None if talk is None else (
-            lambda **kwargs: talk(caller_username=caller.username if caller else "",
-                                  parent_conversation_id=memory.conversation_id, environment=turn.environment,
-                                  **kwargs)),
+        conversation_id=memory.conversation_id,
+        agent_id=turn.agent_id,
+        environment=turn.environment,
+        caller_username=caller.username if caller else "",
+        caller_token=caller.token if caller else "",
+        template_data=memory.template_data(),
+        set_property=memory.set_property,
+        remember=lambda key, value: facts.__setitem__(key, value),
+        forget=forget,
+        recall_facts=lambda: dict(facts),
+        search_history=memory.search_history,
+        talk_to_agent=None
+        if talk is None
+        else (
+            lambda **kwargs: talk(
+                caller_username=caller.username if caller else "",
+                parent_conversation_id=memory.conversation_id,
+                environment=turn.environment,
+                **kwargs,
+            )
+        ),
         check_cancelled=turn.check_cancelled,
     )
 
@@ -106,29 +121,43 @@ def drop_pending_output(memory: ConversationMemory, batch: PendingToolBatch) -> 
                 break
 
 
-def apply_config_drift(memory: ConversationMemory, point: ResumePoint, *, conversation_id: Any, pause: Pause,
-                       reason: str) -> None:
+def apply_config_drift(
+    memory: ConversationMemory, point: ResumePoint, *, conversation_id: Any, pause: Pause, reason: str
+) -> None:
     """A tool pause that drifted (conversations.lifecycle.config_drift) applies nothing of its batch: the
     step says so instead of what it showed while waiting, and the ledger records why."""
     if point.tool_batch is not None:
         drop_pending_output(memory, point.tool_batch)
     memory.current.output.append(CONFIG_DRIFT_TEXT)
     append_audit_entry(
-        subject_type=SubjectType.CONVERSATION, subject_id=conversation_id, verb="hitl.tool.config_drift",
-        actor="system:toolgate", automated=True, conversation_id=conversation_id, pause_id=pause.id,
-        epoch=pause.epoch, detail={"reason": reason},
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=conversation_id,
+        verb="hitl.tool.config_drift",
+        actor="system:toolgate",
+        automated=True,
+        conversation_id=conversation_id,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail={"reason": reason},
     )
 
 
-def _pause(batch: PendingBatch, memory: ConversationMemory, resumed: Pause | None,
-           previous: PendingToolBatch | None) -> PauseRequest:
+def _pause(
+    batch: PendingBatch, memory: ConversationMemory, resumed: Pause | None, previous: PendingToolBatch | None
+) -> PauseRequest:
     trip = check_guard(batch, resumed, previous)
     batch.timeout_config = wait_for_human_timeout(trip, batch.timeout_config)
     memory.current.data["hitl:tool_pause_count"] = batch.pause_count_this_turn
     memory.current.output.extend(shown_while_pending(batch.interim_text, batch.pending_message))
-    return PauseRequest(PauseKind.TOOL_CALL, batch.reason, tool_names=batch.tool_names,
-                        timeout_config=batch.timeout_config, matched_rules=batch.matched_rules,
-                        tool_batch=batch, guard_trip=trip)
+    return PauseRequest(
+        PauseKind.TOOL_CALL,
+        batch.reason,
+        tool_names=batch.tool_names,
+        timeout_config=batch.timeout_config,
+        matched_rules=batch.matched_rules,
+        tool_batch=batch,
+        guard_trip=trip,
+    )
 
 
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> PauseRequest | None:
@@ -136,7 +165,9 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
     toolset = toolset_for(task, document)
     context = tool_context(memory, turn)
     loop = LoopSettings(
-        llm_task_id=task["id"], config=effective_config(document, task), hitl_config=document.get("hitlConfig"),
+        llm_task_id=task["id"],
+        config=effective_config(document, task),
+        hitl_config=document.get("hitlConfig"),
         max_iterations=max(1, min(50, int(task.get("maxToolIterations", MAX_ITERATIONS_DEFAULT)))),
         user_input=memory.current.input,
     )
@@ -147,17 +178,31 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
 
         def rebuild(batch: PendingToolBatch) -> list[dict[str, Any]]:
             messages = initial_messages(task, memory)
-            messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": c.call_id, "type": "function", "function": {"name": c.tool_name, "arguments": c.arguments_raw}}
-                for c in batch.calls.all()]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": c.call_id,
+                            "type": "function",
+                            "function": {"name": c.tool_name, "arguments": c.arguments_raw},
+                        }
+                        for c in batch.calls.all()
+                    ],
+                }
+            )
             return messages
 
         state = resume_state(previous, toolset, context, rebuild)
     else:
-        state = LoopState(messages=initial_messages(task, memory),
-                          pauses_so_far=int(memory.current.data.get("hitl:tool_pause_count", 0)))
-    outcome = run_tool_loop(model=chat_model_for(task["provider"]), toolset=toolset, context=context,
-                            state=state, loop=loop)
+        state = LoopState(
+            messages=initial_messages(task, memory),
+            pauses_so_far=int(memory.current.data.get("hitl:tool_pause_count", 0)),
+        )
+    outcome = run_tool_loop(
+        model=chat_model_for(task["provider"]), toolset=toolset, context=context, state=state, loop=loop
+    )
     memory.current.data[f"llm:{task['id']}:trace"] = json.loads(json.dumps(outcome.trace, default=str))[-50:]
     if outcome.batch is not None:
         return _pause(outcome.batch, memory, resumed, previous)

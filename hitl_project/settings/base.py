@@ -197,8 +197,10 @@ HITL_CONTINUATION_START_TIMEOUT_SECONDS = env.int("HITL_CONTINUATION_START_TIMEO
 HITL_STALE_TURN_SECONDS = env.int("HITL_STALE_TURN_SECONDS", default=600)
 # Functions a schedule created through /schedulestore/schedules or the admin may run: an allow-list,
 # because a dotted path to any function would be remote code execution.
-HITL_SCHEDULABLE_FUNCTIONS = env.list("HITL_SCHEDULABLE_FUNCTIONS", default=[
-    "approvals.maintenance_tasks.noop", "approvals.maintenance_tasks.clear_expired_sessions"])
+HITL_SCHEDULABLE_FUNCTIONS = env.list(
+    "HITL_SCHEDULABLE_FUNCTIONS",
+    default=["approvals.maintenance_tasks.noop", "approvals.maintenance_tasks.clear_expired_sessions"],
+)
 # How long one call of an OpenAI-compatible model may take.
 HITL_LLM_TIMEOUT_SECONDS = env.float("HITL_LLM_TIMEOUT_SECONDS", default=60.0)
 # Fernet keys of the secret store behind ${vault:NAME}, comma-separated, newest first (rotation:

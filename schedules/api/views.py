@@ -437,8 +437,13 @@ class ScheduleEnableView(APIView):
         """An optional count of runs; a body that is not an object sets none, as does one without it."""
 
         takes_unknown_fields = True
-        repeats = serializers.IntegerField(min_value=-1, required=False, allow_null=True, default=None,
-                                           error_messages={key: REPEATS_COUNT for key in ("invalid", "min_value")})
+        repeats = serializers.IntegerField(
+            min_value=-1,
+            required=False,
+            allow_null=True,
+            default=None,
+            error_messages={key: REPEATS_COUNT for key in ("invalid", "min_value")},
+        )
 
         def to_internal_value(self, data: Any) -> dict[str, Any]:
             return super().to_internal_value(data if isinstance(data, dict) else {})

@@ -43,12 +43,23 @@ def logged_in(user: User) -> Client:
 
 def rows(owner: User | None, count: int, **fields) -> list[Pause]:
     now = timezone.now()
-    defaults = {"surface": "regular", "kind": "RULE", "subject_type": "conversation", "reason": "needs a look"}
-    return Pause.objects.bulk_create([
-        Pause(**{**defaults, **fields}, subject_id=uuid.uuid4(), owner=owner,
-              paused_at=now - timedelta(minutes=count - i))
-        for i in range(count)
-    ])
+    defaults = {
+        "surface": "regular",
+        "kind": "RULE",
+        "subject_type": "conversation",
+        "reason": "needs a look",
+    }
+    return Pause.objects.bulk_create(
+        [
+            Pause(
+                **{**defaults, **fields},
+                subject_id=uuid.uuid4(),
+                owner=owner,
+                paused_at=now - timedelta(minutes=count - i),
+            )
+            for i in range(count)
+        ]
+    )
 
 
 def listed(response) -> set[uuid.UUID]:
@@ -65,16 +76,31 @@ def snapshot(owner: User, pause: Pause) -> dict:
     return client_for(owner).get(f"/agents/{pause.subject_id}").json()
 
 
-def make_tool_call_pause(pause: Pause, calls: list[dict] | None = None, *, outcome_unknown=None,
-                         executed_ungated=None) -> Pause:
-    calls = calls if calls is not None else [
-        {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
-         "arguments": {"amount": 250, "iban": "DE** redacted **"},
-         "gateReason": "transfer_*", "matchedRule": "transfer_*",
-         "request": {"method": "POST", "url": "https://payments.example/transfers"}},
-        {"callId": "call-2", "toolName": "send_email", "source": "builtin", "arguments": {"to": "a@example.org"},
-         "gateReason": "send_*"},
-    ]
+def make_tool_call_pause(
+    pause: Pause, calls: list[dict] | None = None, *, outcome_unknown=None, executed_ungated=None
+) -> Pause:
+    calls = (
+        calls
+        if calls is not None
+        else [
+            {
+                "callId": "call-1",
+                "toolName": "transfer_funds",
+                "source": "http",
+                "arguments": {"amount": 250, "iban": "DE** redacted **"},
+                "gateReason": "transfer_*",
+                "matchedRule": "transfer_*",
+                "request": {"method": "POST", "url": "https://payments.example/transfers"},
+            },
+            {
+                "callId": "call-2",
+                "toolName": "send_email",
+                "source": "builtin",
+                "arguments": {"to": "a@example.org"},
+                "gateReason": "send_*",
+            },
+        ]
+    )
     return store_tool_batch(pause, calls, outcome_unknown=outcome_unknown, executed_ungated=executed_ungated)
 
 
@@ -116,13 +142,33 @@ def test_the_inbox_shows_what_a_reviewer_needs_per_row(approver):
     carol = staff("carol")
     now = timezone.now()
     agent_id = uuid.uuid4()
-    (soon,) = rows(carol, 1, reason="Refund over the limit", agent_id=agent_id, agent_version=3,
-                   due_at=now + timedelta(minutes=14, seconds=30), timeout_policy="AUTO_REJECT",
-                   kind="TOOL_CALL", tool_names=["refund", "notify"])
+    (soon,) = rows(
+        carol,
+        1,
+        reason="Refund over the limit",
+        agent_id=agent_id,
+        agent_version=3,
+        due_at=now + timedelta(minutes=14, seconds=30),
+        timeout_policy="AUTO_REJECT",
+        kind="TOOL_CALL",
+        tool_names=["refund", "notify"],
+    )
     (late,) = rows(carol, 1, reason="Late one", due_at=now - timedelta(minutes=5))
     html = logged_in(approver).get(INBOX).content.decode().replace("\xa0", " ")
-    for text in (str(soon.subject_id), str(agent_id)[:8], "v3", "carol", "TOOL_CALL", "Refund over the limit",
-                 "refund, notify", "14 minutes left", "AUTO_REJECT", "Late one", "OVERDUE", "overdue by 5"):
+    for text in (
+        str(soon.subject_id),
+        str(agent_id)[:8],
+        "v3",
+        "carol",
+        "TOOL_CALL",
+        "Refund over the limit",
+        "refund, notify",
+        "14 minutes left",
+        "AUTO_REJECT",
+        "Late one",
+        "OVERDUE",
+        "overdue by 5",
+    ):
         assert text in html, text
     assert page(soon) in html and page(late) in html
     assert "Add pending approval" not in html
@@ -222,23 +268,35 @@ def test_the_decision_page_shows_at_most_the_last_five_turns(alice, approver):
     last = ConversationStep.objects.filter(conversation_id=pause.subject_id).order_by("-index").first()
     ConversationStep.objects.filter(pk=last.pk).update(index=100)
     for i in range(7):  # older turns, before the paused one
-        ConversationStep.objects.create(conversation_id=pause.subject_id, index=10 + i,
-                                        input=f"older turn {i}", output=[f"answer {i}"])
+        ConversationStep.objects.create(
+            conversation_id=pause.subject_id, index=10 + i, input=f"older turn {i}", output=[f"answer {i}"]
+        )
     response = logged_in(approver).get(page(pause))
     turns = response.context["turns"]
-    assert [t["input"] for t in turns] == [f"older turn {i}" for i in range(3, 7)] + ["please delete my account"]
+    assert [t["input"] for t in turns] == [f"older turn {i}" for i in range(3, 7)] + [
+        "please delete my account"
+    ]
 
 
 def test_approve_from_the_decision_page_continues_the_conversation(alice, approver):
     pause = paused_pause(alice)
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "note": "checked with the manager",
-    })
+    response = logged_in(approver).post(
+        page(pause),
+        {
+            "expected_pause_id": str(pause.pk),
+            "verdict": "APPROVED",
+            "note": "checked with the manager",
+        },
+    )
     assert response.status_code == 302 and response["Location"] == INBOX
     pause.refresh_from_db()
     # the reviewer's own process ran the continuation: nothing was queued for the q-cluster
     assert (pause.status, pause.verdict, pause.decided_by, pause.note) == (
-        "RESOLVED", "APPROVED", "approver", "checked with the manager")
+        "RESOLVED",
+        "APPROVED",
+        "approver",
+        "checked with the manager",
+    )
     entry = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.approval")
     assert (entry.actor, entry.verdict, entry.note) == ("approver", "APPROVED", "checked with the manager")
     assert run_queued_tasks() == 0
@@ -248,20 +306,30 @@ def test_approve_from_the_decision_page_continues_the_conversation(alice, approv
 
 def test_reject_with_a_note_posts_the_note_to_the_conversation(alice, approver):
     pause = paused_pause(alice)
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "REJECTED", "note": "not without a ticket",
-    })
+    response = logged_in(approver).post(
+        page(pause),
+        {
+            "expected_pause_id": str(pause.pk),
+            "verdict": "REJECTED",
+            "note": "not without a ticket",
+        },
+    )
     assert response.status_code == 302
     assert run_queued_tasks() == 0  # continued by the reviewer's process
     assert snapshot(alice, pause)["output"] == [
-        "This action was rejected by a human reviewer. Reason: not without a ticket"]
+        "This action was rejected by a human reviewer. Reason: not without a ticket"
+    ]
 
 
 def test_a_stale_page_says_who_decided_and_changes_nothing(alice, approver, admin_user):
     pause = paused_pause(alice)
     stale_form = {"expected_pause_id": str(pause.pk), "verdict": "REJECTED", "note": "too late"}
-    assert client_for(approver).post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"},
-                                     format="json").status_code == 200
+    assert (
+        client_for(approver)
+        .post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+        .status_code
+        == 200
+    )
     response = logged_in(admin_user).post(page(pause), stale_form)
     assert response.status_code == 409
     html = response.content.decode()
@@ -274,8 +342,9 @@ def test_a_stale_page_says_who_decided_and_changes_nothing(alice, approver, admi
 
 def test_opening_a_decided_pause_shows_the_decision_without_a_form(alice, approver):
     pause = paused_pause(alice)
-    client_for(approver).post(f"/agents/{pause.subject_id}/resume", {"verdict": "REJECTED", "note": "no"},
-                              format="json")
+    client_for(approver).post(
+        f"/agents/{pause.subject_id}/resume", {"verdict": "REJECTED", "note": "no"}, format="json"
+    )
     response = logged_in(approver).get(page(pause))
     html = response.content.decode()
     assert response.status_code == 200 and "Already decided (REJECTED) by approver" in html
@@ -290,19 +359,24 @@ def test_a_race_lost_inside_the_service_is_reported_as_already_decided(alice, ap
     real = admin_decision.decide_and_continue
 
     def someone_else_first(**kwargs):
-        client_for(approver).post(f"/agents/{pause.subject_id}/resume", {"verdict": "REJECTED"}, format="json")
+        client_for(approver).post(
+            f"/agents/{pause.subject_id}/resume", {"verdict": "REJECTED"}, format="json"
+        )
         return real(**kwargs)
 
     monkeypatch.setattr(admin_decision, "decide_and_continue", someone_else_first)
     response = logged_in(make_user("admin2", "admin")).post(
-        page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
+        page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"}
+    )
     assert response.status_code == 409
     assert "Already decided (REJECTED) by approver" in response.content.decode()
 
 
 def test_a_form_for_another_pause_decides_nothing(alice, approver):
     pause = paused_pause(alice)
-    response = logged_in(approver).post(page(pause), {"expected_pause_id": str(uuid.uuid4()), "verdict": "APPROVED"})
+    response = logged_in(approver).post(
+        page(pause), {"expected_pause_id": str(uuid.uuid4()), "verdict": "APPROVED"}
+    )
     assert response.status_code == 409
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
 
@@ -310,8 +384,9 @@ def test_a_form_for_another_pause_decides_nothing(alice, approver):
 def test_a_too_long_note_is_refused_by_the_service_and_kept_on_the_form(alice, approver):
     pause = paused_pause(alice)
     note = "x" * 4096 + "y"
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "note": note})
+    response = logged_in(approver).post(
+        page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED", "note": note}
+    )
     assert response.status_code == 200
     assert "exceeds the maximum length of 4096 characters" in response.content.decode()
     assert response.context["form"]["note"].value() == note
@@ -331,7 +406,9 @@ def test_an_undeployed_agent_is_reported_and_the_pause_stays_pending(alice, appr
 
     pause = paused_pause(alice)
     undeploy_agent(agent_id=pause.agent_id, version=pause.agent_version, environment="production")
-    response = logged_in(approver).post(page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
+    response = logged_in(approver).post(
+        page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"}
+    )
     assert response.status_code == 409 and "Agent not deployed" in response.content.decode()
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
 
@@ -340,13 +417,24 @@ def test_an_undeployed_agent_is_reported_and_the_pause_stays_pending(alice, appr
 
 
 def test_a_tool_call_page_shows_each_call_with_its_pinning_badge_and_warnings(alice, approver):
-    pause = make_tool_call_pause(paused_pause(alice), outcome_unknown=["call-1"],
-                                 executed_ungated=["lookup_balance"])
+    pause = make_tool_call_pause(
+        paused_pause(alice), outcome_unknown=["call-1"], executed_ungated=["lookup_balance"]
+    )
     response = logged_in(approver).get(page(pause))
     html = response.content.decode()
-    for text in ("transfer_funds", "send_email", "DE** redacted **", "transfer_*", "send_*",
-                 "POST https://payments.example/transfers", "PINNED", "NOT PINNED",
-                 "Outcome unknown", "the outcome is unknown", "lookup_balance"):
+    for text in (
+        "transfer_funds",
+        "send_email",
+        "DE** redacted **",
+        "transfer_*",
+        "send_*",
+        "POST https://payments.example/transfers",
+        "PINNED",
+        "NOT PINNED",
+        "Outcome unknown",
+        "the outcome is unknown",
+        "lookup_balance",
+    ):
         assert text in html, text
     calls = {call.call_id: call for call in response.context["review"].calls}
     assert calls["call-1"].pinned and not calls["call-2"].pinned
@@ -366,16 +454,24 @@ STORED_BATCHES = {
     ),
     "a batch without calls": (
         lambda pause: stored_calls(pause).delete(),
-        lambda review: review.calls == [] and [n.tool_name for n in review.executed_ungated] == ["lookup_balance"],
+        lambda review: (
+            review.calls == [] and [n.tool_name for n in review.executed_ungated] == ["lookup_balance"]
+        ),
     ),
     "a request unresolved at the gate": (
-        lambda pause: stored_calls(pause).filter(call_id="call-1").update(
-            request_fingerprint=UNRESOLVED_FINGERPRINT, request_preview=None),
+        lambda pause: (
+            stored_calls(pause)
+            .filter(call_id="call-1")
+            .update(request_fingerprint=UNRESOLVED_FINGERPRINT, request_preview=None)
+        ),
         lambda review: not review.calls[0].pinned and review.calls[0].request_preview == "",
     ),
     "truncated arguments": (
-        lambda pause: stored_calls(pause).filter(call_id="call-1").update(
-            args_truncated=True, arguments_redacted='{"amount": 25'),
+        lambda pause: (
+            stored_calls(pause)
+            .filter(call_id="call-1")
+            .update(args_truncated=True, arguments_redacted='{"amount": 25')
+        ),
         lambda review: review.calls[0].args_truncated and review.calls[0].arguments == '{"amount": 25',
     ),
     "no matched rule": (
@@ -384,13 +480,21 @@ STORED_BATCHES = {
     ),
     "ungated calls that ran first": (
         lambda pause: PendingToolBatch.objects.filter(pause=pause).update(
-            executed_ungated_calls=["lookup_balance", "lookup_rates"]),
+            executed_ungated_calls=["lookup_balance", "lookup_rates"]
+        ),
         lambda review: [n.tool_name for n in review.executed_ungated] == ["lookup_balance", "lookup_rates"],
     ),
     "a claim never recorded": (
-        lambda pause: claim(conversation_id=pause.subject_id, pause_epoch=pause.epoch, call_id="call-2",
-                            tool_name="send_email", decided_by="approver"),
-        lambda review: [(n.call_id, n.tool_name) for n in review.outcome_unknown] == [("call-2", "send_email")],
+        lambda pause: claim(
+            conversation_id=pause.subject_id,
+            pause_epoch=pause.epoch,
+            call_id="call-2",
+            tool_name="send_email",
+            decided_by="approver",
+        ),
+        lambda review: (
+            [(n.call_id, n.tool_name) for n in review.outcome_unknown] == [("call-2", "send_email")]
+        ),
     ),
 }
 
@@ -407,31 +511,48 @@ def test_a_tool_call_page_shows_whatever_the_gate_stored(alice, approver, stored
 
 def test_per_call_verdicts_and_amended_arguments_reach_the_service(alice, approver):
     pause = make_tool_call_pause(paused_pause(alice))
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "note": "one of two",
-        "call_0_verdict": "", "call_0_amended": '{"amount": 100, "iban": "DE00"}',
-        "call_1_verdict": "REJECTED", "call_1_note": "no emails today",
-    })
+    response = logged_in(approver).post(
+        page(pause),
+        {
+            "expected_pause_id": str(pause.pk),
+            "verdict": "APPROVED",
+            "note": "one of two",
+            "call_0_verdict": "",
+            "call_0_amended": '{"amount": 100, "iban": "DE00"}',
+            "call_1_verdict": "REJECTED",
+            "call_1_note": "no emails today",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     pause.refresh_from_db()
     assert pause.status != PauseStatus.PENDING
-    assert pause.decision_details == {"toolDecisions": {
-        "call-1": {"verdict": "APPROVED", "amendedArguments": '{"amount": 100, "iban": "DE00"}'},
-        "call-2": {"verdict": "REJECTED", "note": "no emails today"},
-    }}
+    assert pause.decision_details == {
+        "toolDecisions": {
+            "call-1": {"verdict": "APPROVED", "amendedArguments": '{"amount": 100, "iban": "DE00"}'},
+            "call-2": {"verdict": "REJECTED", "note": "no emails today"},
+        }
+    }
 
 
-@pytest.mark.parametrize(("amended", "verdict", "error"), [
-    ("{not json", "", "Not valid JSON"),
-    ("[1, 2]", "", "Must be a JSON object."),
-    ('{"amount": 1}', "REJECTED", "Only an approved call can be amended."),
-])
+@pytest.mark.parametrize(
+    ("amended", "verdict", "error"),
+    [
+        ("{not json", "", "Not valid JSON"),
+        ("[1, 2]", "", "Must be a JSON object."),
+        ('{"amount": 1}', "REJECTED", "Only an approved call can be amended."),
+    ],
+)
 def test_bad_amended_arguments_are_kept_on_the_form_with_the_error(alice, approver, amended, verdict, error):
     pause = make_tool_call_pause(paused_pause(alice))
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "call_0_verdict": verdict,
-        "call_0_amended": amended,
-    })
+    response = logged_in(approver).post(
+        page(pause),
+        {
+            "expected_pause_id": str(pause.pk),
+            "verdict": "APPROVED",
+            "call_0_verdict": verdict,
+            "call_0_amended": amended,
+        },
+    )
     assert response.status_code == 200
     form = response.context["form"]
     assert error in str(form.errors["call_0_amended"])
@@ -446,12 +567,16 @@ def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkey
     pause = make_tool_call_pause(paused_pause(alice))
 
     def refuse(**kwargs):
-        raise BadRequest("bad amendment", errors=[
-            {"field": "toolDecisions.call-2.amendedArguments", "message": "unknown argument 'cc'"}])
+        raise BadRequest(
+            "bad amendment",
+            errors=[{"field": "toolDecisions.call-2.amendedArguments", "message": "unknown argument 'cc'"}],
+        )
 
     monkeypatch.setattr(admin_decision, "decide_and_continue", refuse)
-    response = logged_in(approver).post(page(pause), {
-        "expected_pause_id": str(pause.pk), "verdict": "APPROVED", "call_1_amended": '{"cc": "x"}'})
+    response = logged_in(approver).post(
+        page(pause),
+        {"expected_pause_id": str(pause.pk), "verdict": "APPROVED", "call_1_amended": '{"cc": "x"}'},
+    )
     assert response.status_code == 200
     assert response.context["form"].errors["call_1_amended"] == ["unknown argument 'cc'"]
 
@@ -460,8 +585,9 @@ def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkey
 
 
 def select(client: Client, action: str, pauses: list[Pause], **kwargs):
-    return client.post(INBOX, {"action": action, "_selected_action": [str(p.pk) for p in pauses], "index": "0"},
-                       **kwargs)
+    return client.post(
+        INBOX, {"action": action, "_selected_action": [str(p.pk) for p in pauses], "index": "0"}, **kwargs
+    )
 
 
 def test_bulk_approve_of_three_rule_pauses_decides_and_audits_each(alice, approver):
@@ -473,12 +599,16 @@ def test_bulk_approve_of_three_rule_pauses_decides_and_audits_each(alice, approv
     html = confirmation.content.decode()
     assert "Approve 3 rule pause(s)?" in html and all(str(p.subject_id) in html for p in pauses)
     assert Pause.objects.filter(status=PauseStatus.PENDING).count() == 3  # nothing decided yet
-    response = client.post(BULK, {"verdict": "APPROVED", "note": "batch ok",
-                                  "pause_ids": [str(p.pk) for p in pauses]}, follow=True)
+    response = client.post(
+        BULK,
+        {"verdict": "APPROVED", "note": "batch ok", "pause_ids": [str(p.pk) for p in pauses]},
+        follow=True,
+    )
     assert "Approved 3 pause(s), each audited on its own" in response.content.decode()
     entries = AuditEntry.objects.filter(verb="hitl.approval", pause_id__in=[p.pk for p in pauses])
     assert sorted((e.pause_id, e.actor, e.verdict, e.note) for e in entries) == sorted(
-        (p.pk, "approver", "APPROVED", "batch ok") for p in pauses)
+        (p.pk, "approver", "APPROVED", "batch ok") for p in pauses
+    )
     assert len({e.subject_id for e in entries}) == 3  # one entry in each conversation's own chain
     assert run_queued_tasks() == 3
     assert all(snapshot(alice, p)["output"] == ["Deletion APPROVED."] for p in pauses)
@@ -487,11 +617,14 @@ def test_bulk_approve_of_three_rule_pauses_decides_and_audits_each(alice, approv
 def test_bulk_reject_posts_the_one_note_to_each(alice, approver):
     agent_id = deployed_agent()
     pauses = [paused_pause(alice, agent_id) for _ in range(2)]
-    logged_in(approver).post(BULK, {"verdict": "REJECTED", "note": "policy", "pause_ids": [str(p.pk) for p in pauses]})
+    logged_in(approver).post(
+        BULK, {"verdict": "REJECTED", "note": "policy", "pause_ids": [str(p.pk) for p in pauses]}
+    )
     run_queued_tasks()
     for pause in pauses:
         assert snapshot(alice, pause)["output"] == [
-            "This action was rejected by a human reviewer. Reason: policy"]
+            "This action was rejected by a human reviewer. Reason: policy"
+        ]
 
 
 def test_bulk_excludes_tool_call_pauses_open_each_to_decide_it(alice, approver):
@@ -507,8 +640,11 @@ def test_bulk_excludes_tool_call_pauses_open_each_to_decide_it(alice, approver):
     assert [p.pk for p in confirmation.context["excluded"]] == [tool_pause.pk]
     assert f'name="pause_ids" value="{tool_pause.pk}"' not in html
     # Even a hand-made POST naming it does not decide it.
-    response = client.post(BULK, {"verdict": "APPROVED", "pause_ids": [str(p.pk) for p in [*rule_pauses, tool_pause]]},
-                           follow=True)
+    response = client.post(
+        BULK,
+        {"verdict": "APPROVED", "pause_ids": [str(p.pk) for p in [*rule_pauses, tool_pause]]},
+        follow=True,
+    )
     assert "only rule pauses are decided in bulk" in response.content.decode()
     assert Pause.objects.get(pk=tool_pause.pk).status == PauseStatus.PENDING
     assert {Pause.objects.get(pk=p.pk).status for p in rule_pauses} == {PauseStatus.RESOLVING}
@@ -524,8 +660,9 @@ def test_bulk_reports_a_pause_decided_meanwhile_and_decides_the_rest(alice, appr
     agent_id = deployed_agent()
     first, second = paused_pause(alice, agent_id), paused_pause(alice, agent_id)
     client_for(alice).post(f"/agents/{first.subject_id}/resume", {"verdict": "REJECTED"}, format="json")
-    response = logged_in(approver).post(BULK, {"verdict": "APPROVED", "pause_ids": [str(first.pk), str(second.pk)]},
-                                        follow=True)
+    response = logged_in(approver).post(
+        BULK, {"verdict": "APPROVED", "pause_ids": [str(first.pk), str(second.pk)]}, follow=True
+    )
     html = response.content.decode()
     assert "Approved 1 pause(s)" in html and "already decided (REJECTED) by alice" in html
     assert Pause.objects.get(pk=first.pk).verdict == "REJECTED"
@@ -534,7 +671,9 @@ def test_bulk_reports_a_pause_decided_meanwhile_and_decides_the_rest(alice, appr
 
 def test_bulk_refuses_a_too_long_note_before_deciding_anything(alice, approver):
     pause = paused_pause(alice)
-    response = logged_in(approver).post(BULK, {"verdict": "APPROVED", "note": "n" * 4097, "pause_ids": [str(pause.pk)]})
+    response = logged_in(approver).post(
+        BULK, {"verdict": "APPROVED", "note": "n" * 4097, "pause_ids": [str(pause.pk)]}
+    )
     assert response.status_code == 400
     assert "exceeds the maximum length" in response.content.decode()
     assert response.context["note"] == "n" * 4097

@@ -11,7 +11,15 @@ from tests.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 
-PAUSE_FIELDS = ("pauseId", "pausedAt", "deadline", "pauseReason", "pauseType", "timeoutPolicy", "approvalTimeout")
+PAUSE_FIELDS = (
+    "pauseId",
+    "pausedAt",
+    "deadline",
+    "pauseReason",
+    "pauseType",
+    "timeoutPolicy",
+    "approvalTimeout",
+)
 
 
 def status_of(client: Any, conversation_id: str) -> dict[str, Any]:
@@ -60,13 +68,17 @@ def test_a_pending_pause_fills_every_field_and_matches_its_inbox_row(alice_clien
     assert {name: row[name] for name in PAUSE_FIELDS} == {name: status[name] for name in PAUSE_FIELDS}
 
 
-@pytest.mark.parametrize("hitl_config", [
-    {"timeoutPolicy": "WAIT_INDEFINITELY", "pauseReason": "Wait for it"},
-    {"timeoutPolicy": "WAIT_INDEFINITELY", "approvalTimeout": "PT15M", "pauseReason": "Wait for it"},
-    {"pauseReason": "Wait for it"},
-])
-def test_a_wait_indefinitely_pause_has_null_approval_timeout_and_deadline(alice_client, approver_client,
-                                                                          hitl_config):
+@pytest.mark.parametrize(
+    "hitl_config",
+    [
+        {"timeoutPolicy": "WAIT_INDEFINITELY", "pauseReason": "Wait for it"},
+        {"timeoutPolicy": "WAIT_INDEFINITELY", "approvalTimeout": "PT15M", "pauseReason": "Wait for it"},
+        {"pauseReason": "Wait for it"},
+    ],
+)
+def test_a_wait_indefinitely_pause_has_null_approval_timeout_and_deadline(
+    alice_client, approver_client, hitl_config
+):
     conversation_id = paused_conversation(alice_client, deployed_agent(account_bot(hitlConfig=hitl_config)))
     status = status_of(approver_client, conversation_id)
     assert status["timeoutPolicy"] == "WAIT_INDEFINITELY"

@@ -22,8 +22,12 @@ def ledger(db: None) -> dict[str, Any]:
 
 
 # "+" of an offset: encoded (%2B) it stays a "+", unencoded it arrives as a space; both are read as offsets.
-BAD_OFFSETS = ["2026-11-30T10:00:00%2B16:00", "2026-11-30T10:00:00+16:00", "2026-11-30T10:00:00-16:00",
-               "2026-11-30T10:00:00%2B23:59"]
+BAD_OFFSETS = [
+    "2026-11-30T10:00:00%2B16:00",
+    "2026-11-30T10:00:00+16:00",
+    "2026-11-30T10:00:00-16:00",
+    "2026-11-30T10:00:00%2B23:59",
+]
 
 
 @pytest.mark.parametrize("value", BAD_OFFSETS)
@@ -37,8 +41,15 @@ def test_audit_since_bad_offset_is_400(admin_client: APIClient, ledger, name: st
         assert "UTC offset" in response.json()["detail"]
 
 
-@pytest.mark.parametrize("value", ["2026-11-30T10:00:00%2B15:59", "2026-11-30T10:00:00+15:59",
-                                   "2026-11-30T10:00:00-15:59", "2026-11-30T10:00:00%2B05:30"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-30T10:00:00%2B15:59",
+        "2026-11-30T10:00:00+15:59",
+        "2026-11-30T10:00:00-15:59",
+        "2026-11-30T10:00:00%2B05:30",
+    ],
+)
 def test_audit_offsets_postgresql_accepts_are_accepted(admin_client: APIClient, ledger, value: str) -> None:
     assert admin_client.get(f"{ENTRIES}?since={value}").status_code == 200
     assert admin_client.get(f"{EXPORT}?since={value}").status_code == 200
@@ -52,8 +63,10 @@ def test_audit_text_filter_with_a_nul_byte_is_400(admin_client: APIClient, ledge
         assert [e["field"] for e in response.json()["errors"]] == [name]
 
 
-BAD_EXPORT_QUERY = ("format=xml&limit=ten&after=x&since=2026-11-30T10:00:00%2B16:00&until=tomorrow"
-                    "&actor=a%00&verb=v%00&pause=p&conversation=c")
+BAD_EXPORT_QUERY = (
+    "format=xml&limit=ten&after=x&since=2026-11-30T10:00:00%2B16:00&until=tomorrow"
+    "&actor=a%00&verb=v%00&pause=p&conversation=c"
+)
 
 
 def test_audit_export_validates_before_streaming(admin_user: User, ledger) -> None:
@@ -70,7 +83,16 @@ def test_audit_export_validates_before_streaming(admin_user: User, ledger) -> No
     assert not response.streaming
     assert response["Content-Type"] == "application/problem+json"
     assert {e["field"] for e in response.json()["errors"]} == {
-        "format", "limit", "after", "since", "until", "actor", "verb", "pause", "conversation"}
+        "format",
+        "limit",
+        "after",
+        "since",
+        "until",
+        "actor",
+        "verb",
+        "pause",
+        "conversation",
+    }
 
 
 def test_audit_export_takes_after_and_limit_like_the_entries(admin_client: APIClient, ledger) -> None:

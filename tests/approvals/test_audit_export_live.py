@@ -113,14 +113,20 @@ def other_sessions() -> list[tuple[str, str]]:
 
 def exports_waiting_on_the_client() -> list[tuple[str, str]]:
     """Sessions stopped mid-export: in their transaction, the cursor open, the last statement a FETCH."""
-    return [(state, query) for state, query in other_sessions()
-            if state == "idle in transaction" and query.startswith("FETCH FORWARD")]
+    return [
+        (state, query)
+        for state, query in other_sessions()
+        if state == "idle in transaction" and query.startswith("FETCH FORWARD")
+    ]
 
 
 def exports_still_open() -> list[tuple[str, str]]:
     """Sessions still fetching rows or still holding their transaction open."""
-    return [(state, query) for state, query in other_sessions()
-            if state.startswith("idle in transaction") or query.startswith("FETCH")]
+    return [
+        (state, query)
+        for state, query in other_sessions()
+        if state.startswith("idle in transaction") or query.startswith("FETCH")
+    ]
 
 
 def test_export_streams_while_the_server_is_still_reading_rows(server: str) -> None:
@@ -138,8 +144,11 @@ def test_export_streams_while_the_server_is_still_reading_rows(server: str) -> N
             assert 0 < len(first) < 1024 * 1024
             # A streaming server runs into the full socket buffers and waits there, its cursor open;
             # a buffering one would have closed it before the first byte left.
-            eventually(exports_waiting_on_the_client, timeout=BLOCKED_WITHIN,
-                       what="the export to wait on the client mid-stream, its cursor open")
+            eventually(
+                exports_waiting_on_the_client,
+                timeout=BLOCKED_WITHIN,
+                what="the export to wait on the client mid-stream, its cursor open",
+            )
             rest = b"".join(chunks)
     lines = (first + rest).splitlines()
     assert len(lines) == ROWS
@@ -156,6 +165,10 @@ def test_a_client_that_goes_away_ends_the_export_and_its_transaction(server: str
         with client.stream("GET", "/audit/export", params={"format": "csv"}) as response:
             assert next(response.iter_bytes()).startswith(b"id,sequence,")
         # Leaving the block closed the connection at the start of the file.
-        eventually(lambda: not exports_still_open(), timeout=STOP_WITHIN, interval=0.05,
-                   what="the server to end the export and its transaction after the client left")
+        eventually(
+            lambda: not exports_still_open(),
+            timeout=STOP_WITHIN,
+            interval=0.05,
+            what="the server to end the export and its transaction after the client left",
+        )
         assert client.get("/audit/export", params={"format": "jsonl", "actor": "nobody"}).status_code == 200

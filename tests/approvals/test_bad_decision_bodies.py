@@ -32,14 +32,19 @@ def assert_nothing_consumed(conversation_id: Any) -> None:
 
 
 @pytest.mark.parametrize("note", ["a\\u0000b", "\\ud800", "ok \\udc00 ok"])
-def test_nul_byte_in_resume_note_is_400_naming_note_and_the_pause_stays_pending(alice_client, approver_client, note):
+def test_nul_byte_in_resume_note_is_400_naming_note_and_the_pause_stays_pending(
+    alice_client, approver_client, note
+):
     conversation_id = paused_conversation(alice_client)
     response = resume_raw(approver_client, conversation_id, f'{{"verdict": "APPROVED", "note": "{note}"}}')
     assert response.status_code == 400, response.content
     assert response["Content-Type"] == "application/problem+json"
     assert [e["field"] for e in response.json()["errors"]] == ["note"]
     assert_nothing_consumed(conversation_id)
-    assert resume_raw(approver_client, conversation_id, '{"verdict": "APPROVED", "note": "fine"}').status_code == 200
+    assert (
+        resume_raw(approver_client, conversation_id, '{"verdict": "APPROVED", "note": "fine"}').status_code
+        == 200
+    )
 
 
 @pytest.mark.parametrize(
@@ -79,22 +84,39 @@ def test_a_long_bad_verdict_is_quoted_short_and_escaped(alice_client, approver_c
         ('{"verdict": "APPROVED", "note": "\\u0000"}', "toolDecisions.call-1.note", "NUL"),
         ('{"verdict": "REJECTED", "note": "\\ud800"}', "toolDecisions.call-1.note", "lone surrogate"),
         # The text is fine; what it decodes to is not: NUL, a number too large, nesting too deep.
-        ('{"verdict": "APPROVED", "amendedArguments": "{\\"to\\": \\"bob\\\\u0000\\"}"}',
-         "toolDecisions.call-1.amendedArguments", "arguments.to contains a NUL"),
-        ('{"verdict": "APPROVED", "amendedArguments": "{\\"amount\\": 1e400}"}',
-         "toolDecisions.call-1.amendedArguments", "arguments.amount is a number too large"),
-        (json.dumps({"verdict": "APPROVED", "amendedArguments": '{"a": ' + "[" * 100 + "]" * 100 + "}"}),
-         "toolDecisions.call-1.amendedArguments", "nested deeper than 64 levels"),
-        (json.dumps({"verdict": "APPROVED", "amendedArguments": '{"a": ' + "[" * 10_000 + "]" * 10_000 + "}"}),
-         "toolDecisions.call-1.amendedArguments", "nested too deeply"),
+        (
+            '{"verdict": "APPROVED", "amendedArguments": "{\\"to\\": \\"bob\\\\u0000\\"}"}',
+            "toolDecisions.call-1.amendedArguments",
+            "arguments.to contains a NUL",
+        ),
+        (
+            '{"verdict": "APPROVED", "amendedArguments": "{\\"amount\\": 1e400}"}',
+            "toolDecisions.call-1.amendedArguments",
+            "arguments.amount is a number too large",
+        ),
+        (
+            json.dumps({"verdict": "APPROVED", "amendedArguments": '{"a": ' + "[" * 100 + "]" * 100 + "}"}),
+            "toolDecisions.call-1.amendedArguments",
+            "nested deeper than 64 levels",
+        ),
+        (
+            json.dumps(
+                {"verdict": "APPROVED", "amendedArguments": '{"a": ' + "[" * 10_000 + "]" * 10_000 + "}"}
+            ),
+            "toolDecisions.call-1.amendedArguments",
+            "nested too deeply",
+        ),
     ],
 )
 def test_unstorable_tool_decision_is_400_naming_the_call_field(
     alice_client, approver_client, http_recorder, call_decision, field, message
 ):
     conversation_id, pause = paused_transfer(alice_client, http_recorder)
-    response = resume_raw(approver_client, conversation_id,
-                          f'{{"verdict": "APPROVED", "toolDecisions": {{"call-1": {call_decision}}}}}')
+    response = resume_raw(
+        approver_client,
+        conversation_id,
+        f'{{"verdict": "APPROVED", "toolDecisions": {{"call-1": {call_decision}}}}}',
+    )
     assert response.status_code == 400, response.content
     problem = response.json()
     assert problem["errors"][0]["field"] == field
@@ -105,7 +127,9 @@ def test_unstorable_tool_decision_is_400_naming_the_call_field(
 
 def test_bulk_decision_refuses_a_nul_note_before_deciding_anything(alice, approver):
     pause = paused_pause(alice)
-    response = logged_in(approver).post(BULK, {"verdict": "APPROVED", "note": "a\x00b", "pause_ids": [str(pause.pk)]})
+    response = logged_in(approver).post(
+        BULK, {"verdict": "APPROVED", "note": "a\x00b", "pause_ids": [str(pause.pk)]}
+    )
     assert response.status_code == 400
     assert "NUL character" in response.content.decode()
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
@@ -113,9 +137,11 @@ def test_bulk_decision_refuses_a_nul_note_before_deciding_anything(alice, approv
 
 def test_every_bad_field_of_a_decision_is_named_at_once_unknown_fields_first(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
-    response = approver_client.post(f"/agents/{conversation_id}/resume",
-                                    {"verdict": "APPROVED", "note": 5, "toolDecisions": [], "notes": "x"},
-                                    format="json")
+    response = approver_client.post(
+        f"/agents/{conversation_id}/resume",
+        {"verdict": "APPROVED", "note": 5, "toolDecisions": [], "notes": "x"},
+        format="json",
+    )
     assert response.status_code == 400, response.content
     assert response.json()["errors"] == [
         {"field": "notes", "message": "unknown field"},
@@ -125,10 +151,15 @@ def test_every_bad_field_of_a_decision_is_named_at_once_unknown_fields_first(ali
     assert_nothing_consumed(conversation_id)
 
 
-def test_a_note_over_4096_utf16_units_is_refused_though_it_has_fewer_characters(alice_client, approver_client):
+def test_a_note_over_4096_utf16_units_is_refused_though_it_has_fewer_characters(
+    alice_client, approver_client
+):
     conversation_id = paused_conversation(alice_client)
-    response = approver_client.post(f"/agents/{conversation_id}/resume",
-                                    {"verdict": "APPROVED", "note": "\U0001f600" * 2049}, format="json")
+    response = approver_client.post(
+        f"/agents/{conversation_id}/resume",
+        {"verdict": "APPROVED", "note": "\U0001f600" * 2049},
+        format="json",
+    )
     assert response.status_code == 400, response.content
     assert response.json()["detail"] == "Decision note exceeds the maximum length of 4096 characters"
     assert_nothing_consumed(conversation_id)
@@ -136,9 +167,11 @@ def test_a_note_over_4096_utf16_units_is_refused_though_it_has_fewer_characters(
 
 def test_decided_by_is_accepted_and_ignored_the_actor_is_the_caller(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
-    response = approver_client.post(f"/agents/{conversation_id}/resume",
-                                    {"verdict": " rejected ", "decidedBy": "someone-else", "note": None},
-                                    format="json")
+    response = approver_client.post(
+        f"/agents/{conversation_id}/resume",
+        {"verdict": " rejected ", "decidedBy": "someone-else", "note": None},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     assert response.json()["verdict"] == "REJECTED"
     assert response.json()["decidedBy"] == "approver"

@@ -20,13 +20,17 @@ def test_text_postgresql_cannot_store_is_refused(text):
     assert unstorable_text_problem(text) is not None
 
 
-@pytest.mark.parametrize("text", ["", "plain", "ünïcödé — 😀", json.loads('"\\ud83d\\ude00"'), "tab\tnewline\n"])
+@pytest.mark.parametrize(
+    "text", ["", "plain", "ünïcödé — 😀", json.loads('"\\ud83d\\ude00"'), "tab\tnewline\n"]
+)
 def test_storable_text_passes_and_a_surrogate_pair_is_one_character(text):
     assert unstorable_text_problem(text) is None
 
 
 def test_every_place_is_named_keys_values_and_list_items_at_any_depth():
-    body = json.loads('{"input": "a\\u0000", "context": {"k\\u0000": "v", "deep": {"list": [1, "\\ud800", {"x": "ok"}]}}}')
+    body = json.loads(
+        '{"input": "a\\u0000", "context": {"k\\u0000": "v", "deep": {"list": [1, "\\ud800", {"x": "ok"}]}}}'
+    )
     assert [(e["field"], e["message"].split(" (")[0]) for e in body_errors(body)] == [
         ("input", "contains a NUL character"),
         ("context.k\\u0000", "the key contains a NUL character"),

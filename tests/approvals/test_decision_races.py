@@ -41,8 +41,11 @@ def test_at_most_once_decision_twenty_concurrent_resumes_exactly_one_wins():
     clients = [client_for(a) for a in approvers]
 
     def resume(client):
-        return lambda: client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                   format="json").status_code
+        return lambda: (
+            client.post(
+                f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+            ).status_code
+        )
 
     statuses = _race([resume(c) for c in clients])
     assert sorted(statuses) == [200] + [409] * 19
@@ -57,11 +60,14 @@ def test_resume_racing_cancel_exactly_one_wins():
     for _ in range(5):
         conversation_id = paused_conversation(client_for(alice))
         resume_client, cancel_client = client_for(approver), client_for(alice)
-        statuses = _race([
-            lambda c=resume_client, cid=conversation_id: c.post(
-                f"/agents/{cid}/resume", {"verdict": "APPROVED"}, format="json").status_code,
-            lambda c=cancel_client, cid=conversation_id: c.post(f"/agents/{cid}/cancel").status_code,
-        ])
+        statuses = _race(
+            [
+                lambda c=resume_client, cid=conversation_id: (
+                    c.post(f"/agents/{cid}/resume", {"verdict": "APPROVED"}, format="json").status_code
+                ),
+                lambda c=cancel_client, cid=conversation_id: c.post(f"/agents/{cid}/cancel").status_code,
+            ]
+        )
         pause = Pause.objects.get(subject_id=conversation_id)
         decisions = AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval")
         assert decisions.count() == 1

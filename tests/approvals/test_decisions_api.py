@@ -30,7 +30,9 @@ def resume(client, conversation_id, body, **kwargs):
         ({"verdict": "APPROVED", "surprise": True}, "surprise"),
     ],
 )
-def test_bad_body_is_400_naming_the_field_and_the_pause_stays_pending(alice_client, approver_client, body, field):
+def test_bad_body_is_400_naming_the_field_and_the_pause_stays_pending(
+    alice_client, approver_client, body, field
+):
     conversation_id = paused_conversation(alice_client)
     response = resume(approver_client, conversation_id, body)
     assert response.status_code == 400, response.content
@@ -52,13 +54,19 @@ def test_non_json_body_is_400_and_the_pause_stays_pending(alice_client, approver
 
 def test_note_of_exactly_4096_characters_is_accepted(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
-    assert resume(approver_client, conversation_id, {"verdict": "REJECTED", "note": "n" * 4096}).status_code == 200
+    assert (
+        resume(approver_client, conversation_id, {"verdict": "REJECTED", "note": "n" * 4096}).status_code
+        == 200
+    )
 
 
-def test_decided_by_comes_from_the_authenticated_identity_and_a_body_field_is_ignored(alice_client, approver_client):
+def test_decided_by_comes_from_the_authenticated_identity_and_a_body_field_is_ignored(
+    alice_client, approver_client
+):
     conversation_id = paused_conversation(alice_client)
-    response = resume(approver_client, conversation_id,
-                      {"verdict": "APPROVED", "decidedBy": "system:timeout"})
+    response = resume(
+        approver_client, conversation_id, {"verdict": "APPROVED", "decidedBy": "system:timeout"}
+    )
     assert response.status_code == 200
     assert response.json()["decidedBy"] == "approver"
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -171,7 +179,10 @@ def test_cancel_ends_a_pending_pause_through_the_audited_path(alice_client, appr
     again = approver_client.post(f"/agents/{conversation_id}/cancel")
     assert again.status_code == 409 and again.json()["currentState"] == "EXECUTION_INTERRUPTED"
     # an interrupted conversation takes input again
-    assert alice_client.post(f"/agents/{conversation_id}", {"input": "hello"}, format="json").json()["state"] == "READY"
+    assert (
+        alice_client.post(f"/agents/{conversation_id}", {"input": "hello"}, format="json").json()["state"]
+        == "READY"
+    )
 
 
 def test_end_conversation_cancels_a_pending_pause_and_audits_it(alice_client, approver_client):
@@ -200,6 +211,9 @@ def test_cancel_before_the_continuation_starts_means_it_never_runs(alice_client,
     assert snapshot["state"] == "EXECUTION_INTERRUPTED" and snapshot["output"] == []
     last = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["lastDecision"]
     assert (last["verdict"], last["decidedBy"], last["cancelledBy"]) == ("APPROVED", "approver", "alice")
-    verbs = list(AuditEntry.objects.filter(subject_id=conversation_id).order_by("sequence")
-                 .values_list("verb", flat=True))
+    verbs = list(
+        AuditEntry.objects.filter(subject_id=conversation_id)
+        .order_by("sequence")
+        .values_list("verb", flat=True)
+    )
     assert verbs == ["hitl.pause", "hitl.approval", "hitl.turn.interrupted", "hitl.continuation.cancelled"]

@@ -103,8 +103,13 @@ def test_a_renewal_waiting_on_a_row_lock_does_not_hold_up_the_others(settings, d
     assert locked.wait(5)
     others: list[object] = []
     try:
-        with kept_alive(lambda until: django_user_model.objects.filter(pk=user.pk).update(last_login=until),
-                        what="blocked"), kept_alive(others.append, what="other"):
+        with (
+            kept_alive(
+                lambda until: django_user_model.objects.filter(pk=user.pk).update(last_login=until),
+                what="blocked",
+            ),
+            kept_alive(others.append, what="other"),
+        ):
             time.sleep(3.6)
     finally:
         release.set()

@@ -17,11 +17,20 @@ pytestmark = pytest.mark.django_db
 
 def _pauses(owner, count, *, start_minutes_ago=1000):
     now = timezone.now()
-    return Pause.objects.bulk_create([
-        Pause(surface="regular", kind="RULE", subject_type="conversation", subject_id=uuid.uuid4(),
-              owner=owner, reason="r", paused_at=now - timedelta(minutes=start_minutes_ago - i))
-        for i in range(count)
-    ])
+    return Pause.objects.bulk_create(
+        [
+            Pause(
+                surface="regular",
+                kind="RULE",
+                subject_type="conversation",
+                subject_id=uuid.uuid4(),
+                owner=owner,
+                reason="r",
+                paused_at=now - timedelta(minutes=start_minutes_ago - i),
+            )
+            for i in range(count)
+        ]
+    )
 
 
 def test_personal_inbox_is_never_starved_by_other_users_backlog(alice, bob, alice_client):
@@ -50,10 +59,28 @@ def test_limit_is_clamped_to_1_through_1000(approver, approver_client, asked, ex
 def test_inbox_row_has_the_contract_fields(alice_client, approver_client):
     conversation_id = paused_conversation(alice_client)
     (row,) = approver_client.get("/agents/pending-approvals").json()
-    assert set(row) == {"pauseId", "surface", "conversationId", "agentId", "groupId", "ownerId", "pausedAt",
-                        "deadline", "pauseReason", "pauseType", "timeoutPolicy", "approvalTimeout", "toolNames"}
+    assert set(row) == {
+        "pauseId",
+        "surface",
+        "conversationId",
+        "agentId",
+        "groupId",
+        "ownerId",
+        "pausedAt",
+        "deadline",
+        "pauseReason",
+        "pauseType",
+        "timeoutPolicy",
+        "approvalTimeout",
+        "toolNames",
+    }
     assert row["conversationId"] == conversation_id
-    assert (row["surface"], row["pauseType"], row["toolNames"], row["groupId"]) == ("regular", "RULE", [], None)
+    assert (row["surface"], row["pauseType"], row["toolNames"], row["groupId"]) == (
+        "regular",
+        "RULE",
+        [],
+        None,
+    )
 
 
 def test_decided_and_cancelled_pauses_leave_the_inbox(alice_client, approver_client):
@@ -64,15 +91,18 @@ def test_decided_and_cancelled_pauses_leave_the_inbox(alice_client, approver_cli
     assert approver_client.get("/agents/pending-approvals").json() == []
 
 
-def test_inbox_is_one_query_whatever_the_page_size(alice, approver, approver_client, django_assert_max_num_queries):
+def test_inbox_is_one_query_whatever_the_page_size(
+    alice, approver, approver_client, django_assert_max_num_queries
+):
     _pauses(alice, 40)
     approver_client.get("/agents/pending-approvals")  # warm auth caches
     with django_assert_max_num_queries(4):  # token auth + groups + the inbox itself
         assert len(approver_client.get("/agents/pending-approvals?limit=40").json()) == 40
 
 
-@pytest.mark.parametrize(("owner_filter", "index_condition"), [(False, "pause_pending_inbox"),
-                                                               (True, "Index Cond: (owner_id = ")])
+@pytest.mark.parametrize(
+    ("owner_filter", "index_condition"), [(False, "pause_pending_inbox"), (True, "Index Cond: (owner_id = ")]
+)
 def test_inbox_queries_are_served_by_an_index_not_a_table_scan(alice, owner_filter, index_condition):
     from django.contrib.auth.models import User
 

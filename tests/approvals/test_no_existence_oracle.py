@@ -81,7 +81,9 @@ def test_no_existence_oracle_in_admin_same_page_for_unknown_and_foreign():
             client.get(f"{inbox}{pause_id}/", follow=True),
             client.post(f"{inbox}{pause_id}/delete/", {"post": "yes"}),
             client.get(f"{inbox}?q={pause_id}"),
-            client.post(f"{inbox}bulk-decide/", {"verdict": "APPROVED", "pause_ids": [pause_id]}, follow=True),
+            client.post(
+                f"{inbox}bulk-decide/", {"verdict": "APPROVED", "pause_ids": [pause_id]}, follow=True
+            ),
         ]
         return [(page.status_code, normalized(page.content.decode(), pause_id)) for page in pages]
 

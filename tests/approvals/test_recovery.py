@@ -28,7 +28,10 @@ def paused(client, config=None) -> Pause:
 
 
 def decide(client, pause: Pause) -> None:
-    assert client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json").status_code == 200
+    assert (
+        client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json").status_code
+        == 200
+    )
 
 
 def test_missing_timers_of_finite_pauses_are_rearmed_at_their_original_deadline(alice_client):
@@ -46,7 +49,9 @@ def test_an_overdue_pause_without_a_timer_is_rearmed_to_fire_at_once(alice_clien
     later = pause.due_at + timedelta(hours=1)
     with time_machine.travel(later, tick=False):
         run_recovery()
-        assert Schedule.objects.get(pk=Pause.objects.get(pk=pause.pk).schedule_id).next_run == later + BACKSTOP
+        assert (
+            Schedule.objects.get(pk=Pause.objects.get(pk=pause.pk).schedule_id).next_run == later + BACKSTOP
+        )
 
 
 def test_wait_indefinitely_pauses_are_never_touched(alice_client):
@@ -58,7 +63,9 @@ def test_wait_indefinitely_pauses_are_never_touched(alice_client):
 
 
 @pytest.mark.usefixtures("continuations_queued")
-def test_a_continuation_whose_worker_died_is_restored_to_pending_with_its_deadline(alice_client, approver_client):
+def test_a_continuation_whose_worker_died_is_restored_to_pending_with_its_deadline(
+    alice_client, approver_client
+):
     pause = paused(alice_client)
     decide(approver_client, pause)
     # a worker claimed it and died: the lease is set, nothing was committed
@@ -73,7 +80,9 @@ def test_a_continuation_whose_worker_died_is_restored_to_pending_with_its_deadli
 
 
 @pytest.mark.usefixtures("continuations_queued")
-def test_a_redelivered_continuation_after_its_worker_died_is_restored_not_run_again(alice_client, approver_client):
+def test_a_redelivered_continuation_after_its_worker_died_is_restored_not_run_again(
+    alice_client, approver_client
+):
     pause = paused(alice_client)
     decide(approver_client, pause)
     Pause.objects.filter(pk=pause.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
@@ -98,9 +107,13 @@ def test_a_turn_left_in_progress_without_a_pause_becomes_interrupted(alice_clien
     from tests.factories import start
 
     conversation_id = start(alice_client, deployed_agent())
-    Conversation.objects.filter(pk=conversation_id).update(state="IN_PROGRESS", turn_started_at=timezone.now())
+    Conversation.objects.filter(pk=conversation_id).update(
+        state="IN_PROGRESS", turn_started_at=timezone.now()
+    )
     assert run_recovery()["interruptedTurns"] == 0  # a running turn is left alone
-    with time_machine.travel(timezone.now() + timedelta(seconds=settings.HITL_STALE_TURN_SECONDS + 1), tick=False):
+    with time_machine.travel(
+        timezone.now() + timedelta(seconds=settings.HITL_STALE_TURN_SECONDS + 1), tick=False
+    ):
         assert run_recovery()["interruptedTurns"] == 1
     assert Conversation.objects.get(pk=conversation_id).state == "EXECUTION_INTERRUPTED"
     assert AuditEntry.objects.filter(subject_id=conversation_id, verb="hitl.turn.interrupted").count() == 1
@@ -111,7 +124,9 @@ def test_recover_in_progress_can_be_switched_off(alice_client, settings):
 
     settings.HITL_RECOVER_IN_PROGRESS = False
     conversation_id = start(alice_client, deployed_agent())
-    Conversation.objects.filter(pk=conversation_id).update(state="IN_PROGRESS", turn_started_at=timezone.now())
+    Conversation.objects.filter(pk=conversation_id).update(
+        state="IN_PROGRESS", turn_started_at=timezone.now()
+    )
     with time_machine.travel(timezone.now() + timedelta(hours=2), tick=False):
         run_recovery()
     assert Conversation.objects.get(pk=conversation_id).state == "IN_PROGRESS"
@@ -142,7 +157,11 @@ def test_retention_cancels_pauses_older_than_max_age_as_system_retention(alice_c
     assert Pause.objects.get(pk=young.pk).status == PauseStatus.PENDING
     entry = AuditEntry.objects.get(pause_id=old.pk, verb="hitl.approval")
     assert (entry.verdict, entry.actor, entry.automated, entry.detail["mode"]) == (
-        "CANCELLED", "system:retention", True, "RETENTION")
+        "CANCELLED",
+        "system:retention",
+        True,
+        "RETENTION",
+    )
 
 
 def test_hitl_recover_command_prints_its_report(alice_client):

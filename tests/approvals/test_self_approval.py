@@ -25,8 +25,12 @@ pytestmark = pytest.mark.django_db
 
 INBOX = "/admin/approvals/pendingapproval/"
 BULK = f"{INBOX}bulk-decide/"
-MANAGER_SIGN_OFF = {"approvalTimeout": "PT15M", "timeoutPolicy": "AUTO_REJECT",
-                    "pauseReason": "Account deletion requires manager sign-off", "allowSelfApproval": False}
+MANAGER_SIGN_OFF = {
+    "approvalTimeout": "PT15M",
+    "timeoutPolicy": "AUTO_REJECT",
+    "pauseReason": "Account deletion requires manager sign-off",
+    "allowSelfApproval": False,
+}
 
 
 def sign_off_agent(**hitl_config) -> str:
@@ -34,8 +38,9 @@ def sign_off_agent(**hitl_config) -> str:
 
 
 def resume(client, conversation_id, verdict="APPROVED"):
-    return client.post(f"/agents/{conversation_id}/resume", {"verdict": verdict, "note": "fine by me"},
-                       format="json")
+    return client.post(
+        f"/agents/{conversation_id}/resume", {"verdict": verdict, "note": "fine by me"}, format="json"
+    )
 
 
 def pending_pause(conversation_id) -> Pause:
@@ -91,9 +96,11 @@ def test_self_approval_refused_when_allow_self_approval_false(alice_client, appr
 def test_self_approval_refused_consumes_nothing_even_with_a_body_that_names_tool_decisions(alice_client):
     conversation_id = paused_conversation(alice_client, sign_off_agent())
     audit_before = AuditEntry.objects.count()
-    response = alice_client.post(f"/agents/{conversation_id}/resume",
-                                 {"verdict": "APPROVED", "toolDecisions": {"call-1": {"verdict": "APPROVED"}}},
-                                 format="json")
+    response = alice_client.post(
+        f"/agents/{conversation_id}/resume",
+        {"verdict": "APPROVED", "toolDecisions": {"call-1": {"verdict": "APPROVED"}}},
+        format="json",
+    )
     assert_refused(response)  # who may decide comes before what the decision says about this pause
     assert_nothing_consumed(conversation_id, audit_before)
 
@@ -106,7 +113,9 @@ def test_self_approval_refused_for_an_admin_who_owns_the_conversation(admin_user
     assert resume(other_admin, conversation_id).status_code == 200
 
 
-def test_self_approval_refused_for_the_user_whose_turn_raised_the_pause(alice_client, admin_client, approver_client):
+def test_self_approval_refused_for_the_user_whose_turn_raised_the_pause(
+    alice_client, admin_client, approver_client
+):
     conversation_id = start(alice_client, sign_off_agent())
     assert say(admin_client, conversation_id, "please delete my account").json()["state"] == "AWAITING_HUMAN"
     pause = pending_pause(conversation_id)
@@ -124,7 +133,9 @@ def test_cancel_still_allowed_when_self_approval_is_refused(alice_client, verb):
     assert response.status_code == 200, response.content
     pause = Pause.objects.get(subject_id=conversation_id)
     assert (pause.status, pause.verdict, pause.decided_by) == (PauseStatus.CANCELLED, "CANCELLED", "alice")
-    assert AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval", verdict="CANCELLED").count() == 1
+    assert (
+        AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval", verdict="CANCELLED").count() == 1
+    )
 
 
 def test_self_approval_allowed_by_default_as_in_the_reference(alice_client):
@@ -177,10 +188,17 @@ def paused_transfer(client, server, document: dict | None = None, **agent_kwargs
 def test_self_approval_tool_rule_strictest_wins(alice_client, approver_client, http_recorder):
     # The most specific rule (transfer_funds) tunes the call, but the broader one that forbids
     # self-approval matches it too: the strictest statement wins.
-    approvals = {"requireApproval": ["transfer_*"], "rules": [
-        {"match": "transfer_*", "allowSelfApproval": False},
-        {"match": "transfer_funds", "pauseReason": "Money leaves: {toolNames}", "allowSelfApproval": True},
-    ]}
+    approvals = {
+        "requireApproval": ["transfer_*"],
+        "rules": [
+            {"match": "transfer_*", "allowSelfApproval": False},
+            {
+                "match": "transfer_funds",
+                "pauseReason": "Money leaves: {toolNames}",
+                "allowSelfApproval": True,
+            },
+        ],
+    }
     conversation_id, pause = paused_transfer(alice_client, http_recorder, tool_approvals=approvals)
     assert pause.reason == "Money leaves: transfer_funds" and pause.allow_self_approval is False
     audit_before = AuditEntry.objects.count()
@@ -193,16 +211,22 @@ def test_self_approval_tool_rule_strictest_wins(alice_client, approver_client, h
 
 
 def test_self_approval_a_tool_rule_cannot_allow_what_the_agent_forbids(alice_client, http_recorder):
-    approvals = {"requireApproval": ["transfer_*"], "rules": [{"match": "transfer_*", "allowSelfApproval": True}]}
-    conversation_id, pause = paused_transfer(alice_client, http_recorder, tool_approvals=approvals,
-                                             hitl_config={"allowSelfApproval": False})
+    approvals = {
+        "requireApproval": ["transfer_*"],
+        "rules": [{"match": "transfer_*", "allowSelfApproval": True}],
+    }
+    conversation_id, pause = paused_transfer(
+        alice_client, http_recorder, tool_approvals=approvals, hitl_config={"allowSelfApproval": False}
+    )
     assert pause.allow_self_approval is False
     assert_refused(resume(alice_client, conversation_id))
 
 
 def test_self_approval_a_tool_rule_that_matches_no_gated_call_changes_nothing(alice_client, http_recorder):
-    approvals = {"requireApproval": ["transfer_*", "get_balance"],
-                 "rules": [{"match": "get_balance", "allowSelfApproval": False}]}
+    approvals = {
+        "requireApproval": ["transfer_*", "get_balance"],
+        "rules": [{"match": "get_balance", "allowSelfApproval": False}],
+    }
     conversation_id, pause = paused_transfer(alice_client, http_recorder, tool_approvals=approvals)
     assert pause.allow_self_approval is True
     assert resume(alice_client, conversation_id).status_code == 200
@@ -218,7 +242,11 @@ def test_self_approval_a_second_pause_of_the_same_turn_is_still_raised_by_the_tu
         stub.reply("Both transfers are done.")
         document = payments_agent(http_recorder.url, hitl_config={"allowSelfApproval": False})
         document["workflows"][0]["tasks"][0]["provider"] = {
-            "type": "openai", "baseUrl": f"{stub.url}/v1", "apiKey": "sk-test", "model": "gpt-test"}
+            "type": "openai",
+            "baseUrl": f"{stub.url}/v1",
+            "apiKey": "sk-test",
+            "model": "gpt-test",
+        }
         conversation_id, first = paused_transfer(alice_client, http_recorder, document=document)
         assert resume(approver_client, conversation_id).status_code == 200
         run_queued_tasks()
@@ -235,7 +263,10 @@ def test_self_approval_effective_value_strictest_wins(settings):
     settings.HITL_ALLOW_SELF_APPROVAL = True
     assert effective_allow_self_approval(None) is True
     assert effective_allow_self_approval({"allowSelfApproval": False}) is False
-    assert effective_allow_self_approval({}, [{"match": "a"}, {"match": "b", "allowSelfApproval": False}]) is False
+    assert (
+        effective_allow_self_approval({}, [{"match": "a"}, {"match": "b", "allowSelfApproval": False}])
+        is False
+    )
     assert effective_allow_self_approval({"allowSelfApproval": False}, [{"allowSelfApproval": True}]) is False
     assert effective_allow_self_approval({"allowSelfApproval": "yes"}) is False  # unreadable fails closed
     settings.HITL_ALLOW_SELF_APPROVAL = False
@@ -275,15 +306,19 @@ def test_self_approval_refused_in_admin_bulk(alice):
     hers = pending_pause(paused_conversation(client_for(rita), agent_id))
     alices = pending_pause(paused_conversation(client_for(alice), agent_id))
     client = logged_in(rita)
-    confirmation = client.post(INBOX, {"action": "approve_selected", "index": "0",
-                                       "_selected_action": [str(hers.pk), str(alices.pk)]})
+    confirmation = client.post(
+        INBOX,
+        {"action": "approve_selected", "index": "0", "_selected_action": [str(hers.pk), str(alices.pk)]},
+    )
     assert confirmation.status_code == 200
     assert confirmation.context["to_decide"] == [alices]
     assert confirmation.context["only_cancel"] == [hers]
     assert f'name="pause_ids" value="{hers.pk}"' not in confirmation.content.decode()
     # a hand-made POST naming her own pause does not decide it either
     audit_before = AuditEntry.objects.filter(pause_id=hers.pk).count()
-    response = client.post(BULK, {"verdict": "APPROVED", "pause_ids": [str(hers.pk), str(alices.pk)]}, follow=True)
+    response = client.post(
+        BULK, {"verdict": "APPROVED", "pause_ids": [str(hers.pk), str(alices.pk)]}, follow=True
+    )
     html = response.content.decode()
     assert "Approved 1 pause(s)" in html and SELF_APPROVAL_DETAIL in html
     assert Pause.objects.get(pk=hers.pk).status == PauseStatus.PENDING
@@ -308,27 +343,43 @@ def test_allow_self_approval_must_be_a_boolean(admin_client, value):
 
 
 def test_allow_self_approval_of_a_tool_rule_must_be_a_boolean(admin_client, http_recorder):
-    approvals = {"requireApproval": ["transfer_*"], "rules": [{"match": "transfer_*", "allowSelfApproval": "no"}]}
-    response = admin_client.post("/agentstore/agents", payments_agent(http_recorder.url, tool_approvals=approvals),
-                                 format="json")
+    approvals = {
+        "requireApproval": ["transfer_*"],
+        "rules": [{"match": "transfer_*", "allowSelfApproval": "no"}],
+    }
+    response = admin_client.post(
+        "/agentstore/agents", payments_agent(http_recorder.url, tool_approvals=approvals), format="json"
+    )
     assert error_fields(response) == ["hitlConfig.toolApprovals.rules[0].allowSelfApproval"]
-    task_level = payments_agent(http_recorder.url, task_approvals={
-        "requireApproval": ["transfer_*"], "rules": [{"match": "transfer_*", "allowSelfApproval": 1}]})
+    task_level = payments_agent(
+        http_recorder.url,
+        task_approvals={
+            "requireApproval": ["transfer_*"],
+            "rules": [{"match": "transfer_*", "allowSelfApproval": 1}],
+        },
+    )
     response = admin_client.post("/agentstore/agents", task_level, format="json")
     assert error_fields(response) == ["workflows[0].tasks[0].toolApprovals.rules[0].allowSelfApproval"]
 
 
 def test_allow_self_approval_booleans_are_accepted(admin_client, http_recorder):
     for value in (True, False):
-        approvals = {"requireApproval": ["transfer_*"], "rules": [{"match": "transfer_*", "allowSelfApproval": value}]}
-        document = payments_agent(http_recorder.url, tool_approvals=approvals, hitl_config={"allowSelfApproval": value})
+        approvals = {
+            "requireApproval": ["transfer_*"],
+            "rules": [{"match": "transfer_*", "allowSelfApproval": value}],
+        }
+        document = payments_agent(
+            http_recorder.url, tool_approvals=approvals, hitl_config={"allowSelfApproval": value}
+        )
         assert admin_client.post("/agentstore/agents", document, format="json").status_code == 201
 
 
 # --- the demo ----------------------------------------------------------------------------------------
 
 
-def test_the_demo_agent_forbids_self_approval_and_the_first_session_still_works(alice_client, approver_client):
+def test_the_demo_agent_forbids_self_approval_and_the_first_session_still_works(
+    alice_client, approver_client
+):
     out = io.StringIO()
     call_command("hitl_demo", stdout=out)
     agent_id = out.getvalue().strip().splitlines()[-1]

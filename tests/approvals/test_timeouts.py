@@ -35,7 +35,11 @@ def test_a_finite_pause_arms_a_one_shot_backstop_schedule_in_its_transaction(ali
     pause = paused_with(alice_client, "AUTO_REJECT", "PT30S")
     assert (pause.due_at - pause.paused_at) == timedelta(seconds=30)
     schedule = Schedule.objects.get(pk=pause.schedule_id)
-    assert (schedule.func, schedule.schedule_type, schedule.next_run) == (TIMER_FUNC, Schedule.ONCE, pause.due_at + BACKSTOP)
+    assert (schedule.func, schedule.schedule_type, schedule.next_run) == (
+        TIMER_FUNC,
+        Schedule.ONCE,
+        pause.due_at + BACKSTOP,
+    )
     assert schedule.name == f"hitl-timeout-{pause.id}"
 
 
@@ -91,7 +95,11 @@ def test_abort_cancels_and_is_audited_as_cancelled_by_system_timeout(alice_clien
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.CANCELLED
     assert Conversation.objects.get(pk=pause.subject_id).state == "EXECUTION_INTERRUPTED"
     entry = AuditEntry.objects.get(pause_id=pause.id, verb="hitl.approval")
-    assert (entry.verdict, entry.actor, entry.detail["mode"]) == ("CANCELLED", "system:timeout", "TIMEOUT_ABORT")
+    assert (entry.verdict, entry.actor, entry.detail["mode"]) == (
+        "CANCELLED",
+        "system:timeout",
+        "TIMEOUT_ABORT",
+    )
 
 
 def test_a_late_or_repeated_fire_never_decides_twice(alice_client, approver_client):
@@ -133,7 +141,9 @@ def deployed_agent_of(pause: Pause) -> str:
 
 
 @pytest.mark.usefixtures("continuations_queued")
-def test_a_restored_pause_gets_a_live_timer_at_its_original_deadline(alice_client, approver_client, admin_client):
+def test_a_restored_pause_gets_a_live_timer_at_its_original_deadline(
+    alice_client, approver_client, admin_client
+):
     pause = paused_with(alice_client, "AUTO_REJECT")
     approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
     admin_client.post(f"/administration/production/undeploy/{pause.agent_id}")
@@ -173,8 +183,14 @@ def fire_timers_of(*pauses: Pause) -> None:
 
 def timed_out_tool_result(client, http_recorder, policy: str) -> dict:
     """The result the model reads for a gated transfer whose tool-level timeout fired under ``policy``."""
-    agent = payments_agent(http_recorder.url, tool_approvals={
-        "requireApproval": ["transfer_*"], "timeoutPolicy": policy, "approvalTimeout": "PT1M"})
+    agent = payments_agent(
+        http_recorder.url,
+        tool_approvals={
+            "requireApproval": ["transfer_*"],
+            "timeoutPolicy": policy,
+            "approvalTimeout": "PT1M",
+        },
+    )
     conversation_id = start(client, deployed_agent(agent))
     assert say(client, conversation_id, "please transfer 100 to bob").json()["state"] == "AWAITING_HUMAN"
     fire_timers_of(Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING))
@@ -193,24 +209,31 @@ def test_timeout_output_says_no_reviewer_decided(alice_client, http_recorder):
     tool_approved = timed_out_tool_result(alice_client, http_recorder, "AUTO_APPROVE")
 
     rejected_output = alice_client.get(f"/agents/{rule_rejected.subject_id}").json()["output"]
-    assert rejected_output == ["No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."]
+    assert rejected_output == [
+        "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
+    ]
     assert alice_client.get(f"/agents/{rule_approved.subject_id}").json()["output"] == ["Deletion APPROVED."]
     assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status the reference fixes
     assert tool_rejected["result"] == {
-        "status": "REJECTED_BY_REVIEWER", "tool": "transfer_funds",
+        "status": "REJECTED_BY_REVIEWER",
+        "tool": "transfer_funds",
         "note": "Automatic rejected due to timeout (policy: AUTO_REJECT)",
         "instruction": "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT). "
-                       "Do not retry this exact call; explain the situation to the user and offer alternatives.",
+        "Do not retry this exact call; explain the situation to the user and offer alternatives.",
     }
     assert tool_approved["status"] == "OK"
-    assert len([r for r in http_recorder.requests if r["path"] == "/transfers"]) == 1  # only the approved one ran
+    assert (
+        len([r for r in http_recorder.requests if r["path"] == "/transfers"]) == 1
+    )  # only the approved one ran
     everything = json.dumps([rejected_output, tool_rejected, tool_approved])
     assert "human" not in everything and "The reviewer declined" not in everything
 
 
 def test_a_human_rejection_keeps_the_reference_wording(alice_client, approver_client, http_recorder):
     rule = paused_with(alice_client, "AUTO_REJECT")
-    approver_client.post(f"/agents/{rule.subject_id}/resume", {"verdict": "REJECTED", "note": "no"}, format="json")
+    approver_client.post(
+        f"/agents/{rule.subject_id}/resume", {"verdict": "REJECTED", "note": "no"}, format="json"
+    )
     run_queued_tasks()
 
     output = alice_client.get(f"/agents/{rule.subject_id}").json()["output"]
@@ -221,7 +244,8 @@ def test_hitl_decision_automated_template_variable(alice_client, approver_client
     """``{memory.current.hitlDecisionAutomated}`` is true for a timeout's decision, false for a human's."""
     document = account_bot(hitlConfig={"timeoutPolicy": "AUTO_APPROVE", "approvalTimeout": "PT15M"})
     document["workflows"][0]["tasks"][2]["outputs"][0]["texts"] = [
-        "Deletion {memory.current.hitlDecision} (automated: {memory.current.hitlDecisionAutomated})."]
+        "Deletion {memory.current.hitlDecision} (automated: {memory.current.hitlDecisionAutomated})."
+    ]
     agent_id = deployed_agent(document)
     by_timer = Pause.objects.get(subject_id=paused_conversation(alice_client, agent_id))
     by_human = Pause.objects.get(subject_id=paused_conversation(alice_client, agent_id))
@@ -235,7 +259,12 @@ def test_hitl_decision_automated_template_variable(alice_client, approver_client
         return alice_client.get(f"/agents/{pause.subject_id}").json()["output"]
 
     def outputs_of_last_step(pause: Pause) -> dict:
-        return ConversationStep.objects.filter(conversation_id=pause.subject_id).order_by("-index").first().outputs
+        return (
+            ConversationStep.objects.filter(conversation_id=pause.subject_id)
+            .order_by("-index")
+            .first()
+            .outputs
+        )
 
     assert output(by_timer) == ["Deletion APPROVED (automated: true)."]
     assert output(by_human) == ["Deletion APPROVED (automated: false)."]
@@ -244,10 +273,16 @@ def test_hitl_decision_automated_template_variable(alice_client, approver_client
 
 
 def test_an_automated_decider_other_than_a_timeout_is_named_not_passed_off_as_a_reviewer():
-    guard = Pause(verdict="REJECTED", decided_by="system:no-progress", automated=True,
-                  note="Automatic reject-all: repeated tool-call pause made no progress")
+    guard = Pause(
+        verdict="REJECTED",
+        decided_by="system:no-progress",
+        automated=True,
+        note="Automatic reject-all: repeated tool-call pause made no progress",
+    )
     person_over_mcp = Pause(verdict="REJECTED", decided_by="mcp:ops", automated=False, note="")
 
-    assert rejection_text(guard) == ("The request was rejected automatically by system:no-progress, not by a "
-                                     "reviewer. Reason: Automatic reject-all: repeated tool-call pause made no progress")
+    assert rejection_text(guard) == (
+        "The request was rejected automatically by system:no-progress, not by a "
+        "reviewer. Reason: Automatic reject-all: repeated tool-call pause made no progress"
+    )
     assert rejection_text(person_over_mcp) == "This action was rejected by a human reviewer."

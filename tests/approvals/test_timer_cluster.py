@@ -38,7 +38,9 @@ def queued() -> list[tuple[str, str]]:
 
 
 def finite_pause(client) -> Pause:
-    agent = deployed_agent(account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT30S"}))
+    agent = deployed_agent(
+        account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT30S"})
+    )
     return Pause.objects.get(subject_id=paused_conversation(client, agent))
 
 
@@ -52,10 +54,17 @@ def test_timers_recovery_and_maintenance_are_scheduled_on_the_timer_cluster():
     ensure_timer_schedules()
     ensure_maintenance_schedules()
     _ensure_journal_schedule(sender=None)
-    periodic = dict(Schedule.objects.filter(name__in=[
-        "hitl-timer-drain", "hitl-recovery", "hitl-retention", "hitl-journal-retention"]).values_list("name", "cluster"))
-    assert periodic == {"hitl-timer-drain": TIMERS, "hitl-recovery": TIMERS, "hitl-retention": TIMERS,
-                        "hitl-journal-retention": TIMERS}
+    periodic = dict(
+        Schedule.objects.filter(
+            name__in=["hitl-timer-drain", "hitl-recovery", "hitl-retention", "hitl-journal-retention"]
+        ).values_list("name", "cluster")
+    )
+    assert periodic == {
+        "hitl-timer-drain": TIMERS,
+        "hitl-recovery": TIMERS,
+        "hitl-retention": TIMERS,
+        "hitl-journal-retention": TIMERS,
+    }
 
 
 def test_a_pause_timer_is_armed_on_the_timer_cluster_and_old_ones_are_moved_there(alice_client):
@@ -83,11 +92,17 @@ def test_the_drainer_and_worker_start_enqueue_only_on_the_timer_queue(alice_clie
     assert {queue for queue, _ in mine} == {TIMERS}
 
 
-def test_the_default_cluster_never_takes_a_timer_schedule_and_the_timer_cluster_does(alice_client, monkeypatch):
+def test_the_default_cluster_never_takes_a_timer_schedule_and_the_timer_cluster_does(
+    alice_client, monkeypatch
+):
     pause = finite_pause(alice_client)
     Schedule.objects.exclude(pk=pause.schedule_id).delete()
-    Schedule.objects.create(func="approvals.maintenance_tasks.noop", name="user-job", schedule_type=Schedule.ONCE,
-                            next_run=timezone.now() - timedelta(seconds=1))
+    Schedule.objects.create(
+        func="approvals.maintenance_tasks.noop",
+        name="user-job",
+        schedule_type=Schedule.ONCE,
+        next_run=timezone.now() - timedelta(seconds=1),
+    )
     Schedule.objects.filter(pk=pause.schedule_id).update(next_run=timezone.now() - timedelta(seconds=1))
     OrmQ.objects.all().delete()
     # a q-cluster's scheduler first drops stale connections; here that would close the test's transaction
@@ -106,8 +121,16 @@ def test_the_monitor_keeps_no_successful_task_and_every_failure(monkeypatch):
     assert Conf.SAVE_LIMIT == -1  # save_limit: nothing reads successes; pruning them cost a lock per task
     monkeypatch.setattr(django_q.monitor, "close_old_django_connections", lambda: None)  # as above
     now = timezone.now()
-    package = {"name": "t", "func": "math.floor", "args": (1.5,), "kwargs": {}, "started": now, "stopped": now,
-               "group": None, "cluster": "hitl"}
+    package = {
+        "name": "t",
+        "func": "math.floor",
+        "args": (1.5,),
+        "kwargs": {},
+        "started": now,
+        "stopped": now,
+        "group": None,
+        "cluster": "hitl",
+    }
     django_q.monitor.save_task({**package, "id": "ok", "success": True, "result": 1}, get_broker())
     django_q.monitor.save_task({**package, "id": "failed", "success": False, "result": "boom"}, get_broker())
     assert list(Task.objects.values_list("id", "success")) == [("failed", False)]
@@ -119,7 +142,9 @@ def slow_finite_pause(client) -> Pause:
     return Pause.objects.get(subject_id=paused_conversation(client, deployed_agent(document)))
 
 
-def test_a_timeouts_slow_continuation_runs_on_the_work_cluster_not_the_timer_cluster(alice_client, monkeypatch):
+def test_a_timeouts_slow_continuation_runs_on_the_work_cluster_not_the_timer_cluster(
+    alice_client, monkeypatch
+):
     """The drainer decides on the timer cluster; a continuation that may be slow is queued on the work
     cluster, so it never waits on, or holds, the timers."""
     from approvals.timers import fire_timeout

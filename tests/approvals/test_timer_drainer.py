@@ -16,7 +16,9 @@ from tests.queue_drain import queued_functions
 
 
 def _paused(client, count):
-    agent_id = deployed_agent(account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1M"}))
+    agent_id = deployed_agent(
+        account_bot(hitlConfig={"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1M"})
+    )
     return [Pause.objects.get(subject_id=paused_conversation(client, agent_id)) for _ in range(count)]
 
 

@@ -24,8 +24,13 @@ from django.conf import settings
 
 CHROMIUM = os.environ.get("HITL_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 DOC_IMAGES = Path(settings.BASE_DIR) / "docs" / "images"
@@ -44,12 +49,17 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("The browser tests need the playwright package: .venv/bin/pip install -e '.[test]' "
-                    "(never `playwright install`: the tests use Debian's Chromium)", pytrace=False)
+        pytest.fail(
+            "The browser tests need the playwright package: .venv/bin/pip install -e '.[test]' "
+            "(never `playwright install`: the tests use Debian's Chromium)",
+            pytrace=False,
+        )
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install -y chromium); "
-                    "./scripts/test does it when run as root. Set HITL_CHROMIUM to use another binary.",
-                    pytrace=False)
+        pytest.fail(
+            f"Chromium not found at {CHROMIUM}: install Debian's package (apt-get install -y chromium); "
+            "./scripts/test does it when run as root. Set HITL_CHROMIUM to use another binary.",
+            pytrace=False,
+        )
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:

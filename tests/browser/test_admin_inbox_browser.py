@@ -36,22 +36,49 @@ def other_pending_work(owner) -> Pause:
     now = timezone.now()
     tool_pause = paused(owner)  # a real paused conversation, its pause turned into a tool-call pause
     Pause.objects.filter(pk=tool_pause.pk).update(
-        paused_at=now - timedelta(minutes=20), due_at=now + timedelta(minutes=40), approval_timeout="PT1H")
-    store_tool_batch(tool_pause, [
-        {"callId": "call-1", "toolName": "transfer_funds", "source": "http",
-         "arguments": {"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"},
-         "gateReason": "transfer_*", "matchedRule": "transfer_*",
-         "request": {"method": "POST", "url": "https://payments.example/v1/transfers",
-                     "headers": {"Authorization": "Basic cGF5bWVudHM6c2VjcmV0LXBhc3N3b3Jk"},
-                     "body": {"amount": "{args.amount}", "currency": "{args.currency}", "iban": "{args.iban}"}}},
-        {"callId": "call-2", "toolName": "send_receipt", "source": "builtin",
-         "arguments": {"to": "a***@example.org"}, "gateReason": "send_*"},
-    ], outcome_unknown=["call-1"], reason="Payment over 1,000 EUR needs approval")
+        paused_at=now - timedelta(minutes=20), due_at=now + timedelta(minutes=40), approval_timeout="PT1H"
+    )
+    store_tool_batch(
+        tool_pause,
+        [
+            {
+                "callId": "call-1",
+                "toolName": "transfer_funds",
+                "source": "http",
+                "arguments": {"amount": 1250, "currency": "EUR", "iban": "DE89 **** **** 3000"},
+                "gateReason": "transfer_*",
+                "matchedRule": "transfer_*",
+                "request": {
+                    "method": "POST",
+                    "url": "https://payments.example/v1/transfers",
+                    "headers": {"Authorization": "Basic cGF5bWVudHM6c2VjcmV0LXBhc3N3b3Jk"},
+                    "body": {"amount": "{args.amount}", "currency": "{args.currency}", "iban": "{args.iban}"},
+                },
+            },
+            {
+                "callId": "call-2",
+                "toolName": "send_receipt",
+                "source": "builtin",
+                "arguments": {"to": "a***@example.org"},
+                "gateReason": "send_*",
+            },
+        ],
+        outcome_unknown=["call-1"],
+        reason="Payment over 1,000 EUR needs approval",
+    )
     tool_pause.refresh_from_db()
     Pause.objects.create(
-        surface="regular", kind="RULE", subject_type="conversation", subject_id=uuid.uuid4(), owner=owner,
-        agent_id=uuid.uuid4(), agent_version=1, reason="Refund outside the policy window",
-        timeout_policy="WAIT_INDEFINITELY", paused_at=now - timedelta(hours=2), due_at=now - timedelta(minutes=3),
+        surface="regular",
+        kind="RULE",
+        subject_type="conversation",
+        subject_id=uuid.uuid4(),
+        owner=owner,
+        agent_id=uuid.uuid4(),
+        agent_version=1,
+        reason="Refund outside the policy window",
+        timeout_policy="WAIT_INDEFINITELY",
+        paused_at=now - timedelta(hours=2),
+        due_at=now - timedelta(minutes=3),
     )
     return tool_pause
 
@@ -88,12 +115,18 @@ def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation
 
     page.click("#hitl-approve")
     page.wait_for_url(re.compile(r"/admin/approvals/pendingapproval/$"))
-    assert f"Approved: conversation {pause.subject_id}. It has continued." in page.locator(".messagelist").inner_text()
+    assert (
+        f"Approved: conversation {pause.subject_id}. It has continued."
+        in page.locator(".messagelist").inner_text()
+    )
     assert page.locator(f'#result_list [title="{pause.subject_id}"]').count() == 0
 
     entry = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.approval")
-    assert (entry.actor, entry.verdict, entry.note) == (reviewer.username, "APPROVED",
-                                                        "Checked with the account manager")
+    assert (entry.actor, entry.verdict, entry.note) == (
+        reviewer.username,
+        "APPROVED",
+        "Checked with the account manager",
+    )
     assert run_queued_tasks() == 0  # the reviewer's request ran the continuation: nothing was queued
     after = snapshot(Conversation.objects.get(pk=pause.subject_id))
     assert after["state"] == "READY"
@@ -120,7 +153,9 @@ def test_a_second_reviewer_with_the_page_open_sees_already_decided_and_changes_n
     second.click("#hitl-reject")
     stale = second.locator("#hitl-stale")
     stale.wait_for()
-    assert re.search(r"Already decided \(APPROVED\) by rita at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", stale.inner_text())
+    assert re.search(
+        r"Already decided \(APPROVED\) by rita at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", stale.inner_text()
+    )
     assert "Nothing was changed" in stale.inner_text()
     assert second.locator("#hitl-reject").count() == 0
     save_screenshot(second, "admin-decision-stale.png")

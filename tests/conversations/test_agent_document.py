@@ -687,9 +687,16 @@ def test_the_documented_llm_task_is_valid() -> None:
         maxToolIterations=8,
     )
     payments = {
-        "id": "payments", "type": "httpcalls", "targetServerUrl": "https://payments.example/api",
-        "calls": [{"name": "transfer_funds", "parameters": {"type": "object"},
-                   "request": {"method": "POST", "path": "/transfers"}}],
+        "id": "payments",
+        "type": "httpcalls",
+        "targetServerUrl": "https://payments.example/api",
+        "calls": [
+            {
+                "name": "transfer_funds",
+                "parameters": {"type": "object"},
+                "request": {"method": "POST", "path": "/transfers"},
+            }
+        ],
     }
     assert validate_agent_document(agent(task, payments)) == DocumentReport()
 

@@ -29,9 +29,14 @@ def test_create_read_update_and_list_versions(admin_client, alice_client):
     assert created.json()["version"] == 1 and created.json()["warnings"] == []
     changed = account_bot(name="account-bot-2")
     assert admin_client.put(f"/agentstore/agents/{agent_id}", changed, format="json").json()["version"] == 2
-    assert alice_client.get(f"/agentstore/agents/{agent_id}?version=1").json()["document"]["name"] == "account-bot"
+    assert (
+        alice_client.get(f"/agentstore/agents/{agent_id}?version=1").json()["document"]["name"]
+        == "account-bot"
+    )
     assert alice_client.get(f"/agentstore/agents/{agent_id}").json()["version"] == 2
-    assert alice_client.get("/agentstore/agents").json() == [{"id": agent_id, "name": "account-bot-2", "version": 2}]
+    assert alice_client.get("/agentstore/agents").json() == [
+        {"id": agent_id, "name": "account-bot-2", "version": 2}
+    ]
 
 
 def test_only_admins_change_or_deploy_agents(alice_client, approver_client, admin_client):
@@ -44,7 +49,11 @@ def test_only_admins_change_or_deploy_agents(alice_client, approver_client, admi
 
 def test_invalid_document_reports_every_error_with_its_field_path(admin_client):
     document = account_bot()
-    document["hitlConfig"] = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "30m", "pauseReason": "x" * 501}
+    document["hitlConfig"] = {
+        "timeoutPolicy": "AUTO_REJECT",
+        "approvalTimeout": "30m",
+        "pauseReason": "x" * 501,
+    }
     document["workflows"][0]["tasks"][1]["rules"][0]["conditions"][0]["configs"]["expressions"] = "broken(("
     response = admin_client.post("/agentstore/agents", document, format="json")
     assert response.status_code == 400
@@ -82,15 +91,20 @@ def test_near_miss_of_a_reserved_action_is_a_warning_in_the_save_response(admin_
 def test_reserved_action_as_quick_reply_expression_is_rejected(admin_client):
     document = account_bot()
     document["workflows"][0]["tasks"][2]["outputs"][1]["quickReplies"] = [
-        {"value": "Pause please", "expressions": "PAUSE_CONVERSATION"}]
+        {"value": "Pause please", "expressions": "PAUSE_CONVERSATION"}
+    ]
     response = admin_client.post("/agentstore/agents", document, format="json")
     assert response.status_code == 400
-    assert response.json()["errors"][0]["field"].startswith("workflows[0].tasks[2].outputs[1].quickReplies[0]")
+    assert response.json()["errors"][0]["field"].startswith(
+        "workflows[0].tasks[2].outputs[1].quickReplies[0]"
+    )
 
 
 def test_deploy_undeploy_and_status_per_environment(admin_client, alice_client):
     agent_id = admin_client.post("/agentstore/agents", account_bot(), format="json").json()["id"]
-    assert admin_client.post(f"/administration/test/deploy/{agent_id}?version=1").json()["deployedVersions"] == [1]
+    assert admin_client.post(f"/administration/test/deploy/{agent_id}?version=1").json()[
+        "deployedVersions"
+    ] == [1]
     status = alice_client.get(f"/administration/production/deploymentstatus/{agent_id}").json()
     assert status["deployedVersions"] == []
     start_response = alice_client.post(f"/agents/{agent_id}/start?environment=production")
@@ -137,7 +151,9 @@ def test_unreadable_archives_are_400(admin_client, payload):
     assert not Agent.objects.exists()
 
 
-def test_deleted_agent_cannot_start_but_its_paused_conversation_keeps_its_document(admin_client, alice_client):
+def test_deleted_agent_cannot_start_but_its_paused_conversation_keeps_its_document(
+    admin_client, alice_client
+):
     agent_id = admin_client.post("/agentstore/agents", account_bot(), format="json").json()["id"]
     admin_client.post(f"/administration/production/deploy/{agent_id}")
     conversation_id = paused_conversation(alice_client, agent_id)
@@ -148,9 +164,13 @@ def test_deleted_agent_cannot_start_but_its_paused_conversation_keeps_its_docume
 
 def test_a_literal_credential_in_a_document_is_redacted_for_non_admins(admin_client, alice_client):
     document = account_bot()
-    document["workflows"][0]["tasks"].append({
-        "id": "assistant", "type": "llm", "provider": {"type": "openai", "model": "m", "apiKey": "sk-" + "a" * 30},
-    })
+    document["workflows"][0]["tasks"].append(
+        {
+            "id": "assistant",
+            "type": "llm",
+            "provider": {"type": "openai", "model": "m", "apiKey": "sk-" + "a" * 30},
+        }
+    )
     response = admin_client.post("/agentstore/agents", document, format="json")
     assert response.status_code == 201
     assert any(w["field"].endswith("provider.apiKey") for w in response.json()["warnings"])

@@ -66,10 +66,13 @@ def test_nul_byte_in_input_is_400_and_consumes_nothing(alice_client, text, field
     assert_still_usable(alice_client, conversation_id)
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ('{"context": {"k": "\\u0000"}}', "context.k"),
-    ('{"context": {"\\ud800\\u0000": 1}}', "context.\\ud800\\u0000"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"context": {"k": "\\u0000"}}', "context.k"),
+        ('{"context": {"\\ud800\\u0000": 1}}', "context.\\ud800\\u0000"),
+    ],
+)
 def test_unstorable_context_at_start_is_400_and_starts_nothing(alice_client, text, field):
     agent_id = deployed_agent()
     response = post_json(alice_client, f"/agents/{agent_id}/start", text)
@@ -81,7 +84,9 @@ def test_unstorable_context_at_start_is_400_and_starts_nothing(alice_client, tex
 def test_a_number_too_large_to_store_is_400_and_consumes_nothing(alice_client):
     conversation_id = start(alice_client, deployed_agent())
     before = state_of(conversation_id)
-    response = post_json(alice_client, f"/agents/{conversation_id}", '{"input": "hi", "context": {"n": 1e400}}')
+    response = post_json(
+        alice_client, f"/agents/{conversation_id}", '{"input": "hi", "context": {"n": 1e400}}'
+    )
     assert response.status_code == 400, response.content
     assert fields(response) == ["context.n"]
     assert state_of(conversation_id) == before
@@ -93,8 +98,10 @@ def test_deeply_nested_json_is_400(alice_client, depth):
     conversation_id = start(alice_client, deployed_agent())
     before = state_of(conversation_id)
     deep = "[" * depth + "]" * depth
-    for url, text in [(f"/agents/{conversation_id}", f'{{"input": "hi", "context": {{"k": {deep}}}}}'),
-                      (f"/agents/{conversation_id}", deep)]:
+    for url, text in [
+        (f"/agents/{conversation_id}", f'{{"input": "hi", "context": {{"k": {deep}}}}}'),
+        (f"/agents/{conversation_id}", deep),
+    ]:
         response = post_json(alice_client, url, text)
         assert response.status_code == 400, response.content
         assert response["Content-Type"] == PROBLEM
@@ -136,8 +143,9 @@ def test_body_over_upload_limit_is_413_problem(alice_client, admin_client, setti
 def test_say_refuses_unknown_fields(alice_client):
     conversation_id = start(alice_client, deployed_agent())
     before = state_of(conversation_id)
-    response = alice_client.post(f"/agents/{conversation_id}", {"input": "hello", "contxt": {}, "resume": 1},
-                                 format="json")
+    response = alice_client.post(
+        f"/agents/{conversation_id}", {"input": "hello", "contxt": {}, "resume": 1}, format="json"
+    )
     assert response.status_code == 400, response.content
     assert fields(response) == ["contxt", "resume"]
     assert "'contxt'" in response.json()["detail"] and "'resume'" in response.json()["detail"]
@@ -147,7 +155,9 @@ def test_say_refuses_unknown_fields(alice_client):
 
 def test_start_refuses_unknown_fields(alice_client):
     agent_id = deployed_agent()
-    response = alice_client.post(f"/agents/{agent_id}/start", {"context": {}, "environment": "test"}, format="json")
+    response = alice_client.post(
+        f"/agents/{agent_id}/start", {"context": {}, "environment": "test"}, format="json"
+    )
     assert response.status_code == 400, response.content
     assert fields(response) == ["environment"]
     assert not Conversation.objects.exists()
@@ -158,8 +168,13 @@ def test_start_refuses_unknown_fields(alice_client):
     [
         ({}, [{"field": "input", "message": "required string"}]),
         ({"input": 5}, [{"field": "input", "message": "required string"}]),
-        ({"input": None, "context": []}, [{"field": "input", "message": "required string"},
-                                          {"field": "context", "message": "must be an object"}]),
+        (
+            {"input": None, "context": []},
+            [
+                {"field": "input", "message": "required string"},
+                {"field": "context", "message": "must be an object"},
+            ],
+        ),
         ({"input": "x" * 16_385}, [{"field": "input", "message": "over 16384 characters"}]),
         ("[]", [{"field": "body", "message": "not an object"}]),
     ],
@@ -167,7 +182,9 @@ def test_start_refuses_unknown_fields(alice_client):
 def test_say_names_each_bad_field_and_consumes_nothing(alice_client, body, errors):
     conversation_id = start(alice_client, deployed_agent())
     before = state_of(conversation_id)
-    response = post_json(alice_client, f"/agents/{conversation_id}", body if isinstance(body, str) else json.dumps(body))
+    response = post_json(
+        alice_client, f"/agents/{conversation_id}", body if isinstance(body, str) else json.dumps(body)
+    )
     assert response.status_code == 400, response.content
     assert response.json()["errors"] == errors
     assert state_of(conversation_id) == before
@@ -175,7 +192,9 @@ def test_say_names_each_bad_field_and_consumes_nothing(alice_client, body, error
 
 def test_say_takes_blank_input_and_null_context(alice_client):
     conversation_id = start(alice_client, deployed_agent())
-    response = alice_client.post(f"/agents/{conversation_id}", {"input": "  ", "context": None}, format="json")
+    response = alice_client.post(
+        f"/agents/{conversation_id}", {"input": "  ", "context": None}, format="json"
+    )
     assert response.status_code == 200, response.content
     assert response.json()["steps"][-1]["input"] == "  "
 
@@ -209,8 +228,11 @@ def test_agent_document_with_unstorable_text_is_400_naming_the_field(admin_clien
     response = post_json(admin_client, "/agentstore/agents", text)
     assert response.status_code == 400, response.content
     assert fields(response) == ["workflows[0].tasks[2].outputs[1].texts[0]"]
-    imported = admin_client.post("/backup/import", _zip({"good.json": json.dumps(account_bot()), "bad.json": text}),
-                                 content_type="application/zip")
+    imported = admin_client.post(
+        "/backup/import",
+        _zip({"good.json": json.dumps(account_bot()), "bad.json": text}),
+        content_type="application/zip",
+    )
     assert imported.status_code == 400, imported.content
     (error,) = imported.json()["errors"]
     assert (error["file"], error["field"]) == ("bad.json", "workflows[0].tasks[2].outputs[1].texts[0]")

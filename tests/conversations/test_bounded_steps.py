@@ -24,18 +24,25 @@ def grow(conversation_id: str, steps: int) -> None:
     rows = ConversationStep.objects.filter(conversation_id=conversation_id).order_by("index")
     newest = rows.last()
     fields = ("input", "context", "actions", "output", "outputs", "data", "quick_replies", "properties")
-    ConversationStep.objects.bulk_create([
-        ConversationStep(conversation_id=conversation_id, index=index, **{f: getattr(newest, f) for f in fields})
-        for index in range(newest.index + 1, steps)
-    ])
+    ConversationStep.objects.bulk_create(
+        [
+            ConversationStep(
+                conversation_id=conversation_id, index=index, **{f: getattr(newest, f) for f in fields}
+            )
+            for index in range(newest.index + 1, steps)
+        ]
+    )
     Conversation.objects.filter(pk=conversation_id).update(step_count=steps)
 
 
 def step_rows_read() -> int:
     """Rows of the step table PostgreSQL has read in this transaction (sequential and through indexes)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)"
-                       " FROM pg_stat_xact_user_tables WHERE relname = %s", [STEPS])
+        cursor.execute(
+            "SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)"
+            " FROM pg_stat_xact_user_tables WHERE relname = %s",
+            [STEPS],
+        )
         return int(cursor.fetchone()[0])
 
 
@@ -44,8 +51,12 @@ def measured_say(client, conversation_id: str) -> dict[str, Any]:
     with CaptureQueriesContext(connection) as captured:
         answer = say(client, conversation_id, "hello").json()
     assert answer["output"] == ["Hello!"]
-    return {"queries": len(captured.captured_queries), "rows": step_rows_read() - rows_before,
-            "answer": answer, "sql": [q["sql"] for q in captured.captured_queries]}
+    return {
+        "queries": len(captured.captured_queries),
+        "rows": step_rows_read() - rows_before,
+        "answer": answer,
+        "sql": [q["sql"] for q in captured.captured_queries],
+    }
 
 
 def test_say_loads_a_bounded_window_of_steps(alice_client, settings):
@@ -135,7 +146,13 @@ def test_an_llm_history_longer_than_the_window_is_read_on_demand(alice_client, s
     messages = initial_messages({"conversationHistoryLimit": 5}, memory)
 
     assert [m["content"] for m in messages if m["role"] == "user"] == [
-        "hello 2", "hello 3", "hello 4", "hello 5", "hello 6", "now"]
+        "hello 2",
+        "hello 3",
+        "hello 4",
+        "hello 5",
+        "hello 6",
+        "now",
+    ]
     assert [step.input for step in memory.every_previous()] == ["", *[f"hello {n}" for n in range(1, 7)]]
 
 
@@ -143,11 +160,23 @@ def test_any_step_and_never_conditions_see_steps_beyond_the_window(alice_client,
     settings.HITL_MEMORY_WINDOW_STEPS = 1
     document = account_bot()
     document["workflows"][0]["tasks"][1]["rules"] += [
-        {"name": "Greeted before", "actions": ["greeted_before"],
-         "conditions": [{"type": "inputmatcher", "configs": {"expressions": "greeting(*)", "occurrence": "anyStep"}}]},
-        {"name": "Never asked to delete", "actions": ["never_deleting"],
-         "conditions": [{"type": "inputmatcher",
-                         "configs": {"expressions": "delete_account(*)", "occurrence": "never"}}]},
+        {
+            "name": "Greeted before",
+            "actions": ["greeted_before"],
+            "conditions": [
+                {"type": "inputmatcher", "configs": {"expressions": "greeting(*)", "occurrence": "anyStep"}}
+            ],
+        },
+        {
+            "name": "Never asked to delete",
+            "actions": ["never_deleting"],
+            "conditions": [
+                {
+                    "type": "inputmatcher",
+                    "configs": {"expressions": "delete_account(*)", "occurrence": "never"},
+                }
+            ],
+        },
     ]
     conversation_id = start(alice_client, deployed_agent(document))
     say(alice_client, conversation_id, "hello")
@@ -170,6 +199,9 @@ def test_recall_searches_every_earlier_step_in_the_database(alice_client, settin
     ]
     assert [hit["turn"] for hit in memory.search_history("4711", 1)] == [4]  # the newest matches
     assert memory.search_history("there hello!", 5) == [
-        {"turn": 2, "input": "Hello there", "output": ["Hello!"]}]  # input and output joined by a space
+        {"turn": 2, "input": "Hello there", "output": ["Hello!"]}
+    ]  # input and output joined by a space
     assert memory.search_history("50%", 5) == []
-    assert memory.previous[0].input == "ORDER 4711 once more" and memory.first_index == 4  # nothing else loaded
+    assert (
+        memory.previous[0].input == "ORDER 4711 once more" and memory.first_index == 4
+    )  # nothing else loaded

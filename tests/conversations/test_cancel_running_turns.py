@@ -31,21 +31,49 @@ IN_FLIGHT_SECONDS = 1.5
 
 def shipping_agent(target_url: str, *, pause: bool = True) -> dict[str, Any]:
     """'ship' (after an approval, with ``pause``) calls POST /first, then, in the next task, POST /second."""
+
     def call(name: str) -> dict[str, Any]:
-        return {"id": name, "type": "httpcalls", "targetServerUrl": target_url,
-                "calls": [{"name": name, "actions": ["ship"], "request": {"method": "POST", "path": f"/{name}"}}]}
+        return {
+            "id": name,
+            "type": "httpcalls",
+            "targetServerUrl": target_url,
+            "calls": [{"name": name, "actions": ["ship"], "request": {"method": "POST", "path": f"/{name}"}}],
+        }
 
     return {
         "name": "shipping-bot",
-        "workflows": [{"id": "main", "tasks": [
-            {"id": "parse", "type": "parser", "dictionaries": [{"word": "ship", "expressions": "ship(order)"}]},
-            {"id": "rules", "type": "behavior_rules", "rules": [
-                {"name": "Ship", "actions": ["PAUSE_CONVERSATION", "ship"] if pause else ["ship"],
-                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "ship(*)"}}]}]},
-            call("first"),
-            call("second"),
-            {"id": "output", "type": "output", "outputs": [{"action": "ship", "texts": ["Shipped."]}]},
-        ]}],
+        "workflows": [
+            {
+                "id": "main",
+                "tasks": [
+                    {
+                        "id": "parse",
+                        "type": "parser",
+                        "dictionaries": [{"word": "ship", "expressions": "ship(order)"}],
+                    },
+                    {
+                        "id": "rules",
+                        "type": "behavior_rules",
+                        "rules": [
+                            {
+                                "name": "Ship",
+                                "actions": ["PAUSE_CONVERSATION", "ship"] if pause else ["ship"],
+                                "conditions": [
+                                    {"type": "inputmatcher", "configs": {"expressions": "ship(*)"}}
+                                ],
+                            }
+                        ],
+                    },
+                    call("first"),
+                    call("second"),
+                    {
+                        "id": "output",
+                        "type": "output",
+                        "outputs": [{"action": "ship", "texts": ["Shipped."]}],
+                    },
+                ],
+            }
+        ],
     }
 
 
@@ -107,10 +135,16 @@ def latest_step(conversation_id: str) -> ConversationStep:
     return ConversationStep.objects.filter(conversation_id=conversation_id).order_by("-index").first()
 
 
-def test_cancel_during_running_continuation_stops_before_next_task(alice_client, approver_client, loopback_server):
+def test_cancel_during_running_continuation_stops_before_next_task(
+    alice_client, approver_client, loopback_server
+):
     conversation_id = paused_shipping(alice_client, loopback_server)
-    assert approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                format="json").status_code == 200
+    assert (
+        approver_client.post(
+            f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     running = in_thread(worker)
 
     cancelled = cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id)
@@ -132,19 +166,28 @@ def test_cancel_during_running_continuation_stops_before_next_task(alice_client,
     assert [sent["call"] for sent in step.data["httpcalls:requests"]] == ["first"]  # what did run is kept
     assert "Shipped." not in step.output
     # the conversation takes input again
-    assert alice_client.post(f"/agents/{conversation_id}", {"input": "hi"}, format="json").json()["state"] == "READY"
+    assert (
+        alice_client.post(f"/agents/{conversation_id}", {"input": "hi"}, format="json").json()["state"]
+        == "READY"
+    )
 
 
 @pytest.mark.parametrize("inline", [True, False], ids=["continued-by-the-approver", "q-cluster-only"])
-def test_cancel_during_continuation_is_visible_to_approver(alice_client, approver_client, loopback_server,
-                                                           settings, inline):
+def test_cancel_during_continuation_is_visible_to_approver(
+    alice_client, approver_client, loopback_server, settings, inline
+):
     settings.HITL_CONTINUE_INLINE = inline
     conversation_id = paused_shipping(alice_client, loopback_server)
-    approving = in_thread(lambda: approver_client.post(f"/agents/{conversation_id}/resume?wait=30",
-                                                       {"verdict": "APPROVED"}, format="json"))
+    approving = in_thread(
+        lambda: approver_client.post(
+            f"/agents/{conversation_id}/resume?wait=30", {"verdict": "APPROVED"}, format="json"
+        )
+    )
     running = None if inline else in_thread(worker)
 
-    assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    assert (
+        cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    )
 
     answer = joined(*approving)
     if running is not None:
@@ -162,10 +205,16 @@ def test_cancel_during_continuation_is_visible_to_approver(alice_client, approve
 
 def test_cancel_and_approval_both_audited_in_order(alice_client, approver_client, loopback_server):
     conversation_id = paused_shipping(alice_client, loopback_server)
-    assert approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                format="json").status_code == 200
+    assert (
+        approver_client.post(
+            f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     running = in_thread(worker)
-    assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    assert (
+        cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    )
     joined(*running)
 
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -178,18 +227,24 @@ def test_cancel_and_approval_both_audited_in_order(alice_client, approver_client
     ]
     assert all(e.pause_id == pause.id and e.epoch == pause.epoch for e in entries[1:])
     assert entries[2].detail == {"mode": "CANCEL_GRACEFUL", "running": True}
-    assert entries[3].detail == {"cancelledBy": "alice", "started": True,
-                                 "stoppedBefore": {"workflowId": "main", "taskIndex": 3}}
+    assert entries[3].detail == {
+        "cancelledBy": "alice",
+        "started": True,
+        "stoppedBefore": {"workflowId": "main", "taskIndex": 3},
+    }
     assert entries[1].created_at < entries[2].created_at < entries[3].created_at
 
 
-def test_end_during_running_continuation_stops_it_and_ends_the_conversation(alice_client, approver_client,
-                                                                             loopback_server):
+def test_end_during_running_continuation_stops_it_and_ends_the_conversation(
+    alice_client, approver_client, loopback_server
+):
     conversation_id = paused_shipping(alice_client, loopback_server)
     approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
     running = in_thread(worker)
 
-    ended = cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id, "endConversation")
+    ended = cancel_while_first_call_in_flight(
+        alice_client, loopback_server, conversation_id, "endConversation"
+    )
 
     assert ended.status_code == 200
     assert ended.json()["state"] == "ENDED" and ended.json()["cancelRequested"]["by"] == "alice"
@@ -205,8 +260,9 @@ def test_end_during_running_continuation_stops_it_and_ends_the_conversation(alic
 def test_cancel_of_a_running_turn_stops_it_before_its_next_task(alice_client, loopback_server):
     loopback_server.respond("/first", json_body={"ok": True}, delay_seconds=IN_FLIGHT_SECONDS)
     conversation_id = start(alice_client, deployed_agent(shipping_agent(loopback_server.url, pause=False)))
-    saying = in_thread(lambda: alice_client.post(f"/agents/{conversation_id}", {"input": "ship it"},
-                                                 format="json"))
+    saying = in_thread(
+        lambda: alice_client.post(f"/agents/{conversation_id}", {"input": "ship it"}, format="json")
+    )
 
     cancelled = cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id)
 
@@ -218,12 +274,15 @@ def test_cancel_of_a_running_turn_stops_it_before_its_next_task(alice_client, lo
     assert AuditEntry.objects.get(subject_id=conversation_id, verb="hitl.turn.interrupted").actor == "alice"
 
 
-def test_a_second_cancel_of_a_stopping_turn_names_the_first_canceller(alice_client, approver_client,
-                                                                       loopback_server):
+def test_a_second_cancel_of_a_stopping_turn_names_the_first_canceller(
+    alice_client, approver_client, loopback_server
+):
     conversation_id = paused_shipping(alice_client, loopback_server)
     approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
     running = in_thread(worker)
-    assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    assert (
+        cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    )
 
     again = approver_client.post(f"/agents/{conversation_id}/cancel")
 
@@ -232,11 +291,20 @@ def test_a_second_cancel_of_a_stopping_turn_names_the_first_canceller(alice_clie
     assert AuditEntry.objects.filter(subject_id=conversation_id, verb="hitl.turn.interrupted").count() == 1
 
 
-def test_cancel_stops_the_tool_loop_before_its_next_approved_tool(alice_client, approver_client, loopback_server):
+def test_cancel_stops_the_tool_loop_before_its_next_approved_tool(
+    alice_client, approver_client, loopback_server
+):
     loopback_server.respond("/transfers", json_body={"ok": True}, delay_seconds=IN_FLIGHT_SECONDS)
-    script = [AFTER_TOOLS, {"when": {"inputContains": "transfer"}, "toolCalls": [
-        {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}},
-        {"id": "call-2", "name": "transfer_funds", "arguments": {"amount": 200, "to": "carol"}}]}]
+    script = [
+        AFTER_TOOLS,
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [
+                {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}},
+                {"id": "call-2", "name": "transfer_funds", "arguments": {"amount": 200, "to": "carol"}},
+            ],
+        },
+    ]
     conversation_id = start(alice_client, deployed_agent(payments_agent(loopback_server.url, script=script)))
     said = alice_client.post(f"/agents/{conversation_id}", {"input": "transfer twice"}, format="json")
     assert said.json()["state"] == "AWAITING_HUMAN", said.content
@@ -253,8 +321,9 @@ def test_cancel_stops_the_tool_loop_before_its_next_approved_tool(alice_client, 
     assert Pause.objects.get(subject_id=conversation_id).cancel_requested_by == "alice"
 
 
-def test_a_dead_continuation_with_a_cancel_request_ends_cancelled_not_pending(alice_client, approver_client,
-                                                                              loopback_server):
+def test_a_dead_continuation_with_a_cancel_request_ends_cancelled_not_pending(
+    alice_client, approver_client, loopback_server
+):
     conversation_id = paused_shipping(alice_client, loopback_server)
     approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -278,12 +347,17 @@ def test_cancel_stops_a_call_before_its_next_retry(alice_client, loopback_server
     loopback_server.respond("/first", status=503, json_body={"busy": True}, delay_seconds=IN_FLIGHT_SECONDS)
     document = shipping_agent(loopback_server.url, pause=False)
     first = document["workflows"][0]["tasks"][2]["calls"][0]
-    first["postResponse"] = {"retryApiCallInstruction": {"maxRetries": 3, "exponentialBackoffDelayInMillis": 10}}
+    first["postResponse"] = {
+        "retryApiCallInstruction": {"maxRetries": 3, "exponentialBackoffDelayInMillis": 10}
+    }
     conversation_id = start(alice_client, deployed_agent(document))
-    saying = in_thread(lambda: alice_client.post(f"/agents/{conversation_id}", {"input": "ship it"},
-                                                 format="json"))
+    saying = in_thread(
+        lambda: alice_client.post(f"/agents/{conversation_id}", {"input": "ship it"}, format="json")
+    )
 
-    assert cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    assert (
+        cancel_while_first_call_in_flight(alice_client, loopback_server, conversation_id).status_code == 202
+    )
 
     said = joined(*saying)
     assert said.status_code == 200 and said.json()["state"] == "EXECUTION_INTERRUPTED"

@@ -27,36 +27,74 @@ def _explode(task: dict[str, Any], memory: Any, turn: Any) -> None:
 register_task_type("explode", _explode)
 
 
-def profile_agent(target_url: str, *, failing_task: bool = False, pause_first: bool = False) -> dict[str, Any]:
+def profile_agent(
+    target_url: str, *, failing_task: bool = False, pause_first: bool = False
+) -> dict[str, Any]:
     """'profile' fetches /profile and answers; 'hello' answers without calling anything.
 
     ``pause_first`` puts an approval before the fetch; ``failing_task`` runs a task that raises instead.
     """
-    fetch: dict[str, Any] = {"id": "fetch", "type": "httpcalls", "targetServerUrl": target_url,
-                             "calls": [{"name": "profile", "actions": ["fetch_profile"],
-                                        "request": {"method": "GET", "path": "/profile"}}]}
+    fetch: dict[str, Any] = {
+        "id": "fetch",
+        "type": "httpcalls",
+        "targetServerUrl": target_url,
+        "calls": [
+            {
+                "name": "profile",
+                "actions": ["fetch_profile"],
+                "request": {"method": "GET", "path": "/profile"},
+            }
+        ],
+    }
     if failing_task:
         fetch = {"id": "fetch", "type": "explode"}
     actions = ["PAUSE_CONVERSATION", "fetch_profile"] if pause_first else ["fetch_profile"]
     return {
         "name": "profile-bot",
-        "workflows": [{"id": "main", "tasks": [
-            {"id": "parse", "type": "parser", "dictionaries": [
-                {"word": "profile", "expressions": "profile(me)"},
-                {"word": "hello", "expressions": "greeting(hello)"},
-            ]},
-            {"id": "rules", "type": "behavior_rules", "rules": [
-                {"name": "Profile", "actions": actions,
-                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "profile(*)"}}]},
-                {"name": "Greet", "actions": ["say_hello"],
-                 "conditions": [{"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}]},
-            ]},
-            fetch,
-            {"id": "output", "type": "output", "outputs": [
-                {"action": "fetch_profile", "texts": ["Profile fetched."]},
-                {"action": "say_hello", "texts": ["Hello!"]},
-            ]},
-        ]}],
+        "workflows": [
+            {
+                "id": "main",
+                "tasks": [
+                    {
+                        "id": "parse",
+                        "type": "parser",
+                        "dictionaries": [
+                            {"word": "profile", "expressions": "profile(me)"},
+                            {"word": "hello", "expressions": "greeting(hello)"},
+                        ],
+                    },
+                    {
+                        "id": "rules",
+                        "type": "behavior_rules",
+                        "rules": [
+                            {
+                                "name": "Profile",
+                                "actions": actions,
+                                "conditions": [
+                                    {"type": "inputmatcher", "configs": {"expressions": "profile(*)"}}
+                                ],
+                            },
+                            {
+                                "name": "Greet",
+                                "actions": ["say_hello"],
+                                "conditions": [
+                                    {"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}
+                                ],
+                            },
+                        ],
+                    },
+                    fetch,
+                    {
+                        "id": "output",
+                        "type": "output",
+                        "outputs": [
+                            {"action": "fetch_profile", "texts": ["Profile fetched."]},
+                            {"action": "say_hello", "texts": ["Hello!"]},
+                        ],
+                    },
+                ],
+            }
+        ],
     }
 
 
@@ -75,8 +113,11 @@ def latest_step(conversation_id: str) -> ConversationStep:
 
 
 def say_over_rest(client, conversation_id: str, text: str, context: Any = None) -> str:
-    response = client.post(f"/agents/{conversation_id}", {"input": text, **({"context": context} if context else {})},
-                           format="json")
+    response = client.post(
+        f"/agents/{conversation_id}",
+        {"input": text, **({"context": context} if context else {})},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     return response.json()["state"]
 
@@ -84,7 +125,9 @@ def say_over_rest(client, conversation_id: str, text: str, context: Any = None) 
 def say_directly(alice, conversation_id: str, text: str, context: Any = None) -> str:
     """The service itself, as an MCP tool or a nested agent calls it: no REST door in front."""
     conversation = Conversation.objects.get(pk=conversation_id)
-    return turns.say(conversation=conversation, user=alice, user_input=text, context=context).conversation.state
+    return turns.say(
+        conversation=conversation, user=alice, user_input=text, context=context
+    ).conversation.state
 
 
 FAILURES = {
@@ -102,8 +145,9 @@ FAILURES = {
 def test_failed_turn_never_locks_conversation(failure, alice, alice_client, loopback_server):
     how, text, context, error_type = FAILURES[failure]
     loopback_server.respond("/profile", json_body={"name": "Ali\u0000ce"})
-    conversation_id = start(alice_client, deployed(profile_agent(loopback_server.url,
-                                                                  failing_task=failure == "a task raises")))
+    conversation_id = start(
+        alice_client, deployed(profile_agent(loopback_server.url, failing_task=failure == "a task raises"))
+    )
     steps_before = ConversationStep.objects.filter(conversation_id=conversation_id).count()
 
     if how == "rest":
@@ -129,14 +173,22 @@ def test_a_task_error_is_recorded_redacted_on_the_step(alice_client, loopback_se
     assert latest_step(conversation_id).data["error"] == "RuntimeError: upstream refused api_key=<REDACTED>"
 
 
-@pytest.mark.parametrize("failing_task", [False, True], ids=["remote answer PostgreSQL refuses", "a task raises"])
-def test_failed_continuation_never_locks_conversation(failing_task, alice_client, approver_client, loopback_server):
+@pytest.mark.parametrize(
+    "failing_task", [False, True], ids=["remote answer PostgreSQL refuses", "a task raises"]
+)
+def test_failed_continuation_never_locks_conversation(
+    failing_task, alice_client, approver_client, loopback_server
+):
     loopback_server.respond("/profile", json_body={"name": "Ali\u0000ce"})
-    conversation_id = start(alice_client, deployed(profile_agent(loopback_server.url, failing_task=failing_task,
-                                                                  pause_first=True)))
+    conversation_id = start(
+        alice_client,
+        deployed(profile_agent(loopback_server.url, failing_task=failing_task, pause_first=True)),
+    )
     assert say_over_rest(alice_client, conversation_id, "profile") == "AWAITING_HUMAN"
     paused_step = latest_step(conversation_id)
-    response = approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
+    response = approver_client.post(
+        f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.status_code == 200, response.content
 
     assert run_queued_tasks() == 1
@@ -155,7 +207,8 @@ def test_failed_continuation_never_locks_conversation(failing_task, alice_client
 def test_a_failed_start_turn_never_locks_the_new_conversation(alice_client, loopback_server):
     document = profile_agent(loopback_server.url, failing_task=True)
     document["workflows"][0]["tasks"][1]["rules"][0]["conditions"] = [
-        {"type": "actionmatcher", "configs": {"actions": "CONVERSATION_START"}}]
+        {"type": "actionmatcher", "configs": {"actions": "CONVERSATION_START"}}
+    ]
     response = alice_client.post(f"/agents/{deployed(document)}/start", format="json")
     assert response.status_code == 201 and response.json()["state"] == "ERROR"
     assert say_over_rest(alice_client, response.json()["conversationId"], "hello") == "READY"

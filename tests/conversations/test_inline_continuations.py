@@ -31,7 +31,9 @@ CONTINUATION = "approvals.continuation_runs.run_continuation"
 
 
 def paused(client, document=None) -> Pause:
-    return Pause.objects.get(subject_id=paused_conversation(client, deployed_agent(document or account_bot())))
+    return Pause.objects.get(
+        subject_id=paused_conversation(client, deployed_agent(document or account_bot()))
+    )
 
 
 def continued_by_the_q_cluster(pause: Pause) -> None:
@@ -42,8 +44,13 @@ def continued_by_the_q_cluster(pause: Pause) -> None:
 
 
 def decision_for(pause: Pause, user) -> dict:
-    return {"surface": Surface.REGULAR, "subject_type": SubjectType.CONVERSATION, "subject_id": pause.subject_id,
-            "decision": DecisionInput(verdict="APPROVED"), "actor": actor_for_user(user)}
+    return {
+        "surface": Surface.REGULAR,
+        "subject_type": SubjectType.CONVERSATION,
+        "subject_id": pause.subject_id,
+        "decision": DecisionInput(verdict="APPROVED"),
+        "actor": actor_for_user(user),
+    }
 
 
 @pytest.mark.django_db
@@ -71,8 +78,9 @@ def test_work_shorter_than_one_renewal_never_renews(settings):
 @pytest.mark.django_db
 def test_resume_wait_runs_the_continuation_in_the_deciding_process(alice_client, approver_client):
     pause = paused(alice_client)
-    response = approver_client.post(f"/agents/{pause.subject_id}/resume?wait=10", {"verdict": "APPROVED"},
-                                    format="json")
+    response = approver_client.post(
+        f"/agents/{pause.subject_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.status_code == 200
     body = response.json()
     assert body["state"] == "READY" and body["output"] == ["Deletion APPROVED."]
@@ -85,7 +93,9 @@ def test_resume_wait_runs_the_continuation_in_the_deciding_process(alice_client,
 @pytest.mark.usefixtures("continuations_queued")
 def test_resume_without_wait_hands_the_continuation_to_the_q_cluster(alice_client, approver_client):
     pause = paused(alice_client)
-    response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    response = approver_client.post(
+        f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.json()["state"] == "IN_PROGRESS"
     assert queued_functions() == [CONTINUATION]
     assert Pause.objects.get(pk=pause.pk).lease_until is None  # not claimed: a worker will claim it
@@ -113,7 +123,9 @@ def test_resume_without_wait_runs_a_quick_continuation_once_its_answer_is_sent(a
     """The answer is the decision (IN_PROGRESS, as it was when sent); the server closes the response
     and the same process runs the continuation: nothing is queued, the conversation is READY after."""
     pause = paused(alice_client)
-    response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    response = approver_client.post(
+        f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.status_code == 200 and response.json()["state"] == "IN_PROGRESS"
     assert queued_functions() == []
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
@@ -126,13 +138,17 @@ def test_resume_without_wait_queues_a_continuation_that_may_be_slow(alice_client
     """An agent with an httpcalls task: its continuation may take as long as a call, so it is never run
     by the web process after the answer; the q-cluster runs it."""
     pause = paused(alice_client, slow_account_bot())
-    response = approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
+    response = approver_client.post(
+        f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.json()["state"] == "IN_PROGRESS"
     continued_by_the_q_cluster(pause)
 
 
 @pytest.mark.django_db
-def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_the_inbox(alice_client, approver):
+def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_the_inbox(
+    alice_client, approver
+):
     """The web process died after sending its answer and before running the continuation."""
     from approvals.continuation_runs import decide_and_continue_later
 
@@ -146,12 +162,14 @@ def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_th
 
 
 @pytest.mark.django_db
-def test_q_cluster_only_deployment_hands_every_continuation_to_the_q_cluster(alice_client, approver_client,
-                                                                            settings):
+def test_q_cluster_only_deployment_hands_every_continuation_to_the_q_cluster(
+    alice_client, approver_client, settings
+):
     settings.HITL_CONTINUE_INLINE = False
     pause = paused(alice_client)
-    response = approver_client.post(f"/agents/{pause.subject_id}/resume?wait=0.3", {"verdict": "APPROVED"},
-                                    format="json")
+    response = approver_client.post(
+        f"/agents/{pause.subject_id}/resume?wait=0.3", {"verdict": "APPROVED"}, format="json"
+    )
     assert response.status_code == 200 and response.json()["state"] == "IN_PROGRESS"  # nobody ran it here
     continued_by_the_q_cluster(pause)
 
@@ -180,7 +198,8 @@ def test_a_turn_whose_heartbeat_stopped_is_interrupted_when_its_lease_expires(al
     Pause.objects.filter(subject_id=conversation_id).delete()
     now = timezone.now()
     Conversation.objects.filter(pk=conversation_id).update(
-        state=ConversationState.IN_PROGRESS, turn_started_at=now, turn_alive_until=now + timedelta(seconds=15))
+        state=ConversationState.IN_PROGRESS, turn_started_at=now, turn_alive_until=now + timedelta(seconds=15)
+    )
     assert recover_expired_leases()["interruptedTurns"] == 0
     with time_machine.travel(now + timedelta(seconds=16), tick=False):
         assert recover_expired_leases()["interruptedTurns"] == 1
@@ -203,9 +222,15 @@ def test_a_long_continuation_keeps_its_short_claim_alive(alice_client, approver,
     loopback_server.respond("/slow", json_body={"ok": True}, delay_seconds=2.5)
     document = account_bot()
     document["workflows"][0]["tasks"][1]["rules"][0]["actions"].append("slow")
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "slow", "type": "httpcalls", "targetServerUrl": loopback_server.url,
-        "calls": [{"name": "slow", "actions": ["slow"], "request": {"method": "POST", "path": "/slow"}}]})
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "slow",
+            "type": "httpcalls",
+            "targetServerUrl": loopback_server.url,
+            "calls": [{"name": "slow", "actions": ["slow"], "request": {"method": "POST", "path": "/slow"}}],
+        },
+    )
     pause = paused(alice_client, document)
     sweeps: list[dict] = []
 

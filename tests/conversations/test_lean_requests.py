@@ -32,7 +32,9 @@ def statements(run) -> tuple[object, list[str]]:
 
 
 def resume_waiting(client, conversation_id: str, verdict: str = "APPROVED"):
-    return client.post(f"/agents/{conversation_id}/resume?wait=10", {"verdict": verdict, "note": "ok"}, format="json")
+    return client.post(
+        f"/agents/{conversation_id}/resume?wait=10", {"verdict": verdict, "note": "ok"}, format="json"
+    )
 
 
 def test_the_token_and_the_roles_are_read_in_one_statement(approver_client, alice_client):
@@ -66,8 +68,12 @@ def test_an_inactive_users_token_is_refused(alice):
     alice.save(update_fields=["is_active"])
     response = client.post(f"/agents/{deployed_agent()}/start", format="json")
     assert response.status_code == 401
-    assert client_for(None).post(f"/agents/{deployed_agent()}/start", format="json",
-                                 HTTP_AUTHORIZATION="Token not-a-token").status_code == 401
+    assert (
+        client_for(None)
+        .post(f"/agents/{deployed_agent()}/start", format="json", HTTP_AUTHORIZATION="Token not-a-token")
+        .status_code
+        == 401
+    )
 
 
 @pytest.mark.parametrize("verdict, output", [("APPROVED", "Deletion APPROVED."), ("REJECTED", None)])

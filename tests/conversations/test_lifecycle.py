@@ -24,17 +24,24 @@ def _memory(actions: list[str] | None = None) -> ConversationMemory:
 
 
 def _rules(*actions: str) -> dict:
-    return {"id": f"r-{'-'.join(actions)}", "type": "behavior_rules",
-            "rules": [{"name": "always", "actions": list(actions), "conditions": []}]}
+    return {
+        "id": f"r-{'-'.join(actions)}",
+        "type": "behavior_rules",
+        "rules": [{"name": "always", "actions": list(actions), "conditions": []}],
+    }
 
 
 def _document(*workflows: list[dict]) -> dict:
     return {"name": "t", "workflows": [{"id": f"w{i}", "tasks": tasks} for i, tasks in enumerate(workflows)]}
 
 
-def _point(workflow_id: str, task_index: int, kind: str = "RULE", llm_task_id: str | None = None) -> ResumePoint:
+def _point(
+    workflow_id: str, task_index: int, kind: str = "RULE", llm_task_id: str | None = None
+) -> ResumePoint:
     batch = PendingToolBatch(llm_task_id=llm_task_id) if llm_task_id is not None else None
-    return ResumePoint(workflow_id=workflow_id, task_index=task_index, pause_id="p", kind=kind, tool_batch=batch)
+    return ResumePoint(
+        workflow_id=workflow_id, task_index=task_index, pause_id="p", kind=kind, tool_batch=batch
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -67,8 +74,9 @@ def test_stop_conversation_beats_pause_in_the_same_step() -> None:
 def test_resume_runs_the_rest_of_the_paused_workflow_and_every_later_workflow() -> None:
     document = _document([_rules("a"), _rules("b"), _rules("c")], [_rules("d")])
     memory = _memory()
-    outcome = run_lifecycle(document, memory, TurnContext(agent_document=document, conversation_id="c"),
-                            resume=_point("w0", 2))
+    outcome = run_lifecycle(
+        document, memory, TurnContext(agent_document=document, conversation_id="c"), resume=_point("w0", 2)
+    )
     assert outcome == Completed()
     assert memory.current.actions == ["c", "d"]
 
@@ -76,7 +84,9 @@ def test_resume_runs_the_rest_of_the_paused_workflow_and_every_later_workflow() 
 def test_resuming_at_the_end_of_a_workflow_runs_nothing_of_it() -> None:
     document = _document([_rules("a")], [_rules("d")])
     memory = _memory()
-    run_lifecycle(document, memory, TurnContext(agent_document=document, conversation_id="c"), resume=_point("w0", 1))
+    run_lifecycle(
+        document, memory, TurnContext(agent_document=document, conversation_id="c"), resume=_point("w0", 1)
+    )
     assert memory.current.actions == ["d"]
 
 
@@ -113,7 +123,9 @@ def test_only_the_task_a_continuation_enters_at_sees_the_resume_point() -> None:
     task = {"id": "s", "type": "test-sees-resume"}
     document = _document([task, task, task], [task])
     point = _point("w0", 1)
-    run_lifecycle(document, _memory(), TurnContext(agent_document=document, conversation_id="c"), resume=point)
+    run_lifecycle(
+        document, _memory(), TurnContext(agent_document=document, conversation_id="c"), resume=point
+    )
     assert seen == [point, None, None]
     seen.clear()
     run_lifecycle(document, _memory(), TurnContext(agent_document=document, conversation_id="c"))

@@ -52,11 +52,15 @@ def test_a_local_say_is_one_transaction():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("text, context, error_type", [
-    ("hello\x00there", None, "DataError"),
-    ("hello \ud800", None, "UnicodeEncodeError"),
-    ("hello", {"ch\x00annel": "web"}, "DataError"),
-], ids=["NUL in input", "lone surrogate", "NUL in a context key"])
+@pytest.mark.parametrize(
+    "text, context, error_type",
+    [
+        ("hello\x00there", None, "DataError"),
+        ("hello \ud800", None, "UnicodeEncodeError"),
+        ("hello", {"ch\x00annel": "web"}, "DataError"),
+    ],
+    ids=["NUL in input", "lone surrogate", "NUL in a context key"],
+)
 def test_failed_one_transaction_turn_never_locks_conversation(alice, alice_client, text, context, error_type):
     """What PostgreSQL refuses aborts the turn's transaction: the failure is recorded in a new one."""
     conversation_id = start(alice_client, deployed_agent())
@@ -78,8 +82,14 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
     the second starts from the first one's properties (read at its claim, not at its access check)."""
     alice = make_user("alice")
     document = account_bot()
-    document["workflows"][0]["tasks"].insert(2, {"id": "trail", "type": "properties", "setProperties": [
-        {"name": "trail", "value": "{properties.trail}h", "actions": ["say_hello"]}]})
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "trail",
+            "type": "properties",
+            "setProperties": [{"name": "trail", "value": "{properties.trail}h", "actions": ["say_hello"]}],
+        },
+    )
     conversation_id = start(client_for(alice), deployed_agent(document))
     barrier = threading.Barrier(2)
     answers: list[Any] = [None, None]
@@ -100,8 +110,11 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
 
     assert [a.status_code for a in answers] == [200, 200], [a.content for a in answers]
     assert sorted(a.json()["stepCount"] for a in answers) == [2, 3]
-    steps = list(ConversationStep.objects.filter(conversation_id=conversation_id).order_by("index")
-                 .values_list("index", "input"))
+    steps = list(
+        ConversationStep.objects.filter(conversation_id=conversation_id)
+        .order_by("index")
+        .values_list("index", "input")
+    )
     assert steps == [(0, ""), (1, "hello"), (2, "hello")]
     conversation = Conversation.objects.get(pk=conversation_id)
     assert conversation.state == "READY" and conversation.step_count == 3
@@ -109,7 +122,9 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
 
 
 @pytest.mark.django_db
-def test_failed_one_transaction_continuation_never_locks_conversation(alice_client, approver_client, monkeypatch):
+def test_failed_one_transaction_continuation_never_locks_conversation(
+    alice_client, approver_client, monkeypatch
+):
     """A fault injected into the continuation's commit rolls its transaction back whole; the failure is
     then recorded: the conversation is ERROR, the pause finished as failed (audited), the error on the step."""
     from approvals.models import AuditEntry, Pause, PauseStatus
@@ -124,8 +139,9 @@ def test_failed_one_transaction_continuation_never_locks_conversation(alice_clie
         return real_save_step(conversation, step, properties, row=row, **kwargs)
 
     monkeypatch.setattr(turns, "save_step", failing_save_step)
-    answer = approver_client.post(f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"},
-                                  format="json").json()
+    answer = approver_client.post(
+        f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
+    ).json()
     monkeypatch.setattr(turns, "save_step", real_save_step)
 
     assert answer["state"] == "ERROR"
@@ -140,8 +156,9 @@ def test_failed_one_transaction_continuation_never_locks_conversation(alice_clie
 
 def _resume_and_capture(approver_client, conversation_id: str) -> tuple[dict, list[str]]:
     with CaptureQueriesContext(connection) as captured:
-        answer = approver_client.post(f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"},
-                                      format="json").json()
+        answer = approver_client.post(
+            f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
+        ).json()
     return answer, [q["sql"] for q in captured.captured_queries]
 
 
@@ -167,7 +184,10 @@ def test_a_quick_continuation_commits_once_with_its_decision():
     turn are one transaction (one commit), so no process ever sees the decision without its outcome."""
     from approvals.models import Pause
 
-    alice_client, approver_client = client_for(make_user("alice")), client_for(make_user("approver", "approver"))
+    alice_client, approver_client = (
+        client_for(make_user("alice")),
+        client_for(make_user("approver", "approver")),
+    )
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -185,7 +205,10 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     recorded, in the same one transaction."""
     from approvals.models import AuditEntry, Pause
 
-    alice_client, approver_client = client_for(make_user("alice")), client_for(make_user("approver", "approver"))
+    alice_client, approver_client = (
+        client_for(make_user("alice")),
+        client_for(make_user("approver", "approver")),
+    )
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -202,6 +225,8 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
 
     assert answer["state"] == "ERROR" and answer["lastDecision"]["verdict"] == "APPROVED"
     _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH)
-    verbs = list(AuditEntry.objects.filter(pause_id=pause.pk).order_by("sequence").values_list("verb", flat=True))
+    verbs = list(
+        AuditEntry.objects.filter(pause_id=pause.pk).order_by("sequence").values_list("verb", flat=True)
+    )
     assert verbs == ["hitl.pause", "hitl.approval", "hitl.continuation.failed"], verbs
     assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"

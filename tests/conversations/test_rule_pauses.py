@@ -54,7 +54,9 @@ def test_approved_rule_pause_resumes_at_the_next_task_and_sees_the_decision(alic
     response = resume(approver_client, conversation_id, "approved", "fine by me")
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body["verdict"] == "APPROVED" and body["decidedBy"] == "approver" and body["state"] == "IN_PROGRESS"
+    assert (
+        body["verdict"] == "APPROVED" and body["decidedBy"] == "approver" and body["state"] == "IN_PROGRESS"
+    )
     assert run_queued_tasks() == 1
     snapshot = alice_client.get(f"/agents/{conversation_id}").json()
     assert snapshot["state"] == "READY"
@@ -70,30 +72,54 @@ def test_approved_rule_pause_resumes_at_the_next_task_and_sees_the_decision(alic
     assert Pause.objects.get(subject_id=conversation_id).status == PauseStatus.RESOLVED
 
 
-def test_rejected_rule_pause_skips_remaining_tasks_and_posts_the_note(alice_client, approver_client, http_recorder):
+def test_rejected_rule_pause_skips_remaining_tasks_and_posts_the_note(
+    alice_client, approver_client, http_recorder
+):
     document = account_bot()
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "delete", "type": "httpcalls", "targetServerUrl": http_recorder.url,
-        "calls": [{"name": "deleteAccount", "actions": ["confirm_deletion"],
-                   "request": {"method": "DELETE", "path": "/accounts/me"}}],
-    })
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "delete",
+            "type": "httpcalls",
+            "targetServerUrl": http_recorder.url,
+            "calls": [
+                {
+                    "name": "deleteAccount",
+                    "actions": ["confirm_deletion"],
+                    "request": {"method": "DELETE", "path": "/accounts/me"},
+                }
+            ],
+        },
+    )
     conversation_id = paused_conversation(alice_client, deployed_agent(document))
     assert resume(approver_client, conversation_id, "REJECTED", "not without a ticket").status_code == 200
     run_queued_tasks()
     snapshot = alice_client.get(f"/agents/{conversation_id}").json()
     assert snapshot["state"] == "READY"
-    assert snapshot["output"] == ["This action was rejected by a human reviewer. Reason: not without a ticket"]
+    assert snapshot["output"] == [
+        "This action was rejected by a human reviewer. Reason: not without a ticket"
+    ]
     assert snapshot["properties"]["hitlVerdict"] == "REJECTED"
     assert http_recorder.requests == []  # the action that would have called the API did not run
 
 
 def test_approved_rule_pause_runs_the_http_call_it_was_holding(alice_client, approver_client, http_recorder):
     document = account_bot()
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "delete", "type": "httpcalls", "targetServerUrl": http_recorder.url,
-        "calls": [{"name": "deleteAccount", "actions": ["confirm_deletion"],
-                   "request": {"method": "DELETE", "path": "/accounts/me"}}],
-    })
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "delete",
+            "type": "httpcalls",
+            "targetServerUrl": http_recorder.url,
+            "calls": [
+                {
+                    "name": "deleteAccount",
+                    "actions": ["confirm_deletion"],
+                    "request": {"method": "DELETE", "path": "/accounts/me"},
+                }
+            ],
+        },
+    )
     conversation_id = paused_conversation(alice_client, deployed_agent(document))
     assert http_recorder.requests == []
     resume(approver_client, conversation_id)
@@ -113,9 +139,20 @@ def test_stop_conversation_beats_pause_in_the_same_step(alice_client):
 def test_a_second_rule_task_that_adds_pause_again_re_pauses_after_approval(alice_client, approver_client):
     document = account_bot()
     tasks = document["workflows"][0]["tasks"]
-    tasks.insert(2, {"id": "second-gate", "type": "behavior_rules", "rules": [
-        {"name": "double check", "actions": ["PAUSE_CONVERSATION"], "conditions": [
-            {"type": "actionmatcher", "configs": {"actions": "confirm_deletion"}}]}]})
+    tasks.insert(
+        2,
+        {
+            "id": "second-gate",
+            "type": "behavior_rules",
+            "rules": [
+                {
+                    "name": "double check",
+                    "actions": ["PAUSE_CONVERSATION"],
+                    "conditions": [{"type": "actionmatcher", "configs": {"actions": "confirm_deletion"}}],
+                }
+            ],
+        },
+    )
     conversation_id = paused_conversation(alice_client, deployed_agent(document))
     resume(approver_client, conversation_id)
     run_queued_tasks()
@@ -129,8 +166,12 @@ def test_a_second_rule_task_that_adds_pause_again_re_pauses_after_approval(alice
 def test_a_pause_on_the_start_turn_answers_201_awaiting_human(alice_client):
     document = account_bot()
     document["workflows"][0]["tasks"][1]["rules"].append(
-        {"name": "gate the start", "actions": ["PAUSE_CONVERSATION"],
-         "conditions": [{"type": "actionmatcher", "configs": {"actions": "CONVERSATION_START"}}]})
+        {
+            "name": "gate the start",
+            "actions": ["PAUSE_CONVERSATION"],
+            "conditions": [{"type": "actionmatcher", "configs": {"actions": "CONVERSATION_START"}}],
+        }
+    )
     agent_id = deployed_agent(document)
     response = alice_client.post(f"/agents/{agent_id}/start", format="json")
     assert response.status_code == 201
@@ -138,7 +179,9 @@ def test_a_pause_on_the_start_turn_answers_201_awaiting_human(alice_client):
     assert response["Location"] == f"/agents/{response.json()['conversationId']}"
 
 
-def test_undeployed_agent_resume_is_409_not_deployed_and_the_pause_stays(alice_client, approver_client, admin_client):
+def test_undeployed_agent_resume_is_409_not_deployed_and_the_pause_stays(
+    alice_client, approver_client, admin_client
+):
     agent_id = deployed_agent()
     conversation_id = paused_conversation(alice_client, agent_id)
     undeploy = admin_client.post(f"/administration/production/undeploy/{agent_id}")
@@ -154,7 +197,9 @@ def test_undeployed_agent_resume_is_409_not_deployed_and_the_pause_stays(alice_c
 
 
 @pytest.mark.usefixtures("continuations_queued")
-def test_a_continuation_that_cannot_start_restores_the_pause_with_its_deadline(alice_client, approver_client, admin_client):
+def test_a_continuation_that_cannot_start_restores_the_pause_with_its_deadline(
+    alice_client, approver_client, admin_client
+):
     agent_id = deployed_agent()
     conversation_id = paused_conversation(alice_client, agent_id)
     before = Pause.objects.get(subject_id=conversation_id)
@@ -173,7 +218,9 @@ def test_conversation_stays_pinned_to_the_version_it_started_on(alice_client, ad
     agent_id = deployed_agent()
     conversation_id = paused_conversation(alice_client, agent_id)
     changed = account_bot()
-    changed["workflows"][0]["tasks"][2]["outputs"][0]["texts"] = ["Version two says {memory.current.hitlDecision}."]
+    changed["workflows"][0]["tasks"][2]["outputs"][0]["texts"] = [
+        "Version two says {memory.current.hitlDecision}."
+    ]
     assert admin_client.put(f"/agentstore/agents/{agent_id}", changed, format="json").status_code == 200
     admin_client.post(f"/administration/production/deploy/{agent_id}?version=2")
     resume(approver_client, conversation_id)
@@ -181,17 +228,28 @@ def test_conversation_stays_pinned_to_the_version_it_started_on(alice_client, ad
     snapshot = alice_client.get(f"/agents/{conversation_id}").json()
     assert snapshot["agentVersion"] == 1
     assert snapshot["output"] == ["Deletion APPROVED."]
-    assert start(alice_client, agent_id) and alice_client.get(
-        f"/agents/{start(alice_client, agent_id)}").json()["agentVersion"] == 2
+    assert (
+        start(alice_client, agent_id)
+        and alice_client.get(f"/agents/{start(alice_client, agent_id)}").json()["agentVersion"] == 2
+    )
 
 
 def test_reply_after_a_decision_can_react_to_the_verdict_property(alice_client, approver_client):
     document = account_bot()
     rules = document["workflows"][0]["tasks"][1]["rules"]
-    rules.append({"name": "after approval", "actions": ["was_approved"], "conditions": [
-        {"type": "propertymatcher", "configs": {"name": "hitlVerdict", "value": "APPROVED"}},
-        {"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}}]})
-    document["workflows"][0]["tasks"][2]["outputs"].append({"action": "was_approved", "texts": ["You were approved."]})
+    rules.append(
+        {
+            "name": "after approval",
+            "actions": ["was_approved"],
+            "conditions": [
+                {"type": "propertymatcher", "configs": {"name": "hitlVerdict", "value": "APPROVED"}},
+                {"type": "inputmatcher", "configs": {"expressions": "greeting(*)"}},
+            ],
+        }
+    )
+    document["workflows"][0]["tasks"][2]["outputs"].append(
+        {"action": "was_approved", "texts": ["You were approved."]}
+    )
     conversation_id = paused_conversation(alice_client, deployed_agent(document))
     resume(approver_client, conversation_id)
     run_queued_tasks()

@@ -105,8 +105,11 @@ class Clusters:
         self._count += 1
         env = {**self.stack.env, **{key: str(value) for key, value in extra_env.items()}}
         process = ServerProcess.spawn(
-            f"qcluster-{label}-{self._count}", [sys.executable, "manage.py", "qcluster"],
-            env=env, log_dir=self.stack.log_dir, cluster=cluster,
+            f"qcluster-{label}-{self._count}",
+            [sys.executable, "manage.py", "qcluster"],
+            env=env,
+            log_dir=self.stack.log_dir,
+            cluster=cluster,
         )
         self.started.append(process)
         self.wait_working(process)
@@ -199,8 +202,14 @@ class SlowTarget:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
-                target.requests.append({"method": self.command, "path": self.path, "at": time.time(),
-                                        "client_port": self.client_address[1]})
+                target.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "at": time.time(),
+                        "client_port": self.client_address[1],
+                    }
+                )
                 target.received.set()
                 target.release.wait(target.hold_seconds)
                 try:
@@ -262,9 +271,19 @@ def paused_conversation(owner: httpx.Client, agent_id: str) -> str:
 
 def with_http_call(document: dict[str, Any], target_url: str) -> dict[str, Any]:
     """The agent document with an httpcalls task fired by ``confirm_deletion`` (the approved action)."""
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "delete", "type": "httpcalls", "targetServerUrl": target_url,
-        "calls": [{"name": "deleteAccount", "actions": ["confirm_deletion"],
-                   "request": {"method": "DELETE", "path": "/accounts/me"}}],
-    })
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "delete",
+            "type": "httpcalls",
+            "targetServerUrl": target_url,
+            "calls": [
+                {
+                    "name": "deleteAccount",
+                    "actions": ["confirm_deletion"],
+                    "request": {"method": "DELETE", "path": "/accounts/me"},
+                }
+            ],
+        },
+    )
     return document

@@ -36,7 +36,9 @@ STARTUP_TIMEOUT = 60.0
 STOP_GRACE_SECONDS = 3.0
 
 
-def eventually(check: Callable[[], Any], *, timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
+def eventually(
+    check: Callable[[], Any], *, timeout: float, interval: float = 0.1, what: str = "condition"
+) -> Any:
     """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds with the last value."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -83,15 +85,21 @@ class ServerProcess:
     cluster: str | None = None  # a q-cluster's Q_CLUSTER_NAME (None: the default cluster)
 
     @classmethod
-    def spawn(cls, name: str, args: list[str], *, env: dict[str, str], log_dir: Path,
-              cluster: str | None = None) -> ServerProcess:
+    def spawn(
+        cls, name: str, args: list[str], *, env: dict[str, str], log_dir: Path, cluster: str | None = None
+    ) -> ServerProcess:
         if cluster is not None:
             env = {**env, "Q_CLUSTER_NAME": cluster}
         stdout_path = log_dir / f"{name}.stdout.log"
         stderr_path = log_dir / f"{name}.stderr.log"
         with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
             popen = subprocess.Popen(
-                args, cwd=PROJECT_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                args,
+                cwd=PROJECT_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
                 start_new_session=True,
             )
         return cls(name=name, popen=popen, stdout_path=stdout_path, stderr_path=stderr_path, cluster=cluster)
@@ -149,16 +157,30 @@ class LiveStack:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Token {token}"} if token else {}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=kwargs.pop("timeout", 60.0), **kwargs)
+        return httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=kwargs.pop("timeout", 60.0), **kwargs
+        )
 
     def start_server(self) -> None:
         for _attempt in range(3):
             port = _free_port()
             self.server = ServerProcess.spawn(
                 "uvicorn",
-                [sys.executable, "-m", "uvicorn", "hitl_project.asgi:application", "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning", "--no-access-log"],
-                env=self.env, log_dir=self.log_dir,
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "hitl_project.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                ],
+                env=self.env,
+                log_dir=self.log_dir,
             )
             self.base_url = f"http://127.0.0.1:{port}"
             if self._wait_for_health():
@@ -192,12 +214,17 @@ class LiveStack:
         """
         self._cluster_runs += 1
         self.qcluster = ServerProcess.spawn(
-            f"qcluster-{self._cluster_runs}", [sys.executable, "manage.py", "qcluster"],
-            env=self.env, log_dir=self.log_dir,
+            f"qcluster-{self._cluster_runs}",
+            [sys.executable, "manage.py", "qcluster"],
+            env=self.env,
+            log_dir=self.log_dir,
         )
         self.timer_cluster = ServerProcess.spawn(
-            f"qcluster-timers-{self._cluster_runs}", [sys.executable, "manage.py", "qcluster"],
-            env=self.env, log_dir=self.log_dir, cluster=settings.HITL_TIMER_CLUSTER,
+            f"qcluster-timers-{self._cluster_runs}",
+            [sys.executable, "manage.py", "qcluster"],
+            env=self.env,
+            log_dir=self.log_dir,
+            cluster=settings.HITL_TIMER_CLUSTER,
         )
         self._wait_for_probe(self.qcluster)
         self._wait_for_probe(self.timer_cluster)
@@ -207,8 +234,13 @@ class LiveStack:
         from django_q.tasks import async_task
 
         with self.db_blocker.unblock():
-            probe = async_task("math.floor", 1.5, task_name=f"e2e-probe-{process.name}", group="e2e-probe",
-                               cluster=process.cluster)
+            probe = async_task(
+                "math.floor",
+                1.5,
+                task_name=f"e2e-probe-{process.name}",
+                group="e2e-probe",
+                cluster=process.cluster,
+            )
             deadline = time.monotonic() + STARTUP_TIMEOUT
             while not Task.objects.filter(id=probe).exists():
                 if not process.running:

@@ -96,7 +96,9 @@ def paused(people) -> str:
 @pytest.fixture
 def slow_paused(people) -> str:
     """Paused on an agent with an httpcalls task: its continuation may be slow, so it is queued."""
-    conversation_id = start_conversation(people["alice"], deployed_demo_agent(people["admin"], slow_account_bot()))
+    conversation_id = start_conversation(
+        people["alice"], deployed_demo_agent(people["admin"], slow_account_bot())
+    )
     ask_for_deletion(people["alice"], conversation_id)
     return conversation_id
 
@@ -121,15 +123,19 @@ def test_readme_flow_approval_and_rejection_continue_in_the_deciding_process(peo
     assert rows[0]["pauseType"] == "RULE"
     assert rows[0]["pauseReason"] == "Account deletion requires manager sign-off"
 
-    approved = approver.post(f"/agents/{conversation_id}/resume?wait=20", json={"verdict": "APPROVED", "note": "ok"})
+    approved = approver.post(
+        f"/agents/{conversation_id}/resume?wait=20", json={"verdict": "APPROVED", "note": "ok"}
+    )
     assert approved.status_code == 200, approved.text
     assert approved.json()["state"] == "READY"
     assert approved.json()["output"] == ["Deletion APPROVED."]
     assert_no_continuation_task()  # the web worker that decided ran it
 
     ask_for_deletion(alice, conversation_id)
-    rejected = approver.post(f"/agents/{conversation_id}/resume?wait=20",
-                             json={"verdict": "rejected", "note": "not without a ticket"})
+    rejected = approver.post(
+        f"/agents/{conversation_id}/resume?wait=20",
+        json={"verdict": "rejected", "note": "not without a ticket"},
+    )
     assert rejected.status_code == 200, rejected.text
     assert rejected.json()["state"] == "READY"
     assert rejected.json()["output"] == [f"{REJECTED_TEXT} Reason: not without a ticket"]
@@ -138,8 +144,11 @@ def test_readme_flow_approval_and_rejection_continue_in_the_deciding_process(peo
     inbox_after = approver.get("/agents/pending-approvals").json()
     assert conversation_id not in [row["conversationId"] for row in inbox_after]
     snapshot = alice.get(f"/agents/{conversation_id}").json()
-    assert [step["input"] for step in snapshot["steps"]] == ["", "please delete my account",
-                                                             "please delete my account"]
+    assert [step["input"] for step in snapshot["steps"]] == [
+        "",
+        "please delete my account",
+        "please delete my account",
+    ]
 
 
 def test_resume_without_wait_answers_at_once_and_the_continuation_follows(people, paused):
@@ -149,8 +158,13 @@ def test_resume_without_wait_answers_at_once_and_the_continuation_follows(people
     decided = approver.post(f"/agents/{paused}/resume", json={"verdict": "APPROVED", "note": "ok"})
 
     assert decided.status_code == 200, decided.text
-    assert decided.json() == {"conversationId": paused, "pauseId": pause_id, "verdict": "APPROVED",
-                              "decidedBy": "approver", "state": "IN_PROGRESS"}
+    assert decided.json() == {
+        "conversationId": paused,
+        "pauseId": pause_id,
+        "verdict": "APPROVED",
+        "decidedBy": "approver",
+        "state": "IN_PROGRESS",
+    }
     finished = wait_for_state(alice, paused, "READY", timeout=15)
     assert finished["output"] == ["Deletion APPROVED."]
 
@@ -164,8 +178,9 @@ def test_twenty_concurrent_approvers_one_wins_nineteen_get_wrong_state(live_stac
         with live_stack.client(tokens[index]) as client:
             try:
                 barrier.wait(timeout=30)
-                responses[index] = client.post(f"/agents/{paused}/resume",
-                                               json={"verdict": "APPROVED", "note": f"approver {index}"})
+                responses[index] = client.post(
+                    f"/agents/{paused}/resume", json={"verdict": "APPROVED", "note": f"approver {index}"}
+                )
             except BaseException as exc:  # reported below, not lost in the thread
                 responses[index] = exc
 
@@ -276,8 +291,9 @@ def test_swagger_ui_references_only_local_assets(live_stack):
 def test_swagger_ui_assets_are_served_by_the_live_server(live_stack):
     urls = _swagger_asset_urls(live_stack)
     with live_stack.client() as anonymous:
-        statuses = {url: anonymous.get(urljoin(live_stack.base_url + "/api/docs/", url)).status_code
-                    for url in urls}
+        statuses = {
+            url: anonymous.get(urljoin(live_stack.base_url + "/api/docs/", url)).status_code for url in urls
+        }
     assert set(statuses.values()) == {200}, statuses
 
 
@@ -291,8 +307,9 @@ def test_live_stack_runs_on_the_pytest_database(live_stack):
 
 @pytest.fixture(scope="module")
 def qcluster_only_stack(django_db_setup, django_db_blocker, tmp_path_factory):
-    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("qcluster-only"),
-                             HITL_CONTINUE_INLINE="false")
+    yield from running_stack(
+        django_db_blocker, tmp_path_factory.mktemp("qcluster-only"), HITL_CONTINUE_INLINE="false"
+    )
 
 
 def test_a_q_cluster_only_deployment_continues_on_the_q_cluster(qcluster_only_stack):

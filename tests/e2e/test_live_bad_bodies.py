@@ -46,7 +46,8 @@ def test_bad_bodies_over_http_are_4xx_and_the_conversation_stays_usable(live_sta
         nul = assert_problem(alice.post(url, content=b'{"input": "a\\u0000b"}', headers=JSON), 400)
         assert [e["field"] for e in nul["errors"]] == ["input"]
         surrogate = assert_problem(
-            alice.post(url, content=b'{"input": "hi", "context": {"k": "\\ud800"}}', headers=JSON), 400)
+            alice.post(url, content=b'{"input": "hi", "context": {"k": "\\ud800"}}', headers=JSON), 400
+        )
         assert [e["field"] for e in surrogate["errors"]] == ["context.k"]
 
         oversized = b'{"input": "' + b"x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1) + b'"}'
@@ -67,8 +68,9 @@ def test_bad_bodies_over_http_are_4xx_and_the_conversation_stays_usable(live_sta
         # A bad resume consumes nothing either.
         ask_for_deletion(alice, conversation_id)
         resume = f"/agents/{conversation_id}/resume"
-        note = assert_problem(approver.post(resume, content=b'{"verdict": "APPROVED", "note": "\\u0000"}',
-                                            headers=JSON), 400)
+        note = assert_problem(
+            approver.post(resume, content=b'{"verdict": "APPROVED", "note": "\\u0000"}', headers=JSON), 400
+        )
         assert [e["field"] for e in note["errors"]] == ["note"]
         verdict = assert_problem(approver.post(resume, json={"verdict": "MAYBE"}), 400)
         assert verdict["detail"] == "verdict 'MAYBE' must be APPROVED or REJECTED"

@@ -82,7 +82,9 @@ def approve_and_catch_the_call(people, target: SlowTarget) -> tuple[str, Pause]:
     agent_id = deploy_agent(people["admin"], with_http_call(account_bot(), target.url))
     conversation_id = paused_conversation(people["alice"], agent_id)
     assert target.requests == []
-    decided = people["approver"].post(f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "go"})
+    decided = people["approver"].post(
+        f"/agents/{conversation_id}/resume", json={"verdict": "APPROVED", "note": "go"}
+    )
     assert decided.status_code == 200, decided.text
     assert target.received.wait(30), "the continuation never called the target"
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -140,11 +142,17 @@ def test_sigkill_of_the_worker_mid_call_restores_the_pause_and_redelivery_does_n
     killed_at = time.monotonic()
 
     # the continuation task comes back after the broker's lock (retry) and finds the lease expired
-    results = eventually(redelivered_continuation_results, timeout=RETRY_SECONDS + 30, interval=0.2,
-                         what="django-q2 to re-deliver the continuation task")
+    results = eventually(
+        redelivered_continuation_results,
+        timeout=RETRY_SECONDS + 30,
+        interval=0.2,
+        what="django-q2 to re-deliver the continuation task",
+    )
     assert results in (["restored"], ["skipped"]), results  # restored by it, or by recovery before it
-    print(f"\nworker {worker} killed; the re-delivered continuation task: {results[0]} "
-          f"{time.monotonic() - killed_at:.1f} s later")
+    print(
+        f"\nworker {worker} killed; the re-delivered continuation task: {results[0]} "
+        f"{time.monotonic() - killed_at:.1f} s later"
+    )
     assert_restored_once(pause)
     assert slow_target.requests[0]["method"] == "DELETE"
     target_never_called_again(slow_target, max(0.0, killed_at + 2 * RETRY_SECONDS - time.monotonic()))
@@ -154,8 +162,9 @@ def test_sigkill_of_the_worker_mid_call_restores_the_pause_and_redelivery_does_n
     status = people["approver"].get(f"/agents/{conversation_id}/approval-status").json()
     assert status["state"] == "AWAITING_HUMAN" and status["pauseId"] == str(pause.id)
     # a human decides again; a rejection skips the call, so the target still saw one request
-    rejected = people["approver"].post(f"/agents/{conversation_id}/resume?wait=20",
-                                       json={"verdict": "REJECTED", "note": "decided again"})
+    rejected = people["approver"].post(
+        f"/agents/{conversation_id}/resume?wait=20", json={"verdict": "REJECTED", "note": "decided again"}
+    )
     assert rejected.status_code == 200, rejected.text
     assert rejected.json()["state"] == "READY"
     assert rejected.json()["output"] == [f"{REJECTED_TEXT} Reason: decided again"]
@@ -184,17 +193,29 @@ def test_sigkill_of_the_whole_q_cluster_then_hitl_recover_and_a_new_cluster(
 
     claimed = Pause.objects.get(pk=pause.pk)
     assert claimed.status == "RESOLVING"
-    eventually(lambda: timezone.now() > claimed.lease_until, timeout=10, what="the dead worker's lease to run out")
-    recover = subprocess.run([sys.executable, "manage.py", "hitl_recover"], cwd=PROJECT_ROOT, env=live_stack.env,
-                             capture_output=True, text=True, timeout=120)
+    eventually(
+        lambda: timezone.now() > claimed.lease_until, timeout=10, what="the dead worker's lease to run out"
+    )
+    recover = subprocess.run(
+        [sys.executable, "manage.py", "hitl_recover"],
+        cwd=PROJECT_ROOT,
+        env=live_stack.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert recover.returncode == 0, recover.stderr
     assert json.loads(recover.stdout.strip().splitlines()[-1])["restoredContinuations"] == 1
     assert_restored_once(pause)
 
     # a new cluster picks the orphaned task up once the dead pusher's lock passed: nothing to do
     clusters.start("after", **CRASH_ENV)
-    results = eventually(redelivered_continuation_results, timeout=RETRY_SECONDS + 30, interval=0.2,
-                         what="the new q-cluster to re-deliver the continuation task")
+    results = eventually(
+        redelivered_continuation_results,
+        timeout=RETRY_SECONDS + 30,
+        interval=0.2,
+        what="the new q-cluster to re-deliver the continuation task",
+    )
     assert results == ["skipped"]
     target_never_called_again(slow_target, RETRY_SECONDS)
     assert_restored_once(pause)  # still exactly one restore, the new cluster's recovery found nothing

@@ -61,19 +61,25 @@ def kill_web_and_time_until(stack: LiveStack, condition, what: str) -> float:
 
 
 def test_sigkill_of_the_web_process_mid_inline_continuation_is_back_in_the_inbox_within_30s(
-        stack: LiveStack, slow_target: SlowTarget):
+    stack: LiveStack, slow_target: SlowTarget
+):
     slow_target.hold_seconds = 120
     admin, alice = stack.client(api_user("admin", "admin")), stack.client(api_user("alice"))
     approver = stack.client(api_user("approver", "approver"), timeout=120)
-    conversation_id = paused_conversation(alice, deploy_agent(admin, with_http_call(account_bot(), slow_target.url)))
+    conversation_id = paused_conversation(
+        alice, deploy_agent(admin, with_http_call(account_bot(), slow_target.url))
+    )
     pause = Pause.objects.get(subject_id=conversation_id)
-    in_background(lambda: approver.post(f"/agents/{conversation_id}/resume?wait=60", json={"verdict": "APPROVED"}))
+    in_background(
+        lambda: approver.post(f"/agents/{conversation_id}/resume?wait=60", json={"verdict": "APPROVED"})
+    )
     assert slow_target.received.wait(30), "the inline continuation never called the target"
     running = Pause.objects.get(pk=pause.pk)
     assert running.status == "RESOLVING" and running.lease_until is not None  # claimed by the web process
 
     elapsed = kill_web_and_time_until(
-        stack, lambda: Pause.objects.get(pk=pause.pk).status == "PENDING", "the pause to be back in the inbox")
+        stack, lambda: Pause.objects.get(pk=pause.pk).status == "PENDING", "the pause to be back in the inbox"
+    )
 
     print(f"the pause was back in the inbox {elapsed:.1f}s after the SIGKILL")
     assert elapsed <= BACK_WITHIN_SECONDS, f"back in the inbox after {elapsed:.1f}s"
@@ -90,22 +96,29 @@ def test_sigkill_of_the_web_process_mid_inline_continuation_is_back_in_the_inbox
         client.close()
 
 
-def test_sigkill_of_the_web_process_mid_turn_interrupts_the_turn_within_30s(stack: LiveStack,
-                                                                            slow_target: SlowTarget):
+def test_sigkill_of_the_web_process_mid_turn_interrupts_the_turn_within_30s(
+    stack: LiveStack, slow_target: SlowTarget
+):
     slow_target.hold_seconds = 120
     document = with_http_call(account_bot(hitlConfig={}), slow_target.url)
-    document["workflows"][0]["tasks"][1]["rules"][0]["actions"] = ["confirm_deletion"]  # no pause: a plain turn
+    document["workflows"][0]["tasks"][1]["rules"][0]["actions"] = [
+        "confirm_deletion"
+    ]  # no pause: a plain turn
     admin = stack.client(api_user("admin", "admin"))
     alice = stack.client(api_user("alice"), timeout=120)
     started = alice.post(f"/agents/{deploy_agent(admin, document)}/start")
     conversation_id = started.json()["conversationId"]
-    in_background(lambda: alice.post(f"/agents/{conversation_id}", json={"input": "please delete my account"}))
+    in_background(
+        lambda: alice.post(f"/agents/{conversation_id}", json={"input": "please delete my account"})
+    )
     assert slow_target.received.wait(30), "the turn never called the target"
     assert Conversation.objects.get(pk=conversation_id).state == "IN_PROGRESS"
 
     elapsed = kill_web_and_time_until(
-        stack, lambda: Conversation.objects.get(pk=conversation_id).state == "EXECUTION_INTERRUPTED",
-        "the dead turn to be interrupted")
+        stack,
+        lambda: Conversation.objects.get(pk=conversation_id).state == "EXECUTION_INTERRUPTED",
+        "the dead turn to be interrupted",
+    )
 
     print(f"the dead turn was interrupted {elapsed:.1f}s after the SIGKILL")
     assert elapsed <= BACK_WITHIN_SECONDS, f"interrupted after {elapsed:.1f}s"
@@ -118,8 +131,10 @@ def test_sigkill_of_the_web_process_mid_turn_interrupts_the_turn_within_30s(stac
 
 def waiting_on_a_lock() -> bool:
     with psycopg.connect(database_url(), autocommit=True) as probe:
-        row = probe.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND wait_event_type = 'Lock'").fetchone()
+        row = probe.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        ).fetchone()
     return bool(row and row[0])
 
 
@@ -131,10 +146,13 @@ def test_sigkill_mid_quick_continuation_leaves_the_pause_pending_as_if_nobody_ha
 
     with psycopg.connect(database_url()) as blocker:
         # Hold the paused step's row: the continuation waits for it in the decision's open transaction.
-        blocker.execute("SELECT 1 FROM conversations_conversationstep WHERE conversation_id = %s FOR UPDATE",
-                        [conversation_id])
-        in_background(lambda: approver.post(f"/agents/{conversation_id}/resume?wait=60",
-                                             json={"verdict": "APPROVED"}))
+        blocker.execute(
+            "SELECT 1 FROM conversations_conversationstep WHERE conversation_id = %s FOR UPDATE",
+            [conversation_id],
+        )
+        in_background(
+            lambda: approver.post(f"/agents/{conversation_id}/resume?wait=60", json={"verdict": "APPROVED"})
+        )
         eventually(waiting_on_a_lock, timeout=30, what="the continuation to wait for the step's row")
         assert stack.server is not None
         kill_group(stack.server)
@@ -144,10 +162,14 @@ def test_sigkill_mid_quick_continuation_leaves_the_pause_pending_as_if_nobody_ha
 
     assert Pause.objects.get(pk=pause.pk).status == "PENDING"
     assert Conversation.objects.get(pk=conversation_id).state == "AWAITING_HUMAN"
-    assert not AuditEntry.objects.filter(pause_id=pause.pk, verb__in=["hitl.approval", "hitl.restored"]).exists()
+    assert not AuditEntry.objects.filter(
+        pause_id=pause.pk, verb__in=["hitl.approval", "hitl.restored"]
+    ).exists()
     stack.start_server()
     with stack.client(approver.headers["Authorization"].removeprefix("Token ")) as again:
-        assert conversation_id in [row["conversationId"] for row in again.get("/agents/pending-approvals").json()]
+        assert conversation_id in [
+            row["conversationId"] for row in again.get("/agents/pending-approvals").json()
+        ]
         answer = again.post(f"/agents/{conversation_id}/resume?wait=10", json={"verdict": "APPROVED"}).json()
     assert answer["state"] == "READY" and answer["output"] == ["Deletion APPROVED."]
     assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.approval").count() == 1

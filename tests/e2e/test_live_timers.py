@@ -30,15 +30,22 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 clusters = live_clusters.clusters  # fixture
 
-REJECTED_BY_TIMEOUT = "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
+REJECTED_BY_TIMEOUT = (
+    "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
+)
 # "within a few seconds of its deadline": the drainer polls four times a second; the rest is slack
 # for a loaded test machine.
 LATENESS_LIMIT = timedelta(seconds=3)
 
 
 def timed_agent(policy: str, timeout: str) -> dict:
-    return account_bot(hitlConfig={"approvalTimeout": timeout, "timeoutPolicy": policy,
-                                   "pauseReason": f"{policy} after {timeout}"})
+    return account_bot(
+        hitlConfig={
+            "approvalTimeout": timeout,
+            "timeoutPolicy": policy,
+            "pauseReason": f"{policy} after {timeout}",
+        }
+    )
 
 
 def due_at_of(pause: Pause) -> datetime:
@@ -50,7 +57,10 @@ def due_at_of(pause: Pause) -> datetime:
 
 @pytest.fixture
 def people(live_stack: LiveStack):
-    clients = {"admin": live_stack.client(api_user("admin", "admin")), "alice": live_stack.client(api_user("alice"))}
+    clients = {
+        "admin": live_stack.client(api_user("admin", "admin")),
+        "alice": live_stack.client(api_user("alice")),
+    }
     yield clients
     for client in clients.values():
         client.close()
@@ -111,12 +121,17 @@ PAUSES_PER_TIMEOUT = 8
 TIMEOUTS = ("PT2S", "PT3S", "PT4S", "PT5S", "PT6S")  # 5 x 8 = 40 pauses
 
 
-@pytest.mark.parametrize("cluster_env", [
-    pytest.param({}, id="default-settings"),
-    # small batches (every due second overflows one, so burst tasks run on both clusters beside the
-    # drainer) and a drainer that hands over every 2 s (to whichever cluster takes the task)
-    pytest.param({"HITL_TIMEOUT_BATCH_SIZE": 3, "HITL_TIMER_DRAIN_SECONDS": 2}, id="bursts-and-handovers"),
-])
+@pytest.mark.parametrize(
+    "cluster_env",
+    [
+        pytest.param({}, id="default-settings"),
+        # small batches (every due second overflows one, so burst tasks run on both clusters beside the
+        # drainer) and a drainer that hands over every 2 s (to whichever cluster takes the task)
+        pytest.param(
+            {"HITL_TIMEOUT_BATCH_SIZE": 3, "HITL_TIMER_DRAIN_SECONDS": 2}, id="bursts-and-handovers"
+        ),
+    ],
+)
 def test_two_q_clusters_at_once_fire_each_timer_once(live_stack, people, clusters: Clusters, cluster_env):
     first = clusters.start("timers-a", cluster=settings.HITL_TIMER_CLUSTER, **cluster_env)
     second = clusters.start("timers-b", cluster=settings.HITL_TIMER_CLUSTER, **cluster_env)
@@ -161,21 +176,26 @@ def test_two_q_clusters_at_once_fire_each_timer_once(live_stack, people, cluster
     assert set(per_pause) == set(pauses), "a pause without a decision entry"
     assert [pid for pid, n in per_pause.items() if n != 1] == [], per_pause
     assert {(e.actor, e.verdict, e.note) for e in decisions} == {
-        ("system:timeout", "REJECTED", "Automatic rejected due to timeout (policy: AUTO_REJECT)")}
+        ("system:timeout", "REJECTED", "Automatic rejected due to timeout (policy: AUTO_REJECT)")
+    }
     assert not AuditEntry.objects.filter(pause_id__in=pauses, verb="hitl.restored").exists()
     finished = list(Pause.objects.filter(pk__in=pauses))
     assert {p.status for p in finished} == {"RESOLVED"}
     assert {p.decided_by for p in finished} == {"system:timeout"}
     assert not Schedule.objects.filter(pk__in=[p.schedule_id for p in pauses.values()]).exists()
-    assert set(Conversation.objects.filter(pk__in=conversation_ids).values_list("state", flat=True)) == {"READY"}
+    assert set(Conversation.objects.filter(pk__in=conversation_ids).values_list("state", flat=True)) == {
+        "READY"
+    }
     for token, ids in owned.items():
         with live_stack.client(token) as owner:
             for conversation_id in ids:
                 body = owner.get(f"/agents/{conversation_id}").json()
                 assert (body["state"], body["output"]) == ("READY", [REJECTED_BY_TIMEOUT]), body
     lateness = sorted((p.decided_at - due_at_of(p)).total_seconds() for p in finished)
-    print(f"\n{cluster_env or 'defaults'}: {len(finished)} timers, lateness "
-          f"min {lateness[0]:.3f} s, median {lateness[len(lateness) // 2]:.3f} s, max {lateness[-1]:.3f} s")
+    print(
+        f"\n{cluster_env or 'defaults'}: {len(finished)} timers, lateness "
+        f"min {lateness[0]:.3f} s, median {lateness[len(lateness) // 2]:.3f} s, max {lateness[-1]:.3f} s"
+    )
     assert lateness[0] >= 0, "a timer fired before its deadline"
 
 
@@ -196,8 +216,12 @@ def test_a_backlog_of_work_on_the_default_cluster_does_not_delay_a_deadline(peop
         conversation_id = paused_conversation(alice, deploy_agent(admin, timed_agent("AUTO_REJECT", "PT4S")))
         pause = Pause.objects.get(subject_id=conversation_id)
 
-        eventually(lambda: Pause.objects.filter(pk=pause.pk).exclude(status="PENDING").exists(), timeout=20,
-                   interval=0.1, what="the timer to decide the pause")
+        eventually(
+            lambda: Pause.objects.filter(pk=pause.pk).exclude(status="PENDING").exists(),
+            timeout=20,
+            interval=0.1,
+            what="the timer to decide the pause",
+        )
 
         decided = Pause.objects.get(pk=pause.pk)
         assert decided.decided_by == "system:timeout" and decided.verdict == "REJECTED"

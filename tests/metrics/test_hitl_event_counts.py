@@ -22,10 +22,13 @@ def test_a_rule_pause_counts_one_pause_and_a_decision_one_resume(alice_client, a
     before = scrape()
     pause = _pause(alice_client)
     after_pause = scrape()
-    assert moved(before, after_pause, "hitl_") == {("hitl_pauses_total", frozenset({("surface", "regular")})): 1.0}
+    assert moved(before, after_pause, "hitl_") == {
+        ("hitl_pauses_total", frozenset({("surface", "regular")})): 1.0
+    }
     approver_client.post(f"/agents/{pause.subject_id}/resume", {"verdict": "APPROVED"}, format="json")
     assert moved(after_pause, scrape(), "hitl_") == {
-        ("hitl_resumes_total", frozenset({("surface", "regular")})): 1.0}
+        ("hitl_resumes_total", frozenset({("surface", "regular")})): 1.0
+    }
 
 
 def test_a_bad_decision_counts_nothing(alice_client, approver_client):

@@ -11,8 +11,9 @@ pytestmark = pytest.mark.django_db
 
 def test_a_canary_outcome_counts_and_its_duration_is_observed(admin_client):
     before = scrape()
-    response = admin_client.post("/administration/operator/canary-result",
-                                 {"outcome": "pass", "durationSeconds": 1.5}, format="json")
+    response = admin_client.post(
+        "/administration/operator/canary-result", {"outcome": "pass", "durationSeconds": 1.5}, format="json"
+    )
     assert response.status_code == 204
     changes = moved(before, scrape(), "hitl_operator_canary")
     assert changes[("hitl_operator_canary_total", frozenset({("outcome", "pass")}))] == 1.0
@@ -21,8 +22,11 @@ def test_a_canary_outcome_counts_and_its_duration_is_observed(admin_client):
 
 def test_a_bad_duration_still_counts_the_outcome(admin_client):
     before = scrape()
-    response = admin_client.post("/administration/operator/canary-result",
-                                 {"outcome": "fail", "durationSeconds": "soon"}, format="json")
+    response = admin_client.post(
+        "/administration/operator/canary-result",
+        {"outcome": "fail", "durationSeconds": "soon"},
+        format="json",
+    )
     assert response.status_code == 204
     changes = moved(before, scrape(), "hitl_operator_canary")
     assert changes == {("hitl_operator_canary_total", frozenset({("outcome", "fail")})): 1.0}
@@ -30,14 +34,20 @@ def test_a_bad_duration_still_counts_the_outcome(admin_client):
 
 def test_a_bad_outcome_is_400_naming_the_field_and_counts_nothing(admin_client):
     before = scrape()
-    response = admin_client.post("/administration/operator/canary-result", {"outcome": "maybe"}, format="json")
+    response = admin_client.post(
+        "/administration/operator/canary-result", {"outcome": "maybe"}, format="json"
+    )
     assert response.status_code == 400 and response.json()["errors"][0]["field"] == "outcome"
     assert moved(before, scrape(), "hitl_operator_canary") == {}
 
 
 def test_gate_status_sets_the_gauge(admin_client):
-    assert admin_client.post("/administration/operator/gate-status", {"verified": True},
-                             format="json").status_code == 204
+    assert (
+        admin_client.post(
+            "/administration/operator/gate-status", {"verified": True}, format="json"
+        ).status_code
+        == 204
+    )
     assert value(scrape(), "hitl_operator_gate_verified") == 1.0
     admin_client.post("/administration/operator/gate-status", {"verified": False}, format="json")
     assert value(scrape(), "hitl_operator_gate_verified") == 0.0
@@ -46,11 +56,14 @@ def test_gate_status_sets_the_gauge(admin_client):
 @pytest.mark.parametrize("outcome", [" PASS ", "Unknown"])
 def test_a_canary_outcome_is_read_trimmed_and_case_insensitively(admin_client, outcome):
     before = scrape()
-    response = admin_client.post("/administration/operator/canary-result", {"outcome": outcome}, format="json")
+    response = admin_client.post(
+        "/administration/operator/canary-result", {"outcome": outcome}, format="json"
+    )
     assert response.status_code == 204, response.content
     label = outcome.strip().lower()
     assert moved(before, scrape(), "hitl_operator_canary") == {
-        ("hitl_operator_canary_total", frozenset({("outcome", label)})): 1.0}
+        ("hitl_operator_canary_total", frozenset({("outcome", label)})): 1.0
+    }
 
 
 @pytest.mark.parametrize("body", [{}, {"verified": "true"}, {"verified": 1}, {"verified": None}, []])

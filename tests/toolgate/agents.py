@@ -8,19 +8,34 @@ from typing import Any
 AFTER_TOOLS = {"when": {"afterToolResults": True}, "reply": "Done: {toolResults}"}
 
 
-def payments_agent(target_url: str, *, script: list[dict[str, Any]] | None = None,
-                   tool_approvals: dict[str, Any] | None = None, hitl_config: dict[str, Any] | None = None,
-                   task_approvals: dict[str, Any] | None = None, extra_calls: list[dict[str, Any]] | None = None,
-                   builtin: list[str] | None = None) -> dict[str, Any]:
+def payments_agent(
+    target_url: str,
+    *,
+    script: list[dict[str, Any]] | None = None,
+    tool_approvals: dict[str, Any] | None = None,
+    hitl_config: dict[str, Any] | None = None,
+    task_approvals: dict[str, Any] | None = None,
+    extra_calls: list[dict[str, Any]] | None = None,
+    builtin: list[str] | None = None,
+) -> dict[str, Any]:
     """An agent whose model calls ``transfer_funds`` (POST /transfers) when asked to transfer."""
-    script = script if script is not None else [
-        AFTER_TOOLS,
-        {"when": {"inputContains": "transfer"},
-         "toolCalls": [{"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}}]},
-        {"reply": "How can I help?"},
-    ]
+    script = (
+        script
+        if script is not None
+        else [
+            AFTER_TOOLS,
+            {
+                "when": {"inputContains": "transfer"},
+                "toolCalls": [
+                    {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}}
+                ],
+            },
+            {"reply": "How can I help?"},
+        ]
+    )
     llm: dict[str, Any] = {
-        "id": "assistant", "type": "llm",
+        "id": "assistant",
+        "type": "llm",
         "provider": {"type": "scripted", "script": script},
         "systemMessage": "You help with payments.",
         "tools": {"http": ["payments"], **({"builtin": builtin} if builtin else {})},
@@ -29,22 +44,42 @@ def payments_agent(target_url: str, *, script: list[dict[str, Any]] | None = Non
     if task_approvals is not None:
         llm["toolApprovals"] = task_approvals
     calls = [
-        {"name": "transfer_funds", "description": "Transfer money",
-         "parameters": {"type": "object", "properties": {"amount": {"type": "number"}, "to": {"type": "string"}},
-                        "required": ["amount", "to"]},
-         "request": {"method": "POST", "path": "/transfers", "body": {"amount": "{args.amount}", "to": "{args.to}"}}},
-        {"name": "get_balance", "description": "Read the balance",
-         "parameters": {"type": "object", "properties": {}},
-         "request": {"method": "GET", "path": "/balance"}},
+        {
+            "name": "transfer_funds",
+            "description": "Transfer money",
+            "parameters": {
+                "type": "object",
+                "properties": {"amount": {"type": "number"}, "to": {"type": "string"}},
+                "required": ["amount", "to"],
+            },
+            "request": {
+                "method": "POST",
+                "path": "/transfers",
+                "body": {"amount": "{args.amount}", "to": "{args.to}"},
+            },
+        },
+        {
+            "name": "get_balance",
+            "description": "Read the balance",
+            "parameters": {"type": "object", "properties": {}},
+            "request": {"method": "GET", "path": "/balance"},
+        },
         *(extra_calls or []),
     ]
     config = copy.deepcopy(hitl_config) if hitl_config is not None else {}
-    config["toolApprovals"] = tool_approvals if tool_approvals is not None else {"requireApproval": ["transfer_*"]}
+    config["toolApprovals"] = (
+        tool_approvals if tool_approvals is not None else {"requireApproval": ["transfer_*"]}
+    )
     return {
         "name": "payments-bot",
-        "workflows": [{"id": "main", "tasks": [
-            llm,
-            {"id": "payments", "type": "httpcalls", "targetServerUrl": target_url, "calls": calls},
-        ]}],
+        "workflows": [
+            {
+                "id": "main",
+                "tasks": [
+                    llm,
+                    {"id": "payments", "type": "httpcalls", "targetServerUrl": target_url, "calls": calls},
+                ],
+            }
+        ],
         "hitlConfig": config,
     }

@@ -41,16 +41,21 @@ def task_with(server: LoopbackServer, headers: dict[str, str] | None = None) -> 
 
 
 def rule_fired_result(task: dict[str, Any], note: str = "") -> dict[str, Any]:
-    memory = ConversationMemory("c1", current=Step(input="look it up", actions=["look_up"]),
-                                properties={"note": note}, caller=Caller("alice", given_token=CALLER_TOKEN))
+    memory = ConversationMemory(
+        "c1",
+        current=Step(input="look it up", actions=["look_up"]),
+        properties={"note": note},
+        caller=Caller("alice", given_token=CALLER_TOKEN),
+    )
     httpcalls.run(task, memory, TurnContext({}, "c1"))  # returns: a failed call never fails the turn
     return memory.current.outputs["lookup"]
 
 
 def tool_result(task: dict[str, Any], note: str = "") -> Any:
     toolset = build_toolset({"http": http_tools(task)})
-    context = ToolContext(conversation_id="c1", caller_token=CALLER_TOKEN,
-                          template_data={"properties": {"note": note}})
+    context = ToolContext(
+        conversation_id="c1", caller_token=CALLER_TOKEN, template_data={"properties": {"note": note}}
+    )
     return run_call(ToolCall(id="call-1", name="lookup", arguments='{"note": ""}'), toolset, context)
 
 
@@ -65,10 +70,14 @@ def test_a_failure_the_sender_does_not_name_is_the_same_error_result_for_a_rule_
     assert [request.path for request in loopback_server.received] == ["/lookup", "/lookup"]
 
 
-@pytest.mark.parametrize("header", ["Bearer ${env:HITL_TEST_FAILURE_TOKEN} {properties.note}",
-                                    "Bearer ${caller:token} {properties.note}"])
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer ${env:HITL_TEST_FAILURE_TOKEN} {properties.note}", "Bearer ${caller:token} {properties.note}"],
+)
 def test_a_request_httpx_refuses_to_send_is_reported_without_the_secret_it_holds(
-    loopback_server: LoopbackServer, env_token: str, header: str,
+    loopback_server: LoopbackServer,
+    env_token: str,
+    header: str,
 ) -> None:
     # a line break in a header value: h11 refuses the request, and its message quotes the whole value
     task = task_with(loopback_server, {"Authorization": header})

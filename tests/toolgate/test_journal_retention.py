@@ -17,8 +17,14 @@ pytestmark = pytest.mark.django_db
 
 
 def _entry(claimed_at):
-    return JournalEntry.objects.create(conversation_id=uuid.uuid4(), pause_epoch=uuid.uuid4(), call_id="c",
-                                       tool_name="t", status="EXECUTED", claimed_at=claimed_at)
+    return JournalEntry.objects.create(
+        conversation_id=uuid.uuid4(),
+        pause_epoch=uuid.uuid4(),
+        call_id="c",
+        tool_name="t",
+        status="EXECUTED",
+        claimed_at=claimed_at,
+    )
 
 
 def test_entries_older_than_the_retention_are_purged_younger_ones_kept(settings):

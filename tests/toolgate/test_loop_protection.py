@@ -27,7 +27,10 @@ def looping_agent(url, *, args_after=SAME_AGAIN, **approvals):
             "when": {"afterToolResults": True},
             "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": args_after}],
         },
-        {"when": {"inputContains": "transfer"}, "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": SAME_AGAIN}]},
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": SAME_AGAIN}],
+        },
     ]
     return payments_agent(
         url,
@@ -103,7 +106,10 @@ def test_max_auto_approvals_per_turn_means_what_it_says(alice_client, http_recor
             "when": {"afterToolResults": True},
             "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": {"amount": 2, "to": "bob"}}],
         },
-        {"when": {"inputContains": "transfer"}, "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}]},
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [{"id": "", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}],
+        },
     ]
     agent = payments_agent(
         http_recorder.url,

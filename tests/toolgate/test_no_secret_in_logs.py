@@ -54,13 +54,20 @@ def test_httpx_and_httpcore_stay_at_warning_by_settings():
 
 
 @pytest.mark.django_db
-def test_no_secret_in_any_log_line_of_a_rule_call(alice_client, http_recorder, canary_secret,
-                                                  every_logger_at_debug):
+def test_no_secret_in_any_log_line_of_a_rule_call(
+    alice_client, http_recorder, canary_secret, every_logger_at_debug
+):
     document = account_bot(hitlConfig={})
     document["workflows"][0]["tasks"][1]["rules"][1]["actions"] = ["say_hello", "ping"]
-    document["workflows"][0]["tasks"].insert(2, {
-        "id": "ping", "type": "httpcalls", "targetServerUrl": http_recorder.url,
-        "calls": [{"name": "ping", "actions": ["ping"], "request": EVERYWHERE}]})
+    document["workflows"][0]["tasks"].insert(
+        2,
+        {
+            "id": "ping",
+            "type": "httpcalls",
+            "targetServerUrl": http_recorder.url,
+            "calls": [{"name": "ping", "actions": ["ping"], "request": EVERYWHERE}],
+        },
+    )
     conversation_id = start(alice_client, deployed_agent(document))
     assert say(alice_client, conversation_id, "hello").status_code == 200
     (sent,) = http_recorder.requests
@@ -71,15 +78,22 @@ def test_no_secret_in_any_log_line_of_a_rule_call(alice_client, http_recorder, c
 
 
 @pytest.mark.django_db
-def test_no_secret_in_any_log_line_of_a_gated_tool_call(alice_client, approver_client, http_recorder,
-                                                        canary_secret, every_logger_at_debug):
+def test_no_secret_in_any_log_line_of_a_gated_tool_call(
+    alice_client, approver_client, http_recorder, canary_secret, every_logger_at_debug
+):
     document = payments_agent(http_recorder.url)
     document["workflows"][0]["tasks"][1]["calls"][0]["request"] = {
-        **EVERYWHERE, "path": "/transfers/" + VAULT + "?k=" + VAULT}
+        **EVERYWHERE,
+        "path": "/transfers/" + VAULT + "?k=" + VAULT,
+    }
     conversation_id = start(alice_client, deployed_agent(document))
     assert say(alice_client, conversation_id, "please transfer").json()["state"] == "AWAITING_HUMAN"
-    assert approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                format="json").status_code == 200
+    assert (
+        approver_client.post(
+            f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     run_queued_tasks()
     (sent,) = [r for r in http_recorder.requests if r["path"].startswith("/transfers")]
     assert canary_secret in sent["path"]
@@ -105,8 +119,15 @@ def test_redaction_keeps_the_arguments_a_formatter_unpacks():
     """uvicorn's access formatter unpacks ``args``: a redacted record keeps them as a tuple."""
     secret = "another-secret-in-a-path-77"
     remember_secret(secret)
-    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
-                               ("127.0.0.1:5", "GET", f"/x/{secret}", "1.1", 200), None)
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", f"/x/{secret}", "1.1", 200),
+        None,
+    )
     redact_record(record)
     assert len(record.args) == 5 and record.args[2] == "/x/<REDACTED>"
     assert secret not in record.getMessage()

@@ -14,8 +14,9 @@ from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 
 pytestmark = pytest.mark.django_db
 
-TOKEN_CHARS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=24,
-                      max_size=40).filter(lambda t: len(set(t)) >= 8)  # not hex-like runs such as hash zeros
+TOKEN_CHARS = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=24, max_size=40
+).filter(lambda t: len(set(t)) >= 8)  # not hex-like runs such as hash zeros
 SECRETS = st.one_of(
     TOKEN_CHARS.map(lambda t: f"sk-{t}"),
     TOKEN_CHARS.map(lambda t: f"sk-ant-{t}"),
@@ -31,7 +32,8 @@ def _surfaces(client, admin_client, admin_user, conversation_id: str, pause: Pau
     browser.force_login(admin_user)
     decision_page = browser.get(f"/admin/approvals/pendingapproval/{pause.pk}/change/")
     assert decision_page.status_code == 200
-    return [decision_page.content.decode(),
+    return [
+        decision_page.content.decode(),
         client.get(f"/agents/{conversation_id}/approval-status").content.decode(),
         client.get(f"/agents/{conversation_id}/approval-status?detail=full").content.decode(),
         client.get("/agents/pending-approvals").content.decode(),
@@ -40,16 +42,31 @@ def _surfaces(client, admin_client, admin_user, conversation_id: str, pause: Pau
     ]
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(secret=SECRETS, place=PLACES)
-def test_no_secret_of_a_known_shape_survives_in_a_pause(alice_client, approver_client, admin_client, admin_user,
-                                                        http_recorder, secret, place):
+def test_no_secret_of_a_known_shape_survives_in_a_pause(
+    alice_client, approver_client, admin_client, admin_user, http_recorder, secret, place
+):
     arguments = {"amount": 1, "to": "bob", place: secret}
-    script = [AFTER_TOOLS, {"when": {"inputContains": "transfer"},
-                            "toolCalls": [{"id": "c1", "name": "transfer_funds", "arguments": arguments}]}]
-    document = payments_agent(http_recorder.url, script=script, tool_approvals={
-        "requireApproval": ["transfer_*"], "pauseReason": "Approve {toolNames} for " + secret})
+    script = [
+        AFTER_TOOLS,
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [{"id": "c1", "name": "transfer_funds", "arguments": arguments}],
+        },
+    ]
+    document = payments_agent(
+        http_recorder.url,
+        script=script,
+        tool_approvals={
+            "requireApproval": ["transfer_*"],
+            "pauseReason": "Approve {toolNames} for " + secret,
+        },
+    )
     calls = document["workflows"][0]["tasks"][1]["calls"][0]
     calls["request"]["body"] = {"amount": "{args.amount}", "to": "{args.to}", "note": "{args." + place + "}"}
     calls["request"]["headers"] = {"X-Client-Auth": "{args." + place + "}"}

@@ -9,9 +9,14 @@ from toolgate.pinning import canonical_request, request_fingerprint, request_pre
 
 
 def req(**changes) -> BuiltRequest:
-    base = {"method": "POST", "url": "https://api.example/deploy/7", "query": [("version", "3")],
-            "headers": {"Content-Type": "application/json", "X-Team": "ops"}, "body": b'{"a":1}',
-            "content_type": None}
+    base = {
+        "method": "POST",
+        "url": "https://api.example/deploy/7",
+        "query": [("version", "3")],
+        "headers": {"Content-Type": "application/json", "X-Team": "ops"},
+        "body": b'{"a":1}',
+        "content_type": None,
+    }
     base.update(changes)
     return BuiltRequest(**base)
 
@@ -25,16 +30,19 @@ def test_stable_under_header_order_header_case_and_method_case():
     assert fp(reordered) == fp(req())
 
 
-@pytest.mark.parametrize("changes", [
-    {"method": "PUT"},
-    {"url": "https://api.example/deploy/8"},
-    {"query": [("version", "4")]},
-    {"query": [("version", "3"), ("force", "true")]},
-    {"query": [("version", "3"), ("version", "4")]},
-    {"body": b'{"a":2}'},
-    {"headers": {"Content-Type": "application/json", "X-Team": "dev"}},
-    {"headers": {"Content-Type": "application/json", "X-Team": "ops", "X-Extra": "1"}},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"method": "PUT"},
+        {"url": "https://api.example/deploy/8"},
+        {"query": [("version", "4")]},
+        {"query": [("version", "3"), ("force", "true")]},
+        {"query": [("version", "3"), ("version", "4")]},
+        {"body": b'{"a":2}'},
+        {"headers": {"Content-Type": "application/json", "X-Team": "dev"}},
+        {"headers": {"Content-Type": "application/json", "X-Team": "ops", "X-Extra": "1"}},
+    ],
+)
 def test_changes_with_any_part_of_the_request(changes):
     assert fp(req(**changes)) != fp(req())
 
@@ -65,7 +73,7 @@ def test_the_live_caller_token_never_counts_even_in_a_plain_header():
 
 def test_forged_field_boundaries_do_not_collide():
     # a body that contains what looks like a header field, against a request that has that header
-    forged = req(headers={}, body=b'x\nheader.x-team:3:ops\n')
+    forged = req(headers={}, body=b"x\nheader.x-team:3:ops\n")
     honest = req(headers={"X-Team": "ops"}, body=b"x")
     assert fp(forged) != fp(honest)
     # a query value holding the display separator against two values
@@ -82,9 +90,11 @@ def test_the_fingerprint_is_a_keyed_hmac(settings):
 
 
 def test_the_preview_is_redacted_and_capped():
-    built = req(url="https://user:pw@api.example/deploy/7?token=abcdefghijkl",
-                headers={"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz", "X-Client-Auth": "Bearer " + "z" * 30},
-                body=b"x" * 9000)
+    built = req(
+        url="https://user:pw@api.example/deploy/7?token=abcdefghijkl",
+        headers={"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz", "X-Client-Auth": "Bearer " + "z" * 30},
+        body=b"x" * 9000,
+    )
     preview = request_preview(built)
     assert "abcdefghijklmnopqrstuvwxyz" not in str(preview) and "pw@" not in preview["uri"]
     assert preview["headers"]["authorization"] == "<REDACTED>"

@@ -21,7 +21,11 @@ def paused(client, server, **kwargs):
     agent_id = deployed_agent(payments_agent(server.url, **kwargs))
     conversation_id = start(client, agent_id)
     assert say(client, conversation_id, "please transfer").json()["state"] == "AWAITING_HUMAN"
-    return agent_id, conversation_id, Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
+    return (
+        agent_id,
+        conversation_id,
+        Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING),
+    )
 
 
 def transfer_call(agent_id):
@@ -31,8 +35,12 @@ def transfer_call(agent_id):
 
 
 def approve(client, conversation_id, body=None):
-    assert client.post(f"/agents/{conversation_id}/resume", body or {"verdict": "APPROVED"},
-                       format="json").status_code == 200
+    assert (
+        client.post(
+            f"/agents/{conversation_id}/resume", body or {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     run_queued_tasks()
 
 
@@ -44,8 +52,9 @@ def transfers(server):
     return [r for r in server.requests if r["path"].startswith("/transfers")]
 
 
-def test_a_request_changed_after_approval_is_refused_audited_and_never_sent(alice_client, approver_client,
-                                                                           http_recorder):
+def test_a_request_changed_after_approval_is_refused_audited_and_never_sent(
+    alice_client, approver_client, http_recorder
+):
     agent_id, conversation_id, pause = paused(alice_client, http_recorder)
     version, call = transfer_call(agent_id)
     call["request"]["body"] = {"amount": "{args.amount}", "to": "mallory"}  # stored data changed meanwhile
@@ -53,10 +62,16 @@ def test_a_request_changed_after_approval_is_refused_audited_and_never_sent(alic
     approve(approver_client, conversation_id)
     assert transfers(http_recorder) == []
     (result,) = tool_results(alice_client, conversation_id)
-    assert result["result"] == {"status": "NOT_EXECUTED", "reason": "the request changed after it was approved"}
+    assert result["result"] == {
+        "status": "NOT_EXECUTED",
+        "reason": "the request changed after it was approved",
+    }
     entry = AuditEntry.objects.get(pause_id=pause.id, verb="hitl.tool.request_changed")
-    assert entry.detail == {"tool": "transfer_funds", "callId": "call-1",
-                            "reason": "the request changed after it was approved"}
+    assert entry.detail == {
+        "tool": "transfer_funds",
+        "callId": "call-1",
+        "reason": "the request changed after it was approved",
+    }
 
 
 def test_an_unchanged_pinned_request_runs_exactly_once(alice_client, approver_client, http_recorder):
@@ -74,11 +89,13 @@ def test_a_tool_that_disappeared_is_refused(alice_client, approver_client, http_
     approve(approver_client, conversation_id)
     assert transfers(http_recorder) == []
     assert tool_results(alice_client, conversation_id)[0]["result"]["reason"] == (
-        "the tool is no longer available to re-check the approved request")
+        "the tool is no longer available to re-check the approved request"
+    )
 
 
-def test_a_call_that_became_unpinnable_while_the_human_decided_is_refused(alice_client, approver_client,
-                                                                         http_recorder):
+def test_a_call_that_became_unpinnable_while_the_human_decided_is_refused(
+    alice_client, approver_client, http_recorder
+):
     agent_id, conversation_id, _ = paused(alice_client, http_recorder)
     version, call = transfer_call(agent_id)
     call["postResponse"] = {"retryApiCallInstruction": {}}  # retries default to 3: no longer pinnable
@@ -86,7 +103,8 @@ def test_a_call_that_became_unpinnable_while_the_human_decided_is_refused(alice_
     approve(approver_client, conversation_id)
     assert transfers(http_recorder) == []
     assert tool_results(alice_client, conversation_id)[0]["result"]["reason"] == (
-        "the request could no longer be resolved for comparison")
+        "the request could no longer be resolved for comparison"
+    )
 
 
 def test_an_amended_call_is_not_checked_the_reviewer_wrote_it(alice_client, approver_client, http_recorder):
@@ -94,41 +112,72 @@ def test_an_amended_call_is_not_checked_the_reviewer_wrote_it(alice_client, appr
     version, call = transfer_call(agent_id)
     call["request"]["body"] = {"amount": "{args.amount}", "to": "{args.to}", "memo": "changed"}
     version.save()
-    approve(approver_client, conversation_id, {"verdict": "APPROVED", "toolDecisions": {
-        "call-1": {"verdict": "APPROVED", "amendedArguments": json.dumps({"amount": 1, "to": "carol"})}}})
+    approve(
+        approver_client,
+        conversation_id,
+        {
+            "verdict": "APPROVED",
+            "toolDecisions": {
+                "call-1": {
+                    "verdict": "APPROVED",
+                    "amendedArguments": json.dumps({"amount": 1, "to": "carol"}),
+                }
+            },
+        },
+    )
     assert [json.loads(r["body"]) for r in transfers(http_recorder)] == [
-        {"amount": "1", "to": "carol", "memo": "changed"}]
+        {"amount": "1", "to": "carol", "memo": "changed"}
+    ]
 
 
-@pytest.mark.parametrize(("extra", "pinned"), [
-    ({"preRequest": {"propertyInstructions": []}}, False),
-    ({"preRequest": {"propertyInstructions": [{"name": "via", "valueString": "chat"}]}}, False),
-    ({"postResponse": {"retryApiCallInstruction": {}}}, False),
-    ({"postResponse": {"retryApiCallInstruction": {"maxRetries": 0}}}, True),
-    ({"request": {"method": "POST", "path": "/transfers", "queryParams": {"version": "3"},
-                  "body": {"amount": "{args.amount}", "to": "{args.to}"}}}, True),
-])
-def test_unpinnable_calls_keep_their_preview_and_are_never_refused(alice_client, approver_client, http_recorder,
-                                                                   extra, pinned):
+@pytest.mark.parametrize(
+    ("extra", "pinned"),
+    [
+        ({"preRequest": {"propertyInstructions": []}}, False),
+        ({"preRequest": {"propertyInstructions": [{"name": "via", "valueString": "chat"}]}}, False),
+        ({"postResponse": {"retryApiCallInstruction": {}}}, False),
+        ({"postResponse": {"retryApiCallInstruction": {"maxRetries": 0}}}, True),
+        (
+            {
+                "request": {
+                    "method": "POST",
+                    "path": "/transfers",
+                    "queryParams": {"version": "3"},
+                    "body": {"amount": "{args.amount}", "to": "{args.to}"},
+                }
+            },
+            True,
+        ),
+    ],
+)
+def test_unpinnable_calls_keep_their_preview_and_are_never_refused(
+    alice_client, approver_client, http_recorder, extra, pinned
+):
     document = payments_agent(http_recorder.url)
     document["workflows"][0]["tasks"][1]["calls"][0].update(extra)
     conversation_id = start(alice_client, deployed_agent(document))
     say(alice_client, conversation_id, "transfer")
-    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"]["calls"]
+    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"][
+        "calls"
+    ]
     assert call["requestPinned"] is pinned
     assert call["requestPreview"]["method"] == "POST"
     approve(approver_client, conversation_id)
     assert len(transfers(http_recorder)) == 1
 
 
-def test_the_approvers_token_goes_out_on_a_resumed_turn_and_the_pin_still_holds(alice_client, approver_client,
-                                                                               approver, http_recorder):
+def test_the_approvers_token_goes_out_on_a_resumed_turn_and_the_pin_still_holds(
+    alice_client, approver_client, approver, http_recorder
+):
     document = payments_agent(http_recorder.url)
     document["workflows"][0]["tasks"][1]["calls"][0]["request"]["headers"] = {
-        "Authorization": "Token ${caller:token}"}
+        "Authorization": "Token ${caller:token}"
+    }
     conversation_id = start(alice_client, deployed_agent(document))
     say(alice_client, conversation_id, "transfer")
-    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"]["calls"]
+    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"][
+        "calls"
+    ]
     assert call["requestPinned"] is True
     assert call["requestPreview"]["headers"]["authorization"] == "<REDACTED>"
     approve(approver_client, conversation_id)

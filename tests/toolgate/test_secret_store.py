@@ -29,14 +29,17 @@ def test_a_secret_round_trips_through_the_api_and_its_value_is_never_echoed(admi
     assert "payments.key" not in [row["name"] for row in admin_client.get("/secretstore/secrets").json()]
 
 
-@pytest.mark.parametrize(("name", "body", "field"), [
-    ("bad name!", {"value": "x"}, "name"),
-    ("x" * 129, {"value": "x"}, "name"),
-    ("ok", {}, "value"),
-    ("ok", {"value": ""}, "value"),
-    ("ok", {"value": 5}, "value"),
-    ("ok", {"value": "x", "extra": 1}, "extra"),
-])
+@pytest.mark.parametrize(
+    ("name", "body", "field"),
+    [
+        ("bad name!", {"value": "x"}, "name"),
+        ("x" * 129, {"value": "x"}, "name"),
+        ("ok", {}, "value"),
+        ("ok", {"value": ""}, "value"),
+        ("ok", {"value": 5}, "value"),
+        ("ok", {"value": "x", "extra": 1}, "extra"),
+    ],
+)
 def test_bad_input_is_400_naming_the_field_and_stores_nothing(admin_client, name, body, field):
     response = admin_client.put(f"/secretstore/secrets/{name}", body, format="json")
     assert response.status_code == 400

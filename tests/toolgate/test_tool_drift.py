@@ -14,8 +14,9 @@ from toolgate.resume import CONFIG_DRIFT_TEXT
 pytestmark = pytest.mark.django_db
 
 
-def test_a_missing_paused_llm_task_is_config_drift_and_no_gated_call_runs(alice_client, approver_client,
-                                                                         http_recorder):
+def test_a_missing_paused_llm_task_is_config_drift_and_no_gated_call_runs(
+    alice_client, approver_client, http_recorder
+):
     agent_id = deployed_agent(payments_agent(http_recorder.url))
     conversation_id = start(alice_client, agent_id)
     say(alice_client, conversation_id, "please transfer")
@@ -39,8 +40,9 @@ def _stored_version_changed(agent_id: str, change) -> None:
     version.save()
 
 
-def test_a_gone_paused_workflow_fails_the_continuation_and_no_gated_call_runs(alice_client, approver_client,
-                                                                              http_recorder):
+def test_a_gone_paused_workflow_fails_the_continuation_and_no_gated_call_runs(
+    alice_client, approver_client, http_recorder
+):
     agent_id = deployed_agent(payments_agent(http_recorder.url))
     conversation_id = start(alice_client, agent_id)
     say(alice_client, conversation_id, "please transfer")
@@ -58,7 +60,9 @@ def test_a_gone_paused_workflow_fails_the_continuation_and_no_gated_call_runs(al
     assert failed.detail["error"] == "ConfigDrift: Paused workflow 'main' no longer exists (config drift)"
 
 
-def test_a_resumed_tool_pause_leaves_no_control_keys_in_step_data(alice_client, approver_client, http_recorder):
+def test_a_resumed_tool_pause_leaves_no_control_keys_in_step_data(
+    alice_client, approver_client, http_recorder
+):
     """A resume enters the pipeline with a typed resume point: nothing but data shown to people is stored."""
     conversation_id = start(alice_client, deployed_agent(payments_agent(http_recorder.url)))
     say(alice_client, conversation_id, "please transfer")
@@ -68,6 +72,10 @@ def test_a_resumed_tool_pause_leaves_no_control_keys_in_step_data(alice_client, 
     run_queued_tasks()
     step.refresh_from_db()
     assert {key for key in step.data if key.startswith("hitl:")} == {
-        "hitl:tool_pause_count", "hitl:decision_verdict", "hitl:decision_note", "hitl:decision_by"}
+        "hitl:tool_pause_count",
+        "hitl:decision_verdict",
+        "hitl:decision_note",
+        "hitl:decision_by",
+    }
     assert not any(text.startswith("I need your approval") for text in step.output)
     assert [r["path"] for r in http_recorder.requests] == ["/transfers"]

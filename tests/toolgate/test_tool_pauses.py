@@ -125,7 +125,7 @@ def test_ungated_calls_of_a_mixed_batch_run_first(alice_client, approver_client,
             "toolCalls": [
                 {"id": "c-read", "name": "get_balance", "arguments": {}},
                 {"id": "c-pay", "name": "transfer_funds", "arguments": {"amount": 5, "to": "bob"}},
-            ]
+            ],
         },
     ]
     conversation_id, _ = paused_transfer(alice_client, http_recorder, script=script)
@@ -145,7 +145,7 @@ def test_calls_not_listed_inherit_the_top_level_verdict(alice_client, approver_c
             "toolCalls": [
                 {"id": "a", "name": "transfer_funds", "arguments": {"amount": 1, "to": "x"}},
                 {"id": "b", "name": "transfer_funds", "arguments": {"amount": 2, "to": "y"}},
-            ]
+            ],
         },
     ]
     conversation_id, _ = paused_transfer(alice_client, http_recorder, script=script)
@@ -211,7 +211,7 @@ def test_a_truncated_call_cannot_be_amended_and_is_never_run(alice_client, appro
             "when": {"inputContains": "transfer"},
             "toolCalls": [
                 {"id": "big", "name": "transfer_funds", "arguments": {"amount": 1, "to": "z" * 300_000}}
-            ]
+            ],
         },
     ]
     conversation_id, pause = paused_transfer(alice_client, http_recorder, script=script)
@@ -290,7 +290,12 @@ def test_a_new_gated_call_after_resume_pauses_again_with_a_new_epoch(
                 {"id": "call-2", "name": "transfer_funds", "arguments": {"amount": 7, "to": "dan"}}
             ],
         },
-        {"when": {"inputContains": "transfer"}, "toolCalls": [{"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}]},
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [
+                {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}
+            ],
+        },
     ]
     conversation_id, first = paused_transfer(alice_client, http_recorder, script=script)
     decide(approver_client, conversation_id, {"verdict": "APPROVED"})
@@ -309,7 +314,12 @@ def test_past_max_pauses_per_turn_gated_calls_are_denied_never_run(
                 {"id": "call-2", "name": "transfer_funds", "arguments": {"amount": 7, "to": "dan"}}
             ],
         },
-        {"when": {"inputContains": "transfer"}, "toolCalls": [{"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}]},
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [
+                {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 1, "to": "bob"}}
+            ],
+        },
     ]
     conversation_id, _ = paused_transfer(
         alice_client,

@@ -49,9 +49,14 @@ DECLARED_QUERIES = {
 
 def deploy_tool(server_url: str, request: dict) -> Tool:
     base = request.pop("base", "")
-    task = {"id": "ops", "type": "httpcalls", "targetServerUrl": server_url + base,
-            "calls": [{"name": "deploy", "parameters": {"type": "object"},
-                       "request": {"method": "POST", **request}}]}
+    task = {
+        "id": "ops",
+        "type": "httpcalls",
+        "targetServerUrl": server_url + base,
+        "calls": [
+            {"name": "deploy", "parameters": {"type": "object"}, "request": {"method": "POST", **request}}
+        ],
+    }
     (tool,) = http_tools(task)
     return tool
 
@@ -95,9 +100,18 @@ def test_a_query_in_the_url_is_part_of_the_fingerprint():
 def test_a_rule_call_sends_the_query_of_its_path_template(http_recorder):
     from conversations.pipeline.httpcalls import sent_record
 
-    task = {"id": "ops", "type": "httpcalls", "targetServerUrl": http_recorder.url,
-            "calls": [{"name": "ping", "actions": ["ping"],
-                       "request": {"method": "GET", "path": "/ping?version=3", "queryParams": {"k": "v"}}}]}
+    task = {
+        "id": "ops",
+        "type": "httpcalls",
+        "targetServerUrl": http_recorder.url,
+        "calls": [
+            {
+                "name": "ping",
+                "actions": ["ping"],
+                "request": {"method": "GET", "path": "/ping?version=3", "queryParams": {"k": "v"}},
+            }
+        ],
+    }
     built = build_request(task, task["calls"][0], {}, caller_token=None)
     record = sent_record("ping", built)
     from toolgate.http_requests import send_request
@@ -117,14 +131,20 @@ def test_an_approved_path_template_query_is_sent_as_previewed(alice_client, appr
     conversation_id = start(alice_client, deployed_agent(document))
     assert say(alice_client, conversation_id, "please transfer").json()["state"] == "AWAITING_HUMAN"
 
-    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"]["calls"]
+    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"][
+        "calls"
+    ]
     assert call["requestPinned"] is True
     assert call["requestPreview"]["uri"] == f"{http_recorder.url}/transfers/bob"
     assert call["requestPreview"]["queryParams"] == {"dry": "false", "version": "3"}
     assert http_recorder.requests == []
 
-    assert approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                format="json").status_code == 200
+    assert (
+        approver_client.post(
+            f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     run_queued_tasks()
     (sent,) = [r for r in http_recorder.requests if r["path"].startswith("/transfers")]
     assert sent["path"] == "/transfers/bob"
@@ -135,8 +155,15 @@ def broken_tool() -> Tool:
     def resolve(args, ctx):
         raise RuntimeError("resolver exploded")
 
-    return Tool(name="deploy", source="http", description="", parameters={"type": "object"},
-                run=lambda args, ctx: {"ran": True}, endpoint="post:/deploy", resolve=resolve)
+    return Tool(
+        name="deploy",
+        source="http",
+        description="",
+        parameters={"type": "object"},
+        run=lambda args, ctx: {"ran": True},
+        endpoint="post:/deploy",
+        resolve=resolve,
+    )
 
 
 def test_fail_closed_self_conversation_guard_refuses_a_request_it_cannot_resolve():
@@ -163,7 +190,8 @@ def test_fail_closed_a_request_unresolvable_at_gate_time_is_never_pinned_as_fine
 
 @pytest.mark.django_db
 def test_fail_closed_an_approved_call_that_was_unresolvable_at_gate_time_is_refused(
-        alice_client, approver_client, http_recorder):
+    alice_client, approver_client, http_recorder
+):
     document = payments_agent(http_recorder.url)
     transfer = document["workflows"][0]["tasks"][1]["calls"][0]
     transfer["request"]["headers"] = {"X-Key": "${vault:added-later}"}
@@ -172,14 +200,20 @@ def test_fail_closed_an_approved_call_that_was_unresolvable_at_gate_time_is_refu
     pause = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
     stored = PendingToolCall.objects.get(batch__pause=pause)
     assert stored.request_fingerprint == UNRESOLVED_FINGERPRINT and not stored.request_pinned
-    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"]["calls"]
+    (call,) = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"][
+        "calls"
+    ]
     assert call["requestPinned"] is False and call["requestPreview"] is None
 
     from toolgate.secret_store import set_secret
 
     set_secret(name="added-later", value="now-it-resolves-123")  # it would resolve now: still refused
-    assert approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"},
-                                format="json").status_code == 200
+    assert (
+        approver_client.post(
+            f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+        ).status_code
+        == 200
+    )
     run_queued_tasks()
     assert [r for r in http_recorder.requests if r["path"].startswith("/transfers")] == []
     output = alice_client.get(f"/agents/{conversation_id}").json()["output"][-1]

@@ -27,7 +27,9 @@ def _row(secret: StoredSecret) -> dict[str, str | None]:
 class SecretListView(APIView):
     permission_classes = [AdminOnly]
 
-    @extend_schema(summary="Secret names and update times (never values)", responses=SecretRowSerializer(many=True))
+    @extend_schema(
+        summary="Secret names and update times (never values)", responses=SecretRowSerializer(many=True)
+    )
     def get(self, request: Request) -> Response:
         return Response([_row(s) for s in StoredSecret.objects.order_by("name").only("name", "updated_at")])
 
@@ -39,15 +41,20 @@ class SecretDetailView(APIView):
     class InputSerializer(BodySerializer):
         """The secret's new value; any other field is a 400 naming it."""
 
-        value = TextField(trim_whitespace=False, help_text="Encrypted at rest; never returned",
-                          error_messages={key: "required" for key in ("required", "null", "invalid", "blank")})
+        value = TextField(
+            trim_whitespace=False,
+            help_text="Encrypted at rest; never returned",
+            error_messages={key: "required" for key in ("required", "null", "invalid", "blank")},
+        )
 
         def validate_value(self, value: str) -> str:
             return checked_by(secret_store.validate_value, value)
 
-    @extend_schema(summary="Set a secret (encrypted at rest; the value is never returned)",
-                   request=InputSerializer,
-                   responses={200: SecretRowSerializer})
+    @extend_schema(
+        summary="Set a secret (encrypted at rest; the value is never returned)",
+        request=InputSerializer,
+        responses={200: SecretRowSerializer},
+    )
     def put(self, request: Request, name: str) -> Response:
         body = validated_body(self.InputSerializer, request.data)
         return Response(_row(secret_store.set_secret(name=name, value=body["value"])))

@@ -75,9 +75,13 @@ def http_tool(
             return dict(SELF_CONVERSATION) if targets_conversation(built, ctx.conversation_id) else None
 
         # the result never carries a resolved secret back (to the model, the journal or memory)
-        return run_http_call(task, call_for(args), {**ctx.template_data, "args": args},
-                             caller_token=ctx.caller_token or None,
-                             effects=CallEffects(set_property=ctx.set_property, check_attempt=own_conversation))
+        return run_http_call(
+            task,
+            call_for(args),
+            {**ctx.template_data, "args": args},
+            caller_token=ctx.caller_token or None,
+            effects=CallEffects(set_property=ctx.set_property, check_attempt=own_conversation),
+        )
 
     method = str(request.get("method") or "GET").strip()
     return Tool(
@@ -110,7 +114,9 @@ def unpinnable_reason(call: dict[str, Any]) -> str | None:
         )
     retry = post.get("retryApiCallInstruction")
     if retry is not None:
-        retries = retry.get("maxRetries", DEFAULT_MAX_RETRIES) if isinstance(retry, dict) else DEFAULT_MAX_RETRIES
+        retries = (
+            retry.get("maxRetries", DEFAULT_MAX_RETRIES) if isinstance(retry, dict) else DEFAULT_MAX_RETRIES
+        )
         if not isinstance(retries, int | float) or isinstance(retries, bool) or retries >= 1:
             return "postResponse.retryApiCallInstruction may send the request again"
     return None

@@ -113,7 +113,6 @@ def run_sync(operation: Callable[[], Awaitable[T]]) -> T:
 def _refuse_private(url: str) -> None:
     from django.conf import settings
 
-
     if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):
         refuse_private_address(url)
 

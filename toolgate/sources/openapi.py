@@ -63,8 +63,9 @@ def openapi_calls(task: dict[str, Any]) -> list[GeneratedCall]:
     return calls
 
 
-def _path_and_query_parameters(document: dict[str, Any], operation: dict[str, Any], shared: Any
-                               ) -> dict[tuple[str, str], dict[str, Any]]:
+def _path_and_query_parameters(
+    document: dict[str, Any], operation: dict[str, Any], shared: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
     """The operation's path and query parameters (the path item's shared ones first), by (name, in)."""
     parameters: dict[tuple[str, str], dict[str, Any]] = {}
     for parameter in [*(shared or []), *(operation.get("parameters") or [])]:
@@ -74,8 +75,9 @@ def _path_and_query_parameters(document: dict[str, Any], operation: dict[str, An
     return parameters
 
 
-def _arguments_schema(parameters: dict[tuple[str, str], dict[str, Any]]
-                      ) -> tuple[dict[str, Any], list[str], list[str]]:
+def _arguments_schema(
+    parameters: dict[tuple[str, str], dict[str, Any]],
+) -> tuple[dict[str, Any], list[str], list[str]]:
     """The tool's argument properties, the required ones and the query parameters' names."""
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -95,7 +97,9 @@ def _arguments_schema(parameters: dict[tuple[str, str], dict[str, Any]]
 def _operation_call(
     document: dict[str, Any], path: str, method: str, operation: dict[str, Any], shared: Any
 ) -> GeneratedCall:
-    properties, required, query_names = _arguments_schema(_path_and_query_parameters(document, operation, shared))
+    properties, required, query_names = _arguments_schema(
+        _path_and_query_parameters(document, operation, shared)
+    )
     request: dict[str, Any] = {
         "method": method.upper(),
         "path": _PATH_PARAMETER.sub(lambda match: "{args." + match.group(1) + "}", path),

@@ -14,7 +14,9 @@ class Command(BaseCommand):
     help = "Re-arm missing timers, restore dead continuations, interrupt abandoned turns."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--retention", action="store_true", help="also cancel pauses older than HITL_PENDING_MAX_AGE")
+        parser.add_argument(
+            "--retention", action="store_true", help="also cancel pauses older than HITL_PENDING_MAX_AGE"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         report = run_recovery()
