@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from toolgate.http_requests import BuiltRequest, HttpCallError
+from toolgate.redaction import redact
 from toolgate.tools import ToolCall, ToolContext, ToolNotFound, ToolSet
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,8 @@ def run_call(
         return tool.run(arguments, context)
     except Exception as exc:
         logger.warning("tool %s failed: %s", call.name, exc)
-        return {"status": "ERROR", "error": f"{type(exc).__name__}: {exc}"}
+        # The message goes to the model and into the transcript: a source's error may quote a credential.
+        return {"status": "ERROR", "error": f"{type(exc).__name__}: {redact(str(exc))}"}
 
 
 def as_text(result: Any) -> str:

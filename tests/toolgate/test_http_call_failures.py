@@ -17,7 +17,7 @@ from conversations.pipeline.registry import TurnContext
 from tests.conversations.conftest import LoopbackServer
 from toolgate.execution import run_call
 from toolgate.sources import http_tools
-from toolgate.tools import ToolCall, ToolContext, build_toolset
+from toolgate.tools import Tool, ToolCall, ToolContext, build_toolset
 
 TOKEN = "s3cret-env-value"
 CALLER_TOKEN = "caller-tok-123"
@@ -86,3 +86,20 @@ def test_a_request_httpx_refuses_to_send_is_reported_without_the_secret_it_holds
         assert result == {"error": "LocalProtocolError: the request is malformed (its value is not shown)"}
         assert env_token not in str(result) and CALLER_TOKEN not in str(result)
     assert loopback_server.received == []
+
+
+def test_a_failing_tool_of_any_source_reports_its_error_without_the_credential_it_quotes() -> None:
+    key = "sk-" + "a1b2c3d4e5" * 3
+
+    def fails(arguments: dict[str, Any], context: ToolContext) -> Any:
+        raise RuntimeError(f"upstream refused: Authorization: Bearer {key} (try again later)")
+
+    failing = Tool(name="crm_lookup", source="mcp", description="", parameters={"type": "object"}, run=fails)
+    result = run_call(
+        ToolCall(id="call-1", name="crm_lookup", arguments="{}"),
+        build_toolset({"mcp": [failing]}),
+        ToolContext(conversation_id="c1"),
+    )
+
+    assert result["status"] == "ERROR" and result["error"].startswith("RuntimeError: upstream refused")
+    assert key not in result["error"] and "<REDACTED>" in result["error"]
