@@ -130,7 +130,8 @@ def present(schedule: Schedule) -> dict[str, Any]:
 class ScheduleInputSerializer(BodySerializer):
     """The body of POST and PUT. On PUT, a field left out keeps its current value."""
 
-    ignored_fields = frozenset(READ_ONLY_FIELDS | {"metadata"})  # a GET body can be sent back
+    # A GET body's read-only fields may be sent back; metadata is refused below, in its own words.
+    ignored_fields = frozenset(READ_ONLY_FIELDS | {"metadata"})
     not_an_object = ("", "not an object")
     unknown_field = "Unknown field."
 
@@ -179,7 +180,6 @@ class ScheduleInputSerializer(BodySerializer):
             given, errors = self._fields_valid_alone(data), dict(exc.detail)
         values = self._model_values(given)
         for field, message, once in self._checks_across_fields(values):
-            # A field that is wrong on its own is reported once, not again by a check across fields.
             if not (once and field in errors):
                 errors.setdefault(field, []).append(message)
         if errors:
@@ -220,7 +220,8 @@ class ScheduleInputSerializer(BodySerializer):
         return values
 
     def _checks_across_fields(self, values: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
-        """(field, message, once) in the order checked; ``once``: not for a field already wrong."""
+        """(field, message, once) in the order checked. ``once``: a field wrong on its own is not reported
+        again by this check; every problem schedule_problems finds is reported."""
         user, before = self.context["user"], self.context["before"]
         yield from ((field, message, True) for field, message in self._timing_problems(values))
         claim_view = {
