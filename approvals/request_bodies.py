@@ -24,6 +24,7 @@ class BodySerializer(serializers.Serializer):
     ignored_fields: frozenset[str] = frozenset()
     takes_unknown_fields = False  # True where clients of the original send more (login, metric relays)
     not_an_object: tuple[str, str] = ("body", "not an object")
+    unknown_field: str = "unknown field"  # the message naming a field the body does not take
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
@@ -32,7 +33,7 @@ class BodySerializer(serializers.Serializer):
         unknown = (
             [] if self.takes_unknown_fields else sorted(set(data) - set(self.fields) - self.ignored_fields)
         )
-        errors: dict[str, Any] = {name: ["unknown field"] for name in unknown}
+        errors: dict[str, Any] = {name: [self.unknown_field] for name in unknown}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
@@ -44,7 +45,7 @@ class BodySerializer(serializers.Serializer):
     def problem_detail(self, errors: list[dict[str, str]]) -> str:
         """The 400's ``detail``: unknown fields quoted, with the fields the body takes, then each other
         error. A body with its own wording (the decision) overrides it."""
-        unknown = [e["field"] for e in errors if e["message"] == "unknown field"]
+        unknown = [e["field"] for e in errors if e["message"] == self.unknown_field]
         parts = (
             [
                 f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(f) for f in unknown)}; "
@@ -110,9 +111,12 @@ def field_errors(detail: Any, prefix: str = "") -> list[dict[str, str]]:
     return [{"field": prefix, "message": str(detail)}]
 
 
-def validated_body(serializer_class: type[BodySerializer], data: Any) -> dict[str, Any]:
-    """The body's validated data, or a ``BadRequest`` naming each bad field."""
-    serializer = serializer_class(data=data)
+def validated_body(
+    serializer_class: type[BodySerializer], data: Any, *, context: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The body's validated data, or a ``BadRequest`` naming each bad field. ``context`` is what a body's
+    checks need beyond the body itself (the schedule an update changes, who asks)."""
+    serializer = serializer_class(data=data, context=context or {})
     if serializer.is_valid():
         return serializer.validated_data
     errors = field_errors(serializer.errors)

@@ -29,8 +29,8 @@ from schedules.protection import (
     may_change,
     may_use_schedule_store,
     schedule_problems,
-    visible_schedules,
 )
+from schedules.selectors import schedule_by_id, visible_schedules
 
 
 class ProtectedScheduleForm(forms.ModelForm):
@@ -55,7 +55,7 @@ class ProtectedScheduleForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        before = Schedule.objects.filter(pk=self.instance.pk).first() if self.instance.pk else None
+        before = schedule_by_id(self.instance.pk)
         for field, message in schedule_problems(user=self.user, before=before, data=cleaned):
             if field in self.errors:
                 continue  # already reported by the field itself

@@ -6,7 +6,8 @@ retention). Those are invisible to everyone but admins, only admins change them,
 fired by hand — a pause is decided with resume or cancel, never by pulling its trigger.
 
 Both adapters (REST ``/schedulestore/schedules`` and the Django admin) ask here; the recognition
-rule exists once, as Python predicates and as the equivalent database filter.
+rule exists once, as Python predicates and as the equivalent database filter (which
+schedules.selectors reads through).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django_q.models import Schedule
 
 from approvals.access import is_admin
@@ -158,15 +159,6 @@ def may_use_schedule_store(user: Any) -> bool:
     if not user or not user.is_authenticated or not user.is_active:
         return False
     return bool(user.is_staff) or is_admin(user)
-
-
-def visible_schedules(user: Any) -> QuerySet[Schedule]:
-    """Admins see every schedule, other staff every non-HITL schedule, everyone else none."""
-    if is_admin(user):
-        return Schedule.objects.all()
-    if may_use_schedule_store(user):
-        return Schedule.objects.exclude(hitl_schedules_filter())
-    return Schedule.objects.none()
 
 
 def may_change(user: Any, schedule: Schedule) -> bool:

@@ -1,11 +1,13 @@
 """/schedulestore/schedules: django-q2 schedules for staff and admins, with HITL's own schedules protected.
 
-Who may do what is decided in schedules.protection; this module parses bodies, applies the
-change under a row lock and renders the result.
+Who may do what is decided in schedules.protection and reads go through schedules.selectors; this
+module validates bodies (ScheduleInputSerializer, the documented one), applies the change under a
+row lock and renders the result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
@@ -22,12 +24,13 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.errors import BadRequest, Conflict, NotFound
+from approvals.errors import Conflict, NotFound
 from approvals.request_bodies import BodySerializer, validated_body
 from schedules.protection import (
     TASK_OPTION_KEYWORDS,
@@ -38,7 +41,12 @@ from schedules.protection import (
     refuse_manual_fire,
     require_may_change,
     schedule_problems,
-    visible_schedules,
+)
+from schedules.selectors import (
+    schedule_by_id,
+    schedule_name_taken,
+    schedules_by_next_run,
+    visible_schedule,
 )
 
 TYPE_NAMES = {
@@ -57,6 +65,17 @@ TYPE_NAMES = {
 TYPE_CODES = {name: code for code, name in TYPE_NAMES.items()}
 CREATABLE_TYPES = ["ONCE", "MINUTES", "HOURLY", "DAILY", "WEEKLY", "CRON"]
 READ_ONLY_FIELDS = {"id", "enabled", "isHitlTimer"}
+NEW_SCHEDULE = {
+    "name": None,
+    "func": "",
+    "args": None,
+    "kwargs": None,
+    "schedule_type": Schedule.ONCE,
+    "minutes": None,
+    "cron": None,
+    "next_run": None,
+    "repeats": -1,
+}  # what a create starts from; an update starts from the row's own values of these fields
 
 
 class ScheduleStoreUsers(BasePermission):
@@ -108,8 +127,13 @@ def present(schedule: Schedule) -> dict[str, Any]:
     return ScheduleOutputSerializer(schedule).data
 
 
-class ScheduleInputSerializer(serializers.Serializer):
+class ScheduleInputSerializer(BodySerializer):
     """The body of POST and PUT. On PUT, a field left out keeps its current value."""
+
+    # A GET body's read-only fields may be sent back; metadata is refused below, in its own words.
+    ignored_fields = frozenset(READ_ONLY_FIELDS | {"metadata"})
+    not_an_object = ("", "not an object")
+    unknown_field = "Unknown field."
 
     name = serializers.CharField(max_length=100, allow_null=True, allow_blank=True, required=False)
     func = serializers.CharField(
@@ -127,130 +151,98 @@ class ScheduleInputSerializer(serializers.Serializer):
     )
     scheduleType = serializers.ChoiceField(
         choices=list(TYPE_NAMES.values()),
+        source="schedule_type",
         required=False,
         help_text=f"{', '.join(CREATABLE_TYPES)} (default ONCE); an update may keep another existing type.",
     )
     minutes = serializers.IntegerField(min_value=1, max_value=32767, allow_null=True, required=False)
     cron = serializers.CharField(max_length=100, allow_null=True, allow_blank=True, required=False)
     nextRun = serializers.DateTimeField(
-        allow_null=True, required=False, help_text="First run (default now); computed for CRON."
+        source="next_run",
+        allow_null=True,
+        required=False,
+        help_text="First run (default now); computed for CRON.",
     )
     repeats = serializers.IntegerField(min_value=-1, required=False, help_text="Default -1 (forever).")
 
+    def validate_scheduleType(self, name: str) -> str:  # noqa: N802
+        return TYPE_CODES[name]
 
-REPEATS_COUNT = "must be -1 (forever) or a positive count."
-PROBLEM_400 = OpenApiResponse(description="Invalid body; problem details with every error in `errors`.")
-PROBLEM_401 = OpenApiResponse(description="Not authenticated.")
-PROBLEM_403 = OpenApiResponse(description="Not staff or admin, or a non-admin changing a HITL schedule.")
-PROBLEM_404 = OpenApiResponse(description="No such schedule (or, on read, one you may not see).")
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        """The model values the create (context ``before`` None) or update leads to, or every problem
+        at once: the checks across fields (the type's own fields, schedules.protection's
+        ``schedule_problems``, unique names) run beside field errors, on the fields valid alone."""
+        try:
+            given, errors = super().to_internal_value(data), {}
+        except serializers.ValidationError as exc:
+            if not isinstance(data, dict):
+                raise
+            given, errors = self._fields_valid_alone(data), dict(exc.detail)
+        values = self._model_values(given)
+        for field, message, once in self._checks_across_fields(values):
+            if not (once and field in errors):
+                errors.setdefault(field, []).append(message)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return values
 
+    def problem_detail(self, errors: list[dict[str, str]]) -> str:
+        if not isinstance(self.initial_data, dict):
+            return "The body must be a JSON object."
+        return "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
 
-# --- parsing a body --------------------------------------------------------------------------------
+    def _fields_valid_alone(self, data: dict[str, Any]) -> dict[str, Any]:
+        valid: dict[str, Any] = {}
+        for field in self._writable_fields:
+            validate = getattr(self, f"validate_{field.field_name}", None)
+            try:
+                value = field.run_validation(field.get_value(data))
+                valid[field.source] = validate(value) if validate else value
+            except (serializers.ValidationError, SkipField):
+                continue
+        return valid
 
+    def _model_values(self, given: dict[str, Any]) -> dict[str, Any]:
+        before: Schedule | None = self.context["before"]
+        values = {field: getattr(before, field) for field in NEW_SCHEDULE} if before else dict(NEW_SCHEDULE)
+        values.update(given)
+        if before is None and values["next_run"] is None and "nextRun" not in self.initial_data:
+            values["next_run"] = timezone.now()
+        for text_field in ("name", "args", "kwargs", "cron"):
+            if values[text_field] is not None and not str(values[text_field]).strip():
+                values[text_field] = None
+        if values["name"] is not None:
+            values["name"] = values["name"].strip()
+        if values["schedule_type"] != Schedule.MINUTES:
+            values["minutes"] = None
+        if values["schedule_type"] != Schedule.CRON:
+            values["cron"] = None
+        return values
 
-def _model_values(schedule: Schedule | None) -> dict[str, Any]:
-    if schedule is None:
-        return {
-            "name": None,
-            "func": "",
-            "args": None,
-            "kwargs": None,
-            "schedule_type": Schedule.ONCE,
-            "minutes": None,
-            "cron": None,
-            "next_run": None,
-            "repeats": -1,
+    def _checks_across_fields(self, values: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
+        """(field, message, once) in the order checked. ``once``: a field wrong on its own is not reported
+        again by this check; every problem schedule_problems finds is reported."""
+        user, before = self.context["user"], self.context["before"]
+        yield from ((field, message, True) for field, message in self._timing_problems(values))
+        claim_view = {
+            "metadata": self.initial_data.get("metadata"),
+            **{key: values[key] for key in ("name", "func", "args", "kwargs")},
         }
-    return {
-        field: getattr(schedule, field)
-        for field in (
-            "name",
-            "func",
-            "args",
-            "kwargs",
-            "schedule_type",
-            "minutes",
-            "cron",
-            "next_run",
-            "repeats",
-        )
-    }
+        for field, message in schedule_problems(user=user, before=before, data=claim_view):
+            yield field, message, False
+        if "metadata" in self.initial_data:
+            yield "metadata", "Schedules have no metadata; use kwargs.", True
+        if values["name"] and schedule_name_taken(values["name"], other_than=before):
+            yield "name", f"A schedule named '{values['name']}' already exists.", True
 
-
-def read_schedule_body(user: Any, body: Any, *, before: Schedule | None) -> dict[str, Any]:
-    """The model values a create (``before`` None) or update leads to; every problem in one 400."""
-    if not isinstance(body, dict):
-        raise BadRequest(
-            "The body must be a JSON object.", errors=[{"field": "", "message": "not an object"}]
-        )
-    errors: list[dict[str, str]] = []
-    fields = ScheduleInputSerializer()
-    known = set(fields.fields) | READ_ONLY_FIELDS | {"metadata"}
-    errors.extend({"field": key, "message": "Unknown field."} for key in body if key not in known)
-
-    given = {key: value for key, value in body.items() if key in fields.fields}
-    serializer = ScheduleInputSerializer(data=given)
-    serializer.is_valid()
-    for field, messages in serializer.errors.items():
-        errors.extend({"field": field, "message": str(message)} for message in messages)
-    valid = serializer.validated_data if not serializer.errors else _valid_fields(given)
-
-    values = _model_values(before)
-    renames = {"scheduleType": "schedule_type", "nextRun": "next_run"}
-    for key, value in valid.items():
-        values[renames.get(key, key)] = TYPE_CODES[value] if key == "scheduleType" else value
-    if before is None and values["next_run"] is None and "nextRun" not in body:
-        values["next_run"] = timezone.now()
-    for text_field in ("name", "args", "kwargs", "cron"):
-        if values[text_field] is not None and not str(values[text_field]).strip():
-            values[text_field] = None
-    if values["name"] is not None:
-        values["name"] = values["name"].strip()
-
-    def add(field: str, message: str) -> None:
-        # A field that is wrong on its own is reported once, not again by the checks across fields.
-        if not any(error["field"] == field for error in errors):
-            errors.append({"field": field, "message": message})
-
-    kind = values["schedule_type"]
-    if TYPE_NAMES[kind] not in CREATABLE_TYPES and (before is None or kind != before.schedule_type):
-        add("scheduleType", f"scheduleType must be one of {', '.join(CREATABLE_TYPES)}.")
-    if kind == Schedule.MINUTES and not values["minutes"]:
-        add("minutes", "minutes is required for scheduleType MINUTES.")
-    if kind == Schedule.CRON and (problem := _cron_problem(values["cron"])):
-        add("cron", problem)
-    if kind != Schedule.MINUTES:
-        values["minutes"] = None
-    if kind != Schedule.CRON:
-        values["cron"] = None
-
-    claim_view = {
-        "metadata": body.get("metadata"),
-        **{key: values[key] for key in ("name", "func", "args", "kwargs")},
-    }
-    errors.extend(
-        {"field": field, "message": message}
-        for field, message in schedule_problems(user=user, before=before, data=claim_view)
-    )
-    if "metadata" in body:
-        add("metadata", "Schedules have no metadata; use kwargs.")
-    if values["name"] and _name_taken(values["name"], before):
-        add("name", f"A schedule named '{values['name']}' already exists.")
-
-    if errors:
-        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
-        raise BadRequest(detail, errors=errors)
-    return values
-
-
-def _valid_fields(given: dict[str, Any]) -> dict[str, Any]:
-    """The fields that are valid on their own, so cross-field checks still run beside field errors."""
-    valid: dict[str, Any] = {}
-    for name, value in given.items():
-        single = ScheduleInputSerializer(data={name: value})
-        if single.is_valid():
-            valid.update(single.validated_data)
-    return valid
+    def _timing_problems(self, values: dict[str, Any]) -> Iterator[tuple[str, str]]:
+        before, kind = self.context["before"], values["schedule_type"]
+        if TYPE_NAMES[kind] not in CREATABLE_TYPES and (before is None or kind != before.schedule_type):
+            yield "scheduleType", f"scheduleType must be one of {', '.join(CREATABLE_TYPES)}."
+        if kind == Schedule.MINUTES and not values["minutes"]:
+            yield "minutes", "minutes is required for scheduleType MINUTES."
+        if kind == Schedule.CRON and (problem := _cron_problem(values["cron"])):
+            yield "cron", problem
 
 
 def _cron_problem(expression: str | None) -> str | None:
@@ -263,11 +255,11 @@ def _cron_problem(expression: str | None) -> str | None:
     return None
 
 
-def _name_taken(name: str, before: Schedule | None) -> bool:
-    others = Schedule.objects.filter(name=name)
-    if before is not None:
-        others = others.exclude(pk=before.pk)
-    return others.exists()
+REPEATS_COUNT = "must be -1 (forever) or a positive count."
+PROBLEM_400 = OpenApiResponse(description="Invalid body; problem details with every error in `errors`.")
+PROBLEM_401 = OpenApiResponse(description="Not authenticated.")
+PROBLEM_403 = OpenApiResponse(description="Not staff or admin, or a non-admin changing a HITL schedule.")
+PROBLEM_404 = OpenApiResponse(description="No such schedule (or, on read, one you may not see).")
 
 
 # --- operations ------------------------------------------------------------------------------------
@@ -275,7 +267,7 @@ def _name_taken(name: str, before: Schedule | None) -> bool:
 
 def _locked_schedule(user: Any, schedule_id: int) -> Schedule:
     """The schedule under a row lock, after the change check (call inside a transaction)."""
-    schedule = Schedule.objects.select_for_update().filter(pk=schedule_id).first()
+    schedule = schedule_by_id(schedule_id, for_update=True)
     if schedule is None:
         raise NotFound("Schedule not found.")
     require_may_change(user, schedule)
@@ -292,7 +284,7 @@ def _apply(schedule: Schedule, values: dict[str, Any]) -> Schedule:
 
 
 def create_schedule(*, user: Any, body: Any) -> Schedule:
-    values = read_schedule_body(user, body, before=None)
+    values = validated_body(ScheduleInputSerializer, body, context={"user": user, "before": None})
     with transaction.atomic():
         return _apply(Schedule(hook=None), values)
 
@@ -300,7 +292,7 @@ def create_schedule(*, user: Any, body: Any) -> Schedule:
 def update_schedule(*, user: Any, schedule_id: int, body: Any) -> Schedule:
     with transaction.atomic():
         schedule = _locked_schedule(user, schedule_id)
-        values = read_schedule_body(user, body, before=schedule)
+        values = validated_body(ScheduleInputSerializer, body, context={"user": user, "before": schedule})
         return _apply(schedule, values)
 
 
@@ -332,7 +324,7 @@ def set_schedule_enabled(
 
 def fire_schedule(*, user: Any, schedule_id: int) -> str:
     """Run a schedule's function now, once, outside its timing. Never a HITL timer (409 for everyone)."""
-    schedule = Schedule.objects.filter(pk=schedule_id).first()
+    schedule = schedule_by_id(schedule_id)
     if schedule is None:
         raise NotFound("Schedule not found.")
     refuse_manual_fire(schedule)
@@ -361,7 +353,7 @@ class ScheduleListView(APIView):
         responses={200: ScheduleOutputSerializer(many=True), 401: PROBLEM_401, 403: PROBLEM_403},
     )
     def get(self, request: Request) -> Response:
-        schedules = visible_schedules(request.user).order_by("next_run", "id")
+        schedules = schedules_by_next_run(user=request.user)
         return Response(ScheduleOutputSerializer(schedules, many=True).data)
 
     @extend_schema(
@@ -391,7 +383,7 @@ class ScheduleDetailView(APIView):
         responses={200: ScheduleOutputSerializer, 401: PROBLEM_401, 403: PROBLEM_403, 404: PROBLEM_404},
     )
     def get(self, request: Request, schedule_id: int) -> Response:
-        schedule = visible_schedules(request.user).filter(pk=schedule_id).first()
+        schedule = visible_schedule(user=request.user, schedule_id=schedule_id)
         if schedule is None:
             raise NotFound("Schedule not found.")
         return Response(present(schedule))

@@ -19,8 +19,8 @@ from schedules.protection import (
     hitl_schedules_filter,
     is_hitl_schedule,
     is_hitl_timer,
-    visible_schedules,
 )
+from schedules.selectors import visible_schedules
 from tests.conftest import client_for, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]
