@@ -42,6 +42,11 @@ def sees_every_pause(user: Any) -> bool:
     return is_admin(user) or is_approver(user)
 
 
+def may_use_inbox(user: Any) -> bool:
+    """The admin inbox is for active staff; which pauses each of them sees there is ``sees_every_pause``'s rule."""
+    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+
+
 def is_owner(user: Any, owner_id: int | None) -> bool:
     return bool(user and user.is_authenticated and owner_id is not None and owner_id == user.pk)
 

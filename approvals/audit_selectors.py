@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from approvals.models import AuditEntry, SubjectType
@@ -40,3 +41,27 @@ def audit_entries(
     if until is not None:
         entries = entries.filter(created_at__lt=until)
     return entries.order_by("created_at", "id")
+
+
+def recorded_verbs() -> list[str]:
+    """Every verb in the ledger, in order.
+
+    A loose index scan over the (verb, created_at) index: one index probe per distinct verb, where
+    SELECT DISTINCT would read every entry (a fifth of a second per million entries).
+    """
+    table = connection.ops.quote_name(AuditEntry._meta.db_table)
+    if connection.vendor != "postgresql":
+        return list(AuditEntry.objects.order_by("verb").values_list("verb", flat=True).distinct())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE verbs(verb) AS (
+                (SELECT verb FROM {table} ORDER BY verb LIMIT 1)
+                UNION ALL
+                SELECT (SELECT verb FROM {table} WHERE verb > verbs.verb ORDER BY verb LIMIT 1)
+                FROM verbs WHERE verbs.verb IS NOT NULL
+            )
+            SELECT verb FROM verbs WHERE verb IS NOT NULL
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]

@@ -1,13 +1,15 @@
-"""Reads of pauses: the inbox (owner-scoped inside the query, before the limit) and a subject's pause."""
+"""Reads of pauses: the inbox (owner-scoped inside the query, before the limit), the admin inbox's pauses
+and its filters' choices, a subject's pause, and one pause by its id."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from approvals.access import sees_every_pause
+from approvals.access import may_use_inbox, sees_every_pause
 from approvals.models import Pause, PauseStatus
 
 LIMIT_MIN, LIMIT_MAX = 1, 1000
@@ -61,6 +63,61 @@ INBOX_COLUMNS = (
 def pending_inbox_rows(user: Any, *, limit: Any, surface: str | None = None) -> list[dict[str, Any]]:
     """The inbox as plain column values: the same query as pending_pauses_for, without building models."""
     return list(pending_pauses_for(user, limit=limit, surface=surface).values(*INBOX_COLUMNS))
+
+
+def reviewable_pauses(
+    *,
+    user: Any,
+    status: str | None = None,
+    ids: list[uuid.UUID] | None = None,
+    model: type[Pause] = Pause,
+) -> QuerySet[Pause]:
+    """The pauses the admin inbox shows ``user`` (of ``status`` and among ``ids`` when given), each with its
+    owner: none unless ``user`` may use the inbox (staff), then ``decidable_by``'s scope inside SQL.
+    ``model`` is ``Pause`` or one of its proxies (the inbox's ``PendingApproval``)."""
+    pauses = model.objects.select_related("owner")
+    if not may_use_inbox(user):
+        return pauses.none()
+    if status is not None:
+        pauses = pauses.filter(status=status)
+    if ids is not None:
+        pauses = pauses.filter(pk__in=ids)
+    return decidable_by(user, pauses)
+
+
+def agents_with_pending_pauses(*, user: Any, limit: int) -> list[uuid.UUID]:
+    """The first ``limit`` agent ids (in id order) of the PENDING pauses the admin inbox shows ``user``."""
+    agent_ids = (
+        reviewable_pauses(user=user, status=PauseStatus.PENDING)
+        .exclude(agent_id=None)
+        .order_by("agent_id")
+        .values_list("agent_id", flat=True)
+        .distinct()[:limit]
+    )
+    return list(agent_ids)
+
+
+def owners_with_pending_pauses(*, user: Any, limit: int) -> list[tuple[int, str]]:
+    """The first ``limit`` owners (id and username, by username) of the PENDING pauses the admin inbox
+    shows ``user``: one query, the pauses a subquery."""
+    pending = reviewable_pauses(user=user, status=PauseStatus.PENDING)
+    owners = (
+        get_user_model()
+        .objects.filter(pk__in=pending.values("owner_id"))
+        .order_by("username")
+        .values_list("pk", "username")[:limit]
+    )
+    return list(owners)
+
+
+def pause_status(*, pause_id: uuid.UUID | str) -> str | None:
+    """The pause's status now, or None if there is no such pause."""
+    return Pause.objects.filter(pk=pause_id).values_list("status", flat=True).first()
+
+
+def pause_by_id(*, pause_id: uuid.UUID | str) -> Pause:
+    """The pause, read again, for a caller already past its access rule; ``Pause.DoesNotExist`` if gone."""
+    return Pause.objects.get(pk=pause_id)
 
 
 def current_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:

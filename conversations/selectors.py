@@ -1,14 +1,15 @@
-"""Reads of conversations, each behind the access rule of what the caller wants to do."""
+"""Reads of conversations, each behind the access rule of what the caller wants to do, and of the agent list."""
 
 from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from approvals.access import require_decider, require_owner_or_admin
 from conversations.agents import OnVersion, find_on_version
-from conversations.models import Conversation
+from conversations.models import Agent, Conversation
 from hitl_project import rows
 
 WHAT = "conversation"  # the word the access refusals use
@@ -83,3 +84,29 @@ def conversation_for_decision(user: Any, conversation_id: Any) -> Conversation:
     )
     assert conversation is not None
     return conversation
+
+
+def reread_conversation(*, conversation_id: Any) -> Conversation:
+    """The conversation read again, for a caller already past its access rule (after waiting for a
+    continuation); ``Conversation.DoesNotExist`` if it is gone."""
+    return Conversation.objects.get(pk=conversation_id)
+
+
+@dataclass(frozen=True)
+class AgentSummary:
+    id: uuid.UUID
+    name: str
+    latest_version: int  # 0 for an agent without versions
+
+
+def agent_list() -> list[AgentSummary]:
+    """The agents not deleted, by name, each with its latest version (every caller may list them)."""
+    agents = Agent.objects.filter(deleted_at__isnull=True).prefetch_related("versions").order_by("name")
+    return [
+        AgentSummary(
+            id=agent.id,
+            name=agent.name,
+            latest_version=max((v.version for v in agent.versions.all()), default=0),
+        )
+        for agent in agents
+    ]

@@ -7,7 +7,6 @@ from typing import Any
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers
-from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +15,7 @@ from rest_framework.views import APIView
 
 from approvals.errors import ApplicationError
 from approvals.request_bodies import BodySerializer, TextField, validated_body
+from hitl_project.api_tokens import issue_api_token
 from hitl_project.health import health_report
 
 REQUIRED_STRING = {key: "required string" for key in ("required", "null", "invalid", "blank")}
@@ -61,8 +61,7 @@ class TokenView(APIView):
         user = authenticate(request=request._request, username=data["username"], password=data["password"])
         if user is None or not user.is_active:
             raise InvalidCredentials("Invalid username or password")
-        token, _ = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key})
+        return Response({"token": issue_api_token(user=user)})
 
 
 HEALTH = inline_serializer(

@@ -22,11 +22,11 @@ from django.urls import reverse
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin.decision import SUBJECT_WORD, decided_message
-from approvals.admin.scope import scoped_pauses
 from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
+from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
 
 BULK_MAX = 100
@@ -60,9 +60,7 @@ def _may_decide(user: Any, pause: Pause) -> bool:
 
 def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInput) -> list[BulkOutcome]:
     """One ``decide_pause`` per RULE pause, in the order given; every pause gets an outcome."""
-    found = {
-        p.id: p for p in scoped_pauses(user, Pause.objects.select_related("owner")).filter(pk__in=pause_ids)
-    }
+    found = {p.id: p for p in reviewable_pauses(user=user, ids=pause_ids)}
     actor = actor_for_user(user)
     outcomes = []
     for pause_id in pause_ids:
@@ -204,10 +202,8 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     try:
         decision = parse_decision_body({"verdict": verdict, "note": note})
     except BadRequest as exc:
-        shown = (
-            scoped_pauses(request.user, Pause.objects.select_related("owner"))
-            .filter(pk__in=pause_ids, status=PauseStatus.PENDING)
-            .order_by("paused_at", "id")
+        shown = reviewable_pauses(user=request.user, status=PauseStatus.PENDING, ids=pause_ids).order_by(
+            "paused_at", "id"
         )
         errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [
             exc.detail

@@ -22,11 +22,12 @@ from django.utils import timezone
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin.review import PauseReview, ReviewCall, describe_deadline, pause_review
-from approvals.admin.scope import may_read_turns, scoped_pauses
+from approvals.admin.scope import may_read_turns
 from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
+from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
 from approvals.surfaces import handler_for
 
@@ -153,7 +154,7 @@ def find_pause(request: HttpRequest, object_id: str) -> Pause:
         key = uuid.UUID(str(object_id))
     except ValueError:
         raise Http404(NO_SUCH_PAUSE) from None
-    pause = scoped_pauses(request.user, Pause.objects.select_related("owner")).filter(pk=key).first()
+    pause = reviewable_pauses(user=request.user, ids=[key]).first()
     if pause is None:
         raise Http404(NO_SUCH_PAUSE)
     try:

@@ -13,21 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.auth import get_user_model
-from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from approvals.admin.scope import scoped_pauses
-from approvals.audit_selectors import audit_entries
-from approvals.models import AuditEntry, Pause, PauseKind, PauseStatus, Verdict
+from approvals.audit_selectors import audit_entries, recorded_verbs
+from approvals.models import AuditEntry, Pause, PauseKind, Verdict
+from approvals.selectors import agents_with_pending_pauses, owners_with_pending_pauses
 
 CHOICES_SHOWN = 50  # a sidebar is no place for thousands of entries: search finds the rest
-
-
-def _visible_pending(request: HttpRequest) -> QuerySet[Pause]:
-    return scoped_pauses(request.user, Pause.objects.filter(status=PauseStatus.PENDING))
 
 
 class PauseTypeFilter(admin.SimpleListFilter):
@@ -62,13 +56,7 @@ class AgentFilter(admin.SimpleListFilter):
     parameter_name = "agent"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        agent_ids = (
-            _visible_pending(request)
-            .exclude(agent_id=None)
-            .order_by("agent_id")
-            .values_list("agent_id", flat=True)
-            .distinct()[:CHOICES_SHOWN]
-        )
+        agent_ids = agents_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN)
         return [(str(agent_id), str(agent_id)) for agent_id in agent_ids]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
@@ -85,12 +73,7 @@ class OwnerFilter(admin.SimpleListFilter):
     parameter_name = "owner"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        owners = (
-            get_user_model()
-            .objects.filter(pk__in=_visible_pending(request).values("owner_id"))
-            .order_by("username")
-            .values_list("pk", "username")[:CHOICES_SHOWN]
-        )
+        owners = owners_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN)
         return [(str(pk), username) for pk, username in owners]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
@@ -202,30 +185,6 @@ class VerbFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> QuerySet[AuditEntry]:
         value = self.value()
         return queryset.filter(verb=value) if value else queryset
-
-
-def recorded_verbs() -> list[str]:
-    """Every verb in the ledger, in order.
-
-    A loose index scan over the (verb, created_at) index: one index probe per distinct verb, where
-    SELECT DISTINCT would read every entry (a fifth of a second per million entries).
-    """
-    table = connection.ops.quote_name(AuditEntry._meta.db_table)
-    if connection.vendor != "postgresql":
-        return list(AuditEntry.objects.order_by("verb").values_list("verb", flat=True).distinct())
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH RECURSIVE verbs(verb) AS (
-                (SELECT verb FROM {table} ORDER BY verb LIMIT 1)
-                UNION ALL
-                SELECT (SELECT verb FROM {table} WHERE verb > verbs.verb ORDER BY verb LIMIT 1)
-                FROM verbs WHERE verbs.verb IS NOT NULL
-            )
-            SELECT verb FROM verbs WHERE verb IS NOT NULL
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
 
 
 class VerdictFilter(admin.SimpleListFilter):

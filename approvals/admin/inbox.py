@@ -1,6 +1,6 @@
 """The "Pending approvals" inbox in Django admin: a role-scoped, read-only list of PENDING pauses.
 
-A thin adapter: the list is a query over Pause scoped inside SQL (approvals.admin.scope); opening a row
+A thin adapter: the list is a query over Pause scoped inside SQL (approvals.selectors.reviewable_pauses); opening a row
 shows the decision page (approvals.admin.decision) and the bulk actions decide through
 approvals.admin.bulk. Nothing here changes a pause except through ``decide_pause``.
 """
@@ -17,12 +17,14 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
 
+from approvals.access import may_use_inbox
 from approvals.admin import bulk as admin_bulk
 from approvals.admin import decision as admin_decision
 from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter
 from approvals.admin.review import describe_deadline
-from approvals.admin.scope import may_decide, may_use_inbox, scoped_pauses
+from approvals.admin.scope import may_decide
 from approvals.models import PauseStatus, PendingApproval
+from approvals.selectors import reviewable_pauses
 
 
 @admin.register(PendingApproval)
@@ -50,8 +52,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     # --- access: staff only, scoped per role; nobody adds, deletes or edits fields ----------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PendingApproval]:
-        pending = PendingApproval.objects.filter(status=PauseStatus.PENDING).select_related("owner")
-        return scoped_pauses(request.user, pending)
+        return reviewable_pauses(user=request.user, status=PauseStatus.PENDING, model=PendingApproval)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return may_use_inbox(request.user)

@@ -18,7 +18,7 @@ from approvals.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
 from approvals.errors import BadRequest
 from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
-from conversations.models import Agent
+from conversations.selectors import agent_list
 from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value
 
@@ -76,13 +76,9 @@ class AgentListView(APIView):
         ),
     )
     def get(self, request: Request) -> Response:
-        rows = []
-        for agent in (
-            Agent.objects.filter(deleted_at__isnull=True).prefetch_related("versions").order_by("name")
-        ):
-            latest = max((v.version for v in agent.versions.all()), default=0)
-            rows.append({"id": str(agent.id), "name": agent.name, "version": latest})
-        return Response(rows)
+        return Response(
+            [{"id": str(a.id), "name": a.name, "version": a.latest_version} for a in agent_list()]
+        )
 
     @extend_schema(summary="Create an agent (version 1)", request=DOCUMENT, responses={201: SAVED})
     def post(self, request: Request) -> Response:

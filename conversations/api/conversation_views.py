@@ -25,10 +25,10 @@ from approvals.continuation_runs import Continued, decide_and_continue, decide_a
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
-from approvals.models import Pause, PauseStatus, SubjectType, Surface
+from approvals.models import PauseStatus, SubjectType, Surface
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.request_bodies import BodySerializer, TextField, validated_body
-from approvals.selectors import pending_inbox_rows
+from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
@@ -36,6 +36,7 @@ from conversations.selectors import (
     conversation_for_decision,
     conversation_for_talk,
     decision_on_version,
+    reread_conversation,
     talk_on_version,
 )
 from conversations.snapshots import approval_status, snapshot
@@ -355,8 +356,7 @@ def clamp_wait(value: Any) -> float:
 
 
 def _continuation_settled(pause_id: Any) -> bool:
-    status_now = Pause.objects.filter(pk=pause_id).values_list("status", flat=True).first()
-    return status_now != PauseStatus.RESOLVING
+    return pause_status(pause_id=pause_id) != PauseStatus.RESOLVING
 
 
 def _wait_until_settled(pause_id: Any, wait: float) -> None:
@@ -369,8 +369,8 @@ def _wait_until_settled(pause_id: Any, wait: float) -> None:
 
 def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
     """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
-    body = snapshot(Conversation.objects.get(pk=conversation_id))
-    body["lastDecision"] = decision_summary(Pause.objects.get(pk=pause_id))
+    body = snapshot(reread_conversation(conversation_id=conversation_id))
+    body["lastDecision"] = decision_summary(pause_by_id(pause_id=pause_id))
     return body
 
 

@@ -13,6 +13,7 @@ from approvals.pause_summaries import iso
 from approvals.request_bodies import BodySerializer, TextField, checked_by, validated_body
 from toolgate import secret_store
 from toolgate.models import StoredSecret
+from toolgate.selectors import secret_list
 
 
 class SecretRowSerializer(serializers.Serializer):
@@ -31,7 +32,7 @@ class SecretListView(APIView):
         summary="Secret names and update times (never values)", responses=SecretRowSerializer(many=True)
     )
     def get(self, request: Request) -> Response:
-        return Response([_row(s) for s in StoredSecret.objects.order_by("name").only("name", "updated_at")])
+        return Response([_row(s) for s in secret_list()])
 
 
 class SecretDetailView(APIView):
