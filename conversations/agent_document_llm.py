@@ -13,6 +13,7 @@ from conversations.document_fields import (
     expect_choice,
     expect_list,
     expect_object,
+    expect_objects,
     expect_string,
     expect_string_list,
 )
@@ -84,23 +85,16 @@ def _check_tools(report: DocumentReport, value: object, path: str) -> None:
             )
     expect_string_list(report, tools.get("http"), child(path, "http"), required=False)
     mcp_path = child(path, "mcp")
-    for index, value in enumerate(expect_list(report, tools.get("mcp"), mcp_path, required=False) or []):
-        server = expect_object(report, value, child(mcp_path, index))
-        if server is not None:
-            expect_string(report, server.get("name"), child(child(mcp_path, index), "name"), non_empty=True)
-            check_target_url(report, server.get("url"), child(child(mcp_path, index), "url"))
+    for server, server_path in expect_objects(report, tools.get("mcp"), mcp_path, required=False):
+        expect_string(report, server.get("name"), child(server_path, "name"), non_empty=True)
+        check_target_url(report, server.get("url"), child(server_path, "url"))
     a2a_path = child(path, "a2a")
-    for index, value in enumerate(expect_list(report, tools.get("a2a"), a2a_path, required=False) or []):
-        target_path = child(a2a_path, index)
-        target = expect_object(report, value, target_path)
-        if target is not None:
-            expect_string(
-                report, target.get("name"), child(target_path, "name"), non_empty=True, pattern=TOOL_NAME
-            )
-            expect_string(report, target.get("agentId"), child(target_path, "agentId"), non_empty=True)
-            expect_string(
-                report, target.get("description"), child(target_path, "description"), required=False
-            )
+    for target, target_path in expect_objects(report, tools.get("a2a"), a2a_path, required=False):
+        expect_string(
+            report, target.get("name"), child(target_path, "name"), non_empty=True, pattern=TOOL_NAME
+        )
+        expect_string(report, target.get("agentId"), child(target_path, "agentId"), non_empty=True)
+        expect_string(report, target.get("description"), child(target_path, "description"), required=False)
     for flag in ("dynamic", "memory", "recall"):
         expect_boolean(report, tools.get(flag), child(path, flag))
 
@@ -168,27 +162,21 @@ def _check_provider(report: DocumentReport, value: object, path: str) -> None:
                 "${vault:NAME} or ${env:NAME} reference instead (documents are readable by their users)",
             )
     elif kind == "scripted":
-        script = expect_list(report, provider.get("script"), child(path, "script"))
-        for index, entry in enumerate(script or []):
-            _check_script_entry(report, entry, child(child(path, "script"), index))
+        for entry, entry_path in expect_objects(report, provider.get("script"), child(path, "script")):
+            _check_script_entry(report, entry, entry_path)
 
 
-def _check_script_entry(report: DocumentReport, value: object, path: str) -> None:
-    entry = expect_object(report, value, path)
-    if entry is None:
-        return
+def _check_script_entry(report: DocumentReport, entry: dict, path: str) -> None:
     has_reply, has_calls = entry.get("reply") is not None, entry.get("toolCalls") is not None
     if has_reply == has_calls:
         report.error(path, "needs exactly one of 'reply' or 'toolCalls'")
     expect_string(report, entry.get("reply"), child(path, "reply"), required=False)
-    calls = expect_list(report, entry.get("toolCalls"), child(path, "toolCalls"), required=False)
-    for index, value in enumerate(calls or []):
-        call_path = child(child(path, "toolCalls"), index)
-        call = expect_object(report, value, call_path)
-        if call is not None:
-            expect_string(report, call.get("id"), child(call_path, "id"), required=False)
-            expect_string(report, call.get("name"), child(call_path, "name"), non_empty=True)
-            expect_object(report, call.get("arguments"), child(call_path, "arguments"), required=False)
+    for call, call_path in expect_objects(
+        report, entry.get("toolCalls"), child(path, "toolCalls"), required=False
+    ):
+        expect_string(report, call.get("id"), child(call_path, "id"), required=False)
+        expect_string(report, call.get("name"), child(call_path, "name"), non_empty=True)
+        expect_object(report, call.get("arguments"), child(call_path, "arguments"), required=False)
     when = expect_object(report, entry.get("when"), child(path, "when"), required=False)
     if when is not None:
         for key in when:

@@ -25,6 +25,7 @@ from conversations.document_fields import (
     expect_expressions,
     expect_list,
     expect_object,
+    expect_objects,
     expect_string,
     expect_string_list,
     expect_string_map,
@@ -44,15 +45,11 @@ if TYPE_CHECKING:
 
 
 def check_parser(report: DocumentReport, task: dict, path: str) -> None:
-    entries = expect_list(report, task.get("dictionaries"), child(path, "dictionaries"))
-    for index, entry in enumerate(entries or []):
-        _check_dictionary_entry(report, entry, child(child(path, "dictionaries"), index))
+    for entry, entry_path in expect_objects(report, task.get("dictionaries"), child(path, "dictionaries")):
+        _check_dictionary_entry(report, entry, entry_path)
 
 
-def _check_dictionary_entry(report: DocumentReport, value: object, path: str) -> None:
-    entry = expect_object(report, value, path)
-    if entry is None:
-        return
+def _check_dictionary_entry(report: DocumentReport, entry: dict, path: str) -> None:
     kinds = [kind for kind in ("word", "phrase", "regex") if entry.get(kind) is not None]
     if not kinds:
         report.error(path, "needs one of 'word', 'phrase' or 'regex'")
@@ -77,12 +74,7 @@ def _check_dictionary_entry(report: DocumentReport, value: object, path: str) ->
 
 
 def check_behavior_rules(report: DocumentReport, task: dict, path: str) -> None:
-    rules = expect_list(report, task.get("rules"), child(path, "rules"))
-    for index, value in enumerate(rules or []):
-        rule_path = child(child(path, "rules"), index)
-        rule = expect_object(report, value, rule_path)
-        if rule is None:
-            continue
+    for rule, rule_path in expect_objects(report, task.get("rules"), child(path, "rules")):
         expect_string(report, rule.get("name"), child(rule_path, "name"))
         expect_action_names(report, rule.get("actions"), child(rule_path, "actions"), non_empty=True)
         _check_conditions(
@@ -203,12 +195,7 @@ _CONDITION_CONFIGS: dict[str, Callable[[DocumentReport, dict, str], None]] = {
 
 
 def check_properties(report: DocumentReport, task: dict, path: str) -> None:
-    entries = expect_list(report, task.get("setProperties"), child(path, "setProperties"))
-    for index, value in enumerate(entries or []):
-        entry_path = child(child(path, "setProperties"), index)
-        entry = expect_object(report, value, entry_path)
-        if entry is None:
-            continue
+    for entry, entry_path in expect_objects(report, task.get("setProperties"), child(path, "setProperties")):
         expect_string(report, entry.get("name"), child(entry_path, "name"), non_empty=True)
         if "value" not in entry:
             report.error(child(entry_path, "value"), "is required (any JSON value, null included)")
@@ -217,12 +204,7 @@ def check_properties(report: DocumentReport, task: dict, path: str) -> None:
 
 
 def check_output(report: DocumentReport, task: dict, path: str) -> None:
-    outputs = expect_list(report, task.get("outputs"), child(path, "outputs"))
-    for index, value in enumerate(outputs or []):
-        output_path = child(child(path, "outputs"), index)
-        output = expect_object(report, value, output_path)
-        if output is None:
-            continue
+    for output, output_path in expect_objects(report, task.get("outputs"), child(path, "outputs")):
         action = expect_string(report, output.get("action"), child(output_path, "action"), non_empty=True)
         if action is not None:
             lint_action_name(report, action, child(output_path, "action"))
@@ -274,13 +256,8 @@ def check_httpcalls(report: DocumentReport, task: dict, path: str) -> None:
     calls_path = child(path, "calls")
     if task.get("calls") is None and openapi is None:
         report.error(calls_path, "is required (or an 'openapi' document to generate the calls from)")
-    calls = expect_list(report, task.get("calls"), calls_path, required=False)
     seen: dict[str, str] = {}
-    for index, value in enumerate(calls or []):
-        call_path = child(calls_path, index)
-        call = expect_object(report, value, call_path)
-        if call is None:
-            continue
+    for call, call_path in expect_objects(report, task.get("calls"), calls_path, required=False):
         name = expect_string(
             report, call.get("name"), child(call_path, "name"), non_empty=True, pattern=IDENTIFIER
         )

@@ -78,6 +78,18 @@ def expect_list(
     return value
 
 
+def expect_objects(
+    report: DocumentReport, value: object, path: str, *, required: bool = True, non_empty: bool = False
+) -> Iterator[tuple[dict, str]]:
+    """Each object of a list of objects with its field path; every other entry is reported and skipped."""
+    items = expect_list(report, value, path, required=required, non_empty=non_empty)
+    for index, item in enumerate(items or []):
+        item_path = child(path, index)
+        entry = expect_object(report, item, item_path)
+        if entry is not None:
+            yield entry, item_path
+
+
 def expect_string(
     report: DocumentReport,
     value: object,
