@@ -144,17 +144,23 @@ def _cancel_pending(conversation: Conversation, actor: Actor, *, mode: str) -> C
     return None
 
 
+def _cancel_pending_or_running(
+    conversation: Conversation, actor: Actor, *, mode: str, end: bool
+) -> CancelResult | None:
+    """The pending approval, else the running turn, else the pause that turn opened between the two looks."""
+    return (
+        _cancel_pending(conversation, actor, mode=mode)
+        or _cancel_running_turn(conversation, actor, mode=mode, end=end)
+        or _cancel_pending(conversation, actor, mode=mode)
+    )
+
+
 def cancel_conversation(*, conversation: Conversation, actor: Actor) -> CancelResult:
     """Cancel a pending approval, or the running turn (REQUESTED while it is still stopping); 409 when
     neither exists."""
     mode = "CANCEL_GRACEFUL"
     with transaction.atomic():
-        result = (
-            _cancel_pending(conversation, actor, mode=mode)
-            or _cancel_running_turn(conversation, actor, mode=mode, end=False)
-            # the turn may have paused between the two looks
-            or _cancel_pending(conversation, actor, mode=mode)
-        )
+        result = _cancel_pending_or_running(conversation, actor, mode=mode, end=False)
         if result is None:
             state = Conversation.objects.filter(pk=conversation.pk).values_list("state", flat=True).first()
             raise WrongState(
@@ -171,11 +177,7 @@ def end_conversation(*, conversation: Conversation, actor: Actor) -> CancelResul
     told to stop (REQUESTED) and the conversation is ENDED at once either way."""
     mode = "END_CONVERSATION"
     with transaction.atomic():
-        result = (
-            _cancel_pending(conversation, actor, mode=mode)
-            or _cancel_running_turn(conversation, actor, mode=mode, end=True)
-            or _cancel_pending(conversation, actor, mode=mode)
-        )
+        result = _cancel_pending_or_running(conversation, actor, mode=mode, end=True)
         if result is None:
             Conversation.objects.filter(pk=conversation.pk).exclude(state=S.ENDED).update(state=S.ENDED)
             result = CancelResult(conversation, "ENDED")
