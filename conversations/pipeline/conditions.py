@@ -30,6 +30,7 @@ from conversations.pipeline.expressions import (
     parse_expressions,
 )
 from conversations.pipeline.memory import ConversationMemory, Step
+from toolgate.templates import MISSING, lookup_path
 
 Condition = dict[str, Any]
 
@@ -94,7 +95,7 @@ def _contextmatcher(condition: Condition, memory: ConversationMemory) -> bool:
         return _as_text(value) == _as_text(configs.get("contextValue"))
     if context_type == "object":
         found = _dotted(value, str(configs.get("objectKeyPath", "")))
-        return found is not _ABSENT and _as_text(found) == _as_text(configs.get("objectValue"))
+        return found is not MISSING and _as_text(found) == _as_text(configs.get("objectValue"))
     if context_type == "expressions":
         patterns = _safe_parse(str(configs.get("expressions", "")))
         return bool(patterns) and all_patterns_match(patterns, _safe_parse(_as_text(value)))
@@ -141,18 +142,9 @@ def _by_occurrence(
     return False
 
 
-_ABSENT = object()
-
-
 def _dotted(value: Any, path: str) -> Any:
-    for key in [part for part in path.split(".") if part]:
-        if isinstance(value, dict) and key in value:
-            value = value[key]
-        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
-            value = value[int(key)]
-        else:
-            return _ABSENT
-    return value
+    """The value at a dotted ``path`` (``a.0.b``; empty parts skipped), ``MISSING`` when absent."""
+    return lookup_path(value, [part for part in path.split(".") if part])
 
 
 def _configs(condition: Condition) -> dict[str, Any]:
