@@ -13,8 +13,9 @@
 - The drainer is also the sweep: it fires any overdue PENDING pause, whether its schedule fired,
   was lost, was deleted by hand, or its fire failed (a failed fire may retry after a pause).
 - A fire goes through the same compare-and-set as a human decision, so a late, repeated or racing
-  fire never decides twice. Its continuation is handed to the q-cluster, never run by the drainer, so
-  a slow continuation never delays the next deadline.
+  fire never decides twice. A quick continuation (``continues_quickly``) commits with the timer's
+  decision; any other is handed to the q-cluster, never run by the drainer, so a slow continuation
+  never delays the next deadline.
 - Every ``HITL_LEASE_SWEEP_SECONDS`` the drainer also runs the sweeps registered with
   ``sweep_while_draining`` (crash recovery of expired leases), so a dead continuation is back in the
   inbox within seconds, not at the next periodic recovery.
