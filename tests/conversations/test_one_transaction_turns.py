@@ -121,6 +121,20 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
     assert conversation.properties["trail"] == "hh"  # the second turn started from the first one's
 
 
+def fail_saving_the_continued_step(monkeypatch):
+    """A fault in the continuation's commit: saving the continued step raises (a new step still saves).
+    Returns the real ``save_step``, for the test to put back."""
+    real_save_step = turns.save_step
+
+    def failing_save_step(conversation, step, properties, row=None, **kwargs):
+        if row is not None:  # the continued step
+            raise RuntimeError("disk on fire")
+        return real_save_step(conversation, step, properties, row=row, **kwargs)
+
+    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    return real_save_step
+
+
 @pytest.mark.django_db
 def test_failed_one_transaction_continuation_never_locks_conversation(
     alice_client, approver_client, monkeypatch
@@ -131,14 +145,7 @@ def test_failed_one_transaction_continuation_never_locks_conversation(
 
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
-    real_save_step = turns.save_step
-
-    def failing_save_step(conversation, step, properties, row=None, **kwargs):
-        if row is not None:  # the continued step
-            raise RuntimeError("disk on fire")
-        return real_save_step(conversation, step, properties, row=row, **kwargs)
-
-    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    real_save_step = fail_saving_the_continued_step(monkeypatch)
     answer = approver_client.post(
         f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
     ).json()
@@ -212,14 +219,7 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
     pause = Pause.objects.get(subject_id=conversation_id)
-    real_save_step = turns.save_step
-
-    def failing_save_step(conversation, step, properties, row=None, **kwargs):
-        if row is not None:  # the continued step
-            raise RuntimeError("disk on fire")
-        return real_save_step(conversation, step, properties, row=row, **kwargs)
-
-    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    real_save_step = fail_saving_the_continued_step(monkeypatch)
     answer, sql = _resume_and_capture(approver_client, conversation_id)
     monkeypatch.setattr(turns, "save_step", real_save_step)
 
