@@ -2,8 +2,8 @@
 function-local import of the project's own code says why it is there.
 
 - The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring ->
-  the surfaces (conversations, groups: independent of each other) -> tool gating and the schedule
-  store (independent of each other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and indirect chains too.
+  group discussions (their members talk through the 1:1 engine) -> 1:1 conversations -> tool gating
+  and the schedule store (independent of each other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and indirect chains too.
 - A planted upward import inside a function breaks the contract (the rule can fail).
 - No two modules import each other, directly or through others (TYPE_CHECKING imports aside: they
   do not run). A cycle hidden behind a function-local import counts as a cycle.
