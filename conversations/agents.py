@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,14 @@ from conversations.models import Agent, AgentVersion, Conversation, Deployment, 
 from hitl_project import rows
 
 
-def report_or_raise(document: Any, *, file: str | None = None) -> DocumentReport:
-    report = validate_agent_document(document)
+def report_or_raise(
+    document: Any,
+    *,
+    file: str | None = None,
+    validate: Callable[[Any], DocumentReport] = validate_agent_document,
+) -> DocumentReport:
+    """``validate``'s report of ``document`` (an agent document unless told), or the 400 naming every error."""
+    report = validate(document)
     if report.errors:
         errors = [{**e.as_dict(), **({"file": file} if file else {})} for e in report.errors]
         where = f"{file}: " if file else ""

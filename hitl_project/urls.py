@@ -18,4 +18,5 @@ urlpatterns = [
     path("", include("schedules.api.urls")),
     path("", include("hitl_project.metrics_urls")),
     path("", include("conversations.api.urls")),
+    path("", include("groups.api.urls")),
 ]

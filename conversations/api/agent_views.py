@@ -36,7 +36,8 @@ SAVED = inline_serializer(
 DOCUMENT = OpenApiTypes.OBJECT
 
 
-def _version(request: Request) -> int | None:
+def requested_version(request: Request) -> int | None:
+    """``?version=N`` (a positive integer), or None for the latest; the group store reads it the same way."""
     raw = request.query_params.get("version")
     if raw in (None, ""):
         return None
@@ -95,7 +96,7 @@ class AgentDetailView(APIView):
         responses=DOCUMENT,
     )
     def get(self, request: Request, agent_id: str) -> Response:
-        row = agents.agent_version(agent_id, _version(request))
+        row = agents.agent_version(agent_id, requested_version(request))
         document = row.document if is_admin(request.user) else redact_json_value(row.document)
         return Response({"id": str(row.agent_id), "version": row.version, "document": document})
 
@@ -134,7 +135,7 @@ class DeployView(APIView):
         summary="Deploy an agent version", parameters=[VERSION_PARAM], request=None, responses=DEPLOYMENT
     )
     def post(self, request: Request, environment: str, agent_id: str) -> Response:
-        agents.deploy_agent(agent_id=agent_id, version=_version(request), environment=environment)
+        agents.deploy_agent(agent_id=agent_id, version=requested_version(request), environment=environment)
         return Response(_deployment(agent_id, environment))
 
 
@@ -148,7 +149,7 @@ class UndeployView(APIView):
         responses=DEPLOYMENT,
     )
     def post(self, request: Request, environment: str, agent_id: str) -> Response:
-        agents.undeploy_agent(agent_id=agent_id, version=_version(request), environment=environment)
+        agents.undeploy_agent(agent_id=agent_id, version=requested_version(request), environment=environment)
         return Response(_deployment(agent_id, environment))
 
 
@@ -169,7 +170,7 @@ class ExportView(APIView):
         responses={(200, "application/zip"): OpenApiTypes.BINARY},
     )
     def get(self, request: Request, agent_id: str) -> HttpResponse:
-        filename, data = agent_archive.export_agent(agent_id=agent_id, version=_version(request))
+        filename, data = agent_archive.export_agent(agent_id=agent_id, version=requested_version(request))
         response = HttpResponse(data, content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
