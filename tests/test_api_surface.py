@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from conversations.agents import create_agent, is_deployed
 from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
+from groups.demo_group import DEMO_GROUP_NAME
 from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation, start
 
@@ -175,6 +176,10 @@ ERROR_CASES = [
     ),
     ("admin", "get", "/agentstore/agents/{unknown}", {}, 404, "NOT_FOUND"),
     ("admin", "get", "/agentstore/agents/not-a-uuid", {}, 404, "NOT_FOUND"),
+    ("anonymous", "get", "/groupstore/groups", {}, 401, "UNAUTHENTICATED"),
+    ("alice", "post", "/groupstore/groups", {"data": {}, "format": "json"}, 403, "FORBIDDEN"),
+    ("admin", "get", "/groupstore/groups/{unknown}", {}, 404, "NOT_FOUND"),
+    ("admin", "post", "/groupstore/groups", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
     ("admin", "post", "/agentstore/agents", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
     (
         "admin",
@@ -263,6 +268,7 @@ def _run_demo() -> tuple[str, str]:
 def test_hitl_demo_creates_a_deployed_agent_and_prints_its_id_last(db, alice_client):
     agent_id, output = _run_demo()
 
+    assert f"demo group {DEMO_GROUP_NAME}" in output  # its document: tests/groups/test_groups_api.py
     agent = Agent.objects.get(pk=uuid.UUID(agent_id))
     assert agent.name == "account-bot"
     assert agent.versions.get(version=1).document == demo_agent_document()  # the one copy, as stored
@@ -418,6 +424,19 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     archive = call(admin, "get", f"/backup/export/{new_agent}", 200).content
     call(admin, "post", "/backup/import", 201, data=archive, content_type="application/zip")
     call(admin, "delete", f"/agentstore/agents/{new_agent}", 204)
+
+    group = {
+        "name": "panel",
+        "members": [{"agentId": agent_id}],
+        "phases": [{"name": "p", "type": "OPINION"}],
+    }
+    new_group = call(admin, "post", "/groupstore/groups", 201, data=group, format="json").json()["id"]
+    call(admin, "get", "/groupstore/groups", 200)
+    call(
+        admin, "put", f"/groupstore/groups/{new_group}", 200, data=group | {"name": "panel-2"}, format="json"
+    )
+    call(bob, "get", f"/groupstore/groups/{new_group}?version=1", 200)
+    call(admin, "delete", f"/groupstore/groups/{new_group}", 204)
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)
