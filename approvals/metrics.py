@@ -51,6 +51,7 @@ class Meters:
     gate_verified: Any
     http_requests: Any
     http_request_duration: Any
+    member_pauses_skipped: Any
 
 
 _meters: Meters | None = None
@@ -87,6 +88,10 @@ def _build() -> Meters:
             "Time to produce the response",
             ["method", "route"],
             buckets=REQUEST_BUCKETS,
+        ),
+        member_pauses_skipped=Counter(
+            "hitl_group_member_pause_skipped",
+            "Member turns of group discussions skipped because the member paused",
         ),
     )
 
@@ -160,6 +165,11 @@ def count_rule_matched(match: str) -> None:
 def count_write_approval(decision: str) -> None:
     label = _one_of(decision, WRITE_DECISIONS, "decision")
     _record("hitl_write_approvals", lambda m: m.write_approvals.labels(decision=label).inc())
+
+
+def count_member_pause_skipped() -> None:
+    """A group member's own pause, cancelled and its turn skipped (group HITL is requiresApproval's)."""
+    _record("hitl_group_member_pause_skipped", lambda m: m.member_pauses_skipped.inc())
 
 
 def record_operator_canary(outcome: str, duration_seconds: float | None) -> None:

@@ -1,4 +1,5 @@
-"""Groups: versioned documents naming the member agents and the phases of a discussion."""
+"""Groups: versioned documents naming the member agents and the phases of a discussion, and the
+discussions run on them."""
 
 import uuid
 
@@ -32,3 +33,41 @@ class GroupVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group_id} v{self.version}"
+
+
+class DiscussionState(models.TextChoices):
+    READY = "READY"
+    IN_PROGRESS = "IN_PROGRESS"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"  # reserved for the approval gates (issue 13, part 3)
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+class GroupConversation(models.Model):
+    """One discussion of a group's members about a question, on the group version it started on.
+
+    ``transcript`` holds the members' entries in order, ``tasks`` those of the EXECUTE phases, and
+    ``member_conversations`` the 1:1 conversation each member talks through ({agentId: conversationId})."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="discussions")
+    group_version = models.PositiveIntegerField()
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    question = models.TextField()
+    state = models.CharField(max_length=32, choices=DiscussionState.choices, default=DiscussionState.READY)
+    phase_index = models.PositiveIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+    transcript = models.JSONField(default=list, blank=True)
+    tasks = models.JSONField(default=list, blank=True)
+    member_conversations = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "created_at"], name="discussion_owner")]
+
+    def __str__(self) -> str:
+        return f"discussion {self.id} ({self.state})"

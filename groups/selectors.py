@@ -1,12 +1,13 @@
-"""Reads of groups: the list and one version of a group's document."""
+"""Reads of groups: the list, one version of a group's document, and a discussion behind its access rule."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
+from approvals.access import require_decider
 from approvals.errors import NotFound
-from groups.models import Group, GroupVersion
+from groups.models import Group, GroupConversation, GroupVersion
 
 
 def live_group(*, group_id: uuid.UUID | str) -> Group:
@@ -50,3 +51,30 @@ def group_list() -> list[GroupSummary]:
         )
         for group in groups
     ]
+
+
+def _as_uuid(value: object) -> uuid.UUID | None:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (ValueError, TypeError):
+        return None
+
+
+def discussion_for_owner(*, user: object, group_id: object, discussion_id: object) -> GroupConversation:
+    """A discussion its owner, an admin or an approver may read. No existence oracle: a malformed id, an
+    unknown one and one of another group are refused alike (403 for a plain user, 404 for the roles that
+    see every subject), exactly like someone else's discussion is to a plain user."""
+    group_key, discussion_key = _as_uuid(group_id), _as_uuid(discussion_id)
+    discussion = (
+        GroupConversation.objects.filter(pk=discussion_key, group_id=group_key).first()
+        if group_key is not None and discussion_key is not None
+        else None
+    )
+    require_decider(
+        user,
+        exists=discussion is not None,
+        owner_id=discussion.owner_id if discussion is not None else None,
+        what="discussion",
+    )
+    assert discussion is not None  # require_decider refused a missing one
+    return discussion
