@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from conversations.agents import create_agent, is_deployed
 from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
-from groups.demo_group import DEMO_GROUP_NAME
+from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
 from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation, start
 
@@ -180,6 +180,16 @@ ERROR_CASES = [
     ("alice", "post", "/groupstore/groups", {"data": {}, "format": "json"}, 403, "FORBIDDEN"),
     ("admin", "get", "/groupstore/groups/{unknown}", {}, 404, "NOT_FOUND"),
     ("admin", "post", "/groupstore/groups", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
+    (
+        "alice",
+        "post",
+        "/groups/{unknown}/conversations",
+        {"data": {"question": "q"}, "format": "json"},
+        404,
+        "NOT_FOUND",
+    ),
+    ("alice", "get", "/groups/{unknown}/conversations/{unknown}", {}, 403, "FORBIDDEN"),
+    ("admin", "get", "/groups/{unknown}/conversations/{unknown}", {}, 404, "NOT_FOUND"),
     ("admin", "post", "/agentstore/agents", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
     (
         "admin",
@@ -437,6 +447,40 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     )
     call(bob, "get", f"/groupstore/groups/{new_group}?version=1", 200)
     call(admin, "delete", f"/groupstore/groups/{new_group}", 204)
+
+    # A discussion whose transcript and tasks show every kind of entry: the account bot pauses on the
+    # question (SKIPPED, its pause cancelled), so its task FAILS and so does the one depending on it.
+    scribe = deployed_agent(demo_member_document("scribe", "Noted."))
+    discussed = {
+        "name": "discussed",
+        "members": [{"agentId": agent_id, "role": "Owner"}, {"agentId": scribe}],
+        "phases": [
+            {"name": "Opinions", "type": "OPINION", "repeats": 2},
+            {
+                "name": "Do",
+                "type": "EXECUTE",
+                "tasks": [
+                    {"id": "close", "description": "Close it", "assignee": agent_id},
+                    {"id": "log", "description": "Log it", "assignee": scribe, "dependsOn": ["close"]},
+                    {"id": "note", "description": "Note it", "assignee": scribe},
+                ],
+            },
+        ],
+    }
+    discussion_group = call(admin, "post", "/groupstore/groups", 201, data=discussed, format="json").json()[
+        "id"
+    ]
+    discussion = call(
+        bob,
+        "post",
+        f"/groups/{discussion_group}/conversations",
+        201,
+        data={"question": "please delete my account"},
+        format="json",
+    ).json()
+    assert {entry["status"] for entry in discussion["transcript"]} == {"OK", "SKIPPED"}
+    assert {task["status"] for task in discussion["tasks"]} == {"COMPLETED", "FAILED"}
+    call(approver, "get", f"/groups/{discussion_group}/conversations/{discussion['discussionId']}", 200)
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)

@@ -54,6 +54,12 @@ COUNTS: list[tuple[str, Callable[[], None], str, dict[str, str]]] = [
         {"decision": "timeout"},
     ),
     (
+        "group-member-pause-skipped",
+        metrics.count_member_pause_skipped,
+        "hitl_group_member_pause_skipped_total",
+        {},
+    ),
+    (
         "canary-without-duration",
         lambda: metrics.record_operator_canary("pass", None),
         "hitl_operator_canary_total",
