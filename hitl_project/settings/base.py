@@ -110,6 +110,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # two "state" choice sets: each enum gets its own name in the schema
+    "ENUM_NAME_OVERRIDES": {
+        "ConversationStateEnum": "conversations.models.ConversationState",
+        "DiscussionStateEnum": "groups.models.DiscussionState",
+    },
 }
 
 # Two django-q2 clusters on one ORM broker (docs/operations.md): the default one ("hitl") runs
