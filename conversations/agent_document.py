@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from approvals.body_rules import body_errors
 from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
 from conversations.agent_document_llm import check_llm_tool_references
@@ -24,7 +23,9 @@ from conversations.document_fields import (
     expect_list,
     expect_object,
     expect_string,
+    expect_unique,
     is_request_header_value,
+    readable_document,
     warn_unknown_keys,
 )
 from conversations.pipeline.memory import PAUSE_CONVERSATION
@@ -57,13 +58,8 @@ class DocumentReport:
 def validate_agent_document(doc: object) -> DocumentReport:
     """Every error and warning of ``doc``, each under its full field path (``workflows[0].tasks[1].…``)."""
     report = DocumentReport()
-    if not isinstance(doc, dict):
-        report.error("", "the agent document must be a JSON object")
-        return report
-    unstorable = body_errors(doc)  # jsonb refuses them; a document nested too deep is not read further
-    for error in unstorable:
-        report.error(error["field"], error["message"])
-    if unstorable:
+    doc = readable_document(report, doc, "agent")
+    if doc is None:
         return report
     warn_unknown_keys(report, doc, "", DOCUMENT_KEYS, "top-level")
     expect_string(report, doc.get("name"), "name", non_empty=True, max_length=NAME_MAX)
@@ -120,12 +116,7 @@ def _expect_unique_id(
     report: DocumentReport, value: object, path: str, seen: dict[str, str], what: str, *, pattern: bool
 ) -> None:
     identifier = expect_string(report, value, path, non_empty=True, pattern=IDENTIFIER if pattern else None)
-    if identifier is None:
-        return
-    if identifier in seen:
-        report.error(path, f"duplicate {what} id '{identifier}' (also {seen[identifier]})")
-    else:
-        seen[identifier] = path
+    expect_unique(report, identifier, path, seen, f"{what} id")
 
 
 def _warn_untriggerable_hitl_config(report: DocumentReport, doc: dict) -> None:

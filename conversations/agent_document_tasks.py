@@ -29,6 +29,7 @@ from conversations.document_fields import (
     expect_string,
     expect_string_list,
     expect_string_map,
+    expect_unique,
     json_type,
     lint_action_name,
     warn_unknown_keys,
@@ -261,11 +262,7 @@ def check_httpcalls(report: DocumentReport, task: dict, path: str) -> None:
         name = expect_string(
             report, call.get("name"), child(call_path, "name"), non_empty=True, pattern=IDENTIFIER
         )
-        if name is not None:
-            if name in seen:
-                report.error(child(call_path, "name"), f"duplicate call name '{name}' (also {seen[name]})")
-            else:
-                seen[name] = child(call_path, "name")
+        expect_unique(report, name, child(call_path, "name"), seen, "call name")
         _check_call(report, call, call_path)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
 from approvals.field_errors import child as child
 from approvals.field_errors import json_type as json_type
@@ -50,6 +51,30 @@ _WHAT_RESERVED_ACTION_DOES = {
 
 
 # --- JSON shapes -------------------------------------------------------------------------------------
+
+
+def readable_document(report: DocumentReport, doc: object, what: str) -> dict | None:
+    """``doc`` when it is a JSON object PostgreSQL can store; else None, with why in ``report`` (a document
+    nested too deep, or holding what jsonb refuses, is not read further)."""
+    if not isinstance(doc, dict):
+        report.error("", f"the {what} document must be a JSON object")
+        return None
+    unstorable = body_errors(doc)
+    for error in unstorable:
+        report.error(error["field"], error["message"])
+    return None if unstorable else doc
+
+
+def expect_unique(
+    report: DocumentReport, value: str | None, path: str, seen: dict[str, str], what: str
+) -> None:
+    """``value`` (None: already reported) must not repeat one of ``seen`` (value -> where it first stood)."""
+    if value is None:
+        return
+    if value in seen:
+        report.error(path, f"duplicate {what} '{value}' (also {seen[value]})")
+    else:
+        seen[value] = path
 
 
 def expect_object(report: DocumentReport, value: object, path: str, *, required: bool = True) -> dict | None:

@@ -29,6 +29,8 @@ from conversations.document_fields import (
     expect_object,
     expect_objects,
     expect_string,
+    expect_unique,
+    readable_document,
 )
 from conversations.models import Agent
 from groups.models import Group
@@ -54,13 +56,8 @@ HITL_CONFIG_KEYS = ("granularity", "approvalTimeout", "timeoutPolicy", "onTaskRe
 def validate_group_document(doc: object) -> DocumentReport:
     """Every error of ``doc``, each under its full field path; an empty report means it may be saved."""
     report = DocumentReport()
-    if not isinstance(doc, dict):
-        report.error("", "the group document must be a JSON object")
-        return report
-    unstorable = body_errors(doc)  # jsonb refuses them; a document nested too deep is not read further
-    for error in unstorable:
-        report.error(error["field"], error["message"])
-    if unstorable:
+    doc = readable_document(report, doc, "group")
+    if doc is None:
         return report
     _refuse_unknown_keys(report, doc, "", DOCUMENT_KEYS, "group")
     expect_string(report, doc.get("name"), "name", non_empty=True, max_length=NAME_MAX)
@@ -114,12 +111,7 @@ def _check_members(report: DocumentReport, value: object) -> set[str]:
             report, member.get("displayName"), child(path, "displayName"), required=False, max_length=NAME_MAX
         )
         agent_id = _agent_id(report, member.get("agentId"), child(path, "agentId"))
-        if agent_id is None:
-            continue
-        if agent_id in seen:
-            report.error(child(path, "agentId"), f"duplicate member '{agent_id}' (also {seen[agent_id]})")
-        else:
-            seen[agent_id] = child(path, "agentId")
+        expect_unique(report, agent_id, child(path, "agentId"), seen, "member")
     _check_agents_exist(report, seen)
     return set(seen)
 
@@ -159,11 +151,7 @@ def _check_phases(report: DocumentReport, value: object, members: set[str]) -> N
         name = expect_string(
             report, phase.get("name"), child(path, "name"), non_empty=True, max_length=NAME_MAX
         )
-        if name is not None:
-            if name in names:
-                report.error(child(path, "name"), f"duplicate phase name '{name}' (also {names[name]})")
-            else:
-                names[name] = child(path, "name")
+        expect_unique(report, name, child(path, "name"), names, "phase name")
         phase_type = expect_choice(report, phase.get("type"), child(path, "type"), PHASE_TYPES)
         expect_string(report, phase.get("description"), child(path, "description"), required=False)
         _expect_int(report, phase.get("repeats"), child(path, "repeats"), REPEATS_RANGE)
@@ -208,11 +196,7 @@ def check_tasks(report: DocumentReport, value: object, path: str, members: Colle
         task_id = expect_string(
             report, task.get("id"), child(task_path, "id"), non_empty=True, pattern=IDENTIFIER
         )
-        if task_id is not None:
-            if task_id in ids:
-                report.error(child(task_path, "id"), f"duplicate task id '{task_id}' (also {ids[task_id]})")
-            else:
-                ids[task_id] = child(task_path, "id")
+        expect_unique(report, task_id, child(task_path, "id"), ids, "task id")
         expect_string(report, task.get("description"), child(task_path, "description"), non_empty=True)
         _expect_member(report, task.get("assignee"), child(task_path, "assignee"), members)
     graph: dict[str, list[str]] = {}
