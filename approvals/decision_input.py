@@ -24,6 +24,18 @@ class DecisionInput:
     verdict: str
     note: str = ""
     tool_decisions: dict[str, Any] = field(default_factory=dict)
+    # A group TASK pause's per-task verdicts ({taskId: "APPROVED"|"REJECTED"}, as sent): checked against
+    # the pause by the TASK kind's validator (groups), applied by its continuation.
+    task_approvals: dict[str, Any] = field(default_factory=dict)
+
+    def recorded_details(self) -> dict[str, Any]:
+        """What the decision adds to the pause beyond verdict and note (``Pause.decision_details``)."""
+        details: dict[str, Any] = {}
+        if self.tool_decisions:
+            details["toolDecisions"] = self.tool_decisions
+        if self.task_approvals:
+            details["taskApprovals"] = self.task_approvals
+        return details
 
 
 def parse_verdict(value: Any) -> str | None:

@@ -167,6 +167,11 @@ def record_decision(
                 "toolDecisions is only valid for tool-call pauses",
                 errors=[{"field": "toolDecisions", "message": "only valid for tool-call pauses"}],
             )
+        if decision.task_approvals and pause.kind != PauseKind.TASK:
+            raise BadRequest(
+                "taskApprovals is only valid for TASK pauses of group discussions",
+                errors=[{"field": "taskApprovals", "message": "only valid for TASK pauses"}],
+            )
         validator = decision_validator_for(pause.kind)
         kind_detail = validator(pause, decision) if validator else {}
         checked = handler.check_can_continue(pause, subject)
@@ -182,7 +187,7 @@ def record_decision(
             "decided_by_user_id": actor.user_id,
             "automated": actor.automated,
             "decided_at": now,
-            "decision_details": {"toolDecisions": decision.tool_decisions} if decision.tool_decisions else {},
+            "decision_details": decision.recorded_details(),
             "lease_until": lease_expiry(now) if here else None,
         }
         won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)

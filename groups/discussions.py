@@ -1,14 +1,15 @@
 """Running a group discussion: every member takes its turns through the 1:1 engine (docs/groups.md).
 
-The discussion runs whole in the request that starts it. Each member talks through a conversation of
-its own, owned by the discussion's owner, on the member agent's newest production version. OPINION,
+A discussion runs in the process that starts or resumes it, under a lease its heartbeat renews
+(``GroupConversation.turn_alive_until``), so a dead process's discussion is found by recovery. OPINION,
 CHALLENGE and SYNTHESIS phases give every member, in order, one turn per round (``repeats``); an
 EXECUTE phase runs its tasks in waves, each task once the tasks it depends on are COMPLETED, by its
-assignee. Every member turn counts against ``protocol.maxTurns``.
+assignee. Every member turn counts against ``protocol.maxTurns``. After a phase that requires approval
+the discussion pauses at its gate (groups.gates) and ends this run; the decision's continuation
+(groups.resumes) runs it on from there.
 
-Fail closed: a group with an approval gate (``requiresApproval``) is refused until the gates exist
-(issue 13, part 3), so a gate is never skipped; and a member's own PAUSE_CONVERSATION is never left
-open nor approved: its pause is cancelled as ``system:group`` and its turn is SKIPPED.
+Every step is told to the run's ``EventSink`` (groups.events), which the SSE streams forward; a run
+always ends with one closing event.
 """
 
 from __future__ import annotations
@@ -16,64 +17,67 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
-from approvals import metrics
-from approvals.actors import system_actor
 from approvals.audit import append_audit_entry
-from approvals.errors import ApplicationError, NotFound
+from approvals.errors import NotFound
+from approvals.leases import kept_alive, lease_expiry
 from approvals.models import SubjectType
-from conversations import turns
 from conversations.agents import newest_deployed_version
-from conversations.cancels import cancel_conversation
 from conversations.errors import NotDeployed
-from conversations.models import ConversationState
-from conversations.selectors import reread_conversation
-from conversations.snapshots import snapshot
-from groups.errors import NotSupportedYet
+from groups import events as ev
+from groups import gates
+from groups import tasks as task_list
 from groups.group_document import DEFAULT_MAX_TURNS, EXECUTE, BadTaskPlan, parse_task_plan
+from groups.member_turns import ENVIRONMENT, ERROR, GROUP_ACTOR, OK, SKIPPED, Answer, member_turn
 from groups.models import DiscussionState, GroupConversation
 from groups.prompts import member_prompt, planner_prompt, task_prompt
 from groups.selectors import group_version
 
 logger = logging.getLogger(__name__)
 
-ENVIRONMENT = "production"
-GROUP_ACTOR = system_actor("group")
-OK, SKIPPED, ERROR = "OK", "SKIPPED", "ERROR"
-PENDING, IN_PROGRESS, COMPLETED, FAILED = "PENDING", "IN_PROGRESS", "COMPLETED", "FAILED"
-MEMBER_PAUSE_NOTE = (
-    "member agent requested human approval (PAUSE_CONVERSATION) — not supported inside group discussions; "
-    "configure group-level HITL via requiresApproval instead"
-)
-GATES_NOT_BUILT = "approval gates of group discussions are not built yet; the discussion would skip them"
+__all__ = ["start_discussion", "run_from", "Run", "OK", "SKIPPED", "ERROR", "GROUP_ACTOR"]
 
 
 class _Stop(Exception):
     """The discussion cannot go on; ``str()`` is the transcript's ERROR note."""
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: str
-    content: str = ""
-    note: str = ""
+class _Cancelled(Exception):
+    """A cancel was requested while the discussion ran: it stops before its next member turn."""
 
 
 @dataclass
-class _Run:
+class Run:
+    """A discussion being run, on a version of its group's document."""
+
     discussion: GroupConversation
     document: dict[str, Any]
+    events: ev.EventSink = ev.no_events
     roles: dict[str, str | None] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for member in self.document["members"]:
+            agent_id = member_id(member["agentId"])
+            self.roles[agent_id] = member.get("role")
+            self.names[agent_id] = member.get("displayName") or member.get("role") or agent_id
 
     @property
     def max_turns(self) -> int:
         return int((self.document.get("protocol") or {}).get("maxTurns") or DEFAULT_MAX_TURNS)
 
+    def emit(self, name: str, **data: Any) -> None:
+        try:
+            self.events(name, {"discussionId": str(self.discussion.id), **data})
+        except Exception:  # a watcher that went away never stops the discussion
+            logger.exception("event %s of discussion %s could not be sent", name, self.discussion.id)
+
     def save(self) -> None:
+        """What the run changed (never the cancel request, which another process writes)."""
         self.discussion.save(
             update_fields=[
                 "state",
@@ -82,20 +86,43 @@ class _Run:
                 "transcript",
                 "tasks",
                 "member_conversations",
+                "budget_base",
+                "last_pause_fingerprint",
+                "group_version",
                 "updated_at",
             ]
         )
 
+    def budget_spent(self) -> bool:
+        return self.discussion.turn_count - self.discussion.budget_base >= self.max_turns
+
     def check_budget(self) -> None:
-        if self.discussion.turn_count >= self.max_turns:
+        if self.budget_spent():
             raise _Stop(f"turn budget exhausted (protocol.maxTurns = {self.max_turns})")
+
+    def check_cancel(self) -> None:
+        requested = (
+            GroupConversation.objects.filter(pk=self.discussion.pk)
+            .values_list("cancel_requested_at", "cancel_requested_by")
+            .first()
+        )
+        if requested is None or requested[0] is not None:
+            raise _Cancelled(requested[1] if requested else "")
 
     def turn(self, agent_id: str, prompt: str) -> Answer:
         """One member turn, counted against the budget (refused once it is spent) and saved with its count."""
+        self.check_cancel()
         self.check_budget()
         self.discussion.turn_count += 1
-        answer = _member_turn(self.discussion, agent_id, prompt)
+        answer = member_turn(
+            owner=self.discussion.owner,
+            conversations=self.discussion.member_conversations,
+            agent_id=agent_id,
+            prompt=prompt,
+        )
         self.save()
+        if answer.skipped_pause:
+            self.emit(ev.MEMBER_PAUSE_SKIPPED, member=agent_id, note=answer.note)
         return answer
 
     def record(self, phase: dict[str, Any], agent_id: str | None, answer: Answer, **extra: Any) -> None:
@@ -109,8 +136,21 @@ class _Run:
         }
         if answer.note:
             entry["note"] = answer.note
+        if answer.tool_rejected:
+            entry["toolCallRejected"] = True
         self.discussion.transcript.append(entry | extra)
         self.save()
+        if agent_id is not None:
+            self.emit(
+                ev.MEMBER_ANSWERED,
+                phase=phase["name"],
+                member=agent_id,
+                role=entry["role"],
+                status=answer.status,
+            )
+
+    def task_changed(self, task: dict[str, Any]) -> None:
+        self.emit(ev.TASK_STATUS, taskId=task["id"], phase=task["phase"], status=task["status"])
 
 
 def member_id(agent_id: str) -> str:
@@ -118,14 +158,7 @@ def member_id(agent_id: str) -> str:
     return str(uuid.UUID(str(agent_id)))
 
 
-def require_no_gates(document: dict[str, Any]) -> None:
-    """Fail closed: a phase that requires approval is refused, never run without its gate."""
-    gated = [phase["name"] for phase in document["phases"] if phase.get("requiresApproval")]
-    if gated:
-        raise NotSupportedYet(f"{GATES_NOT_BUILT} (requiresApproval on: {', '.join(gated)})", phases=gated)
-
-
-def _require_deployed_members(document: dict[str, Any]) -> None:
+def require_deployed_members(document: dict[str, Any]) -> None:
     for member in document["members"]:
         agent_id = member["agentId"]
         try:
@@ -138,15 +171,22 @@ def _require_deployed_members(document: dict[str, Any]) -> None:
             ) from None
 
 
-def start_discussion(*, user: Any, group_id: Any, question: str) -> GroupConversation:
-    """Start a discussion on the group's latest version and run it to its end (COMPLETED or FAILED).
+def renew_lease(discussion_id: Any, until: datetime) -> None:
+    GroupConversation.objects.filter(pk=discussion_id, state=DiscussionState.IN_PROGRESS).update(
+        turn_alive_until=until
+    )
 
-    Refused with nothing created when a phase requires approval (409 NOT_SUPPORTED_YET) or a member is
-    not deployed in production (409 NOT_DEPLOYED, naming it)."""
+
+def start_discussion(
+    *, user: Any, group_id: Any, question: str, events: ev.EventSink = ev.no_events
+) -> GroupConversation:
+    """Start a discussion on the group's latest version and run it until it ends (COMPLETED, FAILED,
+    CANCELLED) or pauses at a gate (AWAITING_APPROVAL).
+
+    Refused with nothing created when a member is not deployed in production (409 NOT_DEPLOYED, naming it)."""
     version = group_version(group_id=group_id)
     document = version.document
-    require_no_gates(document)
-    _require_deployed_members(document)
+    require_deployed_members(document)
     with transaction.atomic():
         discussion = GroupConversation.objects.create(
             group_id=version.group_id,
@@ -154,6 +194,7 @@ def start_discussion(*, user: Any, group_id: Any, question: str) -> GroupConvers
             owner=user,
             question=question,
             state=DiscussionState.IN_PROGRESS,
+            turn_alive_until=lease_expiry(),
         )
         append_audit_entry(
             subject_type=SubjectType.DISCUSSION,
@@ -162,51 +203,108 @@ def start_discussion(*, user: Any, group_id: Any, question: str) -> GroupConvers
             actor=user.get_username(),
             detail={"groupId": str(version.group_id), "groupVersion": version.version},
         )
-    run = _Run(discussion, document)
-    for member in document["members"]:
-        agent_id = member_id(member["agentId"])
-        run.roles[agent_id] = member.get("role")
-        run.names[agent_id] = member.get("displayName") or member.get("role") or agent_id
-    try:
-        _run_phases(run)
-        discussion.state = DiscussionState.COMPLETED
-    except _Stop as stop:
-        phase = document["phases"][discussion.phase_index]
-        run.record(phase, None, Answer(ERROR, note=str(stop)))
-        discussion.state = DiscussionState.FAILED
-    except Exception:
-        logger.exception("discussion %s failed", discussion.id)
-        _finish(run, DiscussionState.FAILED)
-        raise
-    _finish(run, discussion.state)
+    run = Run(discussion, document, events)
+    run.emit(ev.DISCUSSION_STARTED, groupId=str(discussion.group_id), groupVersion=version.version)
+    with kept_alive(lambda until: renew_lease(discussion.pk, until), what=f"discussion {discussion.pk}"):
+        run_from(run, 0)
     return discussion
 
 
-def _finish(run: _Run, state: str) -> None:
+def run_from(run: Run, start: int) -> None:
+    """Run the phases from ``start`` on until the discussion ends or pauses; every outcome is saved,
+    audited and told to the run's sink with a closing event."""
+    discussion = run.discussion
+    try:
+        paused = _run_phases(run, start)
+    except _Stop as stop:
+        phase = run.document["phases"][min(discussion.phase_index, len(run.document["phases"]) - 1)]
+        run.record(phase, None, Answer(ERROR, note=str(stop)))
+        finish(run, DiscussionState.FAILED)
+        run.emit(ev.GROUP_ERROR, state=DiscussionState.FAILED, message=str(stop))
+        return
+    except _Cancelled as cancelled:
+        finish(run, DiscussionState.CANCELLED, by=str(cancelled) or None)
+        run.emit(ev.CANCELLED, state=DiscussionState.CANCELLED, cancelledBy=str(cancelled) or None)
+        return
+    except Exception:
+        logger.exception("discussion %s failed", discussion.id)
+        finish(run, DiscussionState.FAILED)
+        run.emit(ev.GROUP_ERROR, state=DiscussionState.FAILED, message="the discussion failed (server error)")
+        raise
+    if not paused:
+        finish(run, DiscussionState.COMPLETED)
+        run.emit(ev.GROUP_COMPLETE, state=DiscussionState.COMPLETED)
+
+
+def finish(run: Run, state: str, *, by: str | None = None) -> None:
+    """The discussion's end: its state, the fingerprint cleared, audited (``by``: who cancelled it)."""
     discussion = run.discussion
     with transaction.atomic():
         discussion.state = state
+        discussion.last_pause_fingerprint = ""
         run.save()
+        GroupConversation.objects.filter(pk=discussion.pk).update(turn_alive_until=None)
         append_audit_entry(
             subject_type=SubjectType.DISCUSSION,
             subject_id=discussion.id,
             verb="hitl.discussion.finished",
-            actor=GROUP_ACTOR.name,
+            actor=by or GROUP_ACTOR.name,
+            automated=by is None,
             detail={"state": state, "turnCount": discussion.turn_count},
         )
 
 
-def _run_phases(run: _Run) -> None:
-    for index, phase in enumerate(run.document["phases"]):
+def _run_phases(run: Run, start: int) -> bool:
+    """Run the phases from ``start``; True when the discussion paused at a gate."""
+    phases = run.document["phases"]
+    for index in range(start, len(phases)):
+        phase = phases[index]
         run.discussion.phase_index = index
         run.save()
+        run.emit(ev.PHASE_STARTED, phaseIndex=index, phaseName=phase["name"], phaseType=phase["type"])
         if phase["type"] == EXECUTE:
             _run_execute_phase(run, phase)
         else:
             _run_rounds(run, phase)
+        run.check_cancel()  # a cancel before the gate ends the discussion: no pause
+        kind = gates.gate_after(run.document, phase, task_list.of_phase(run.discussion.tasks, phase["name"]))
+        if kind is not None and _pause_at(run, index, kind):
+            return True
+    return False
 
 
-def _run_rounds(run: _Run, phase: dict[str, Any]) -> None:
+def _pause_at(run: Run, index: int, kind: str) -> bool:
+    """Open the gate's pause (True), fail on no progress, or stop for a cancel that came meanwhile."""
+    discussion, phase = run.discussion, run.document["phases"][index]
+    if kind == gates.TASK:
+        fingerprint = task_list.fingerprint(
+            phase_index=index,
+            tasks=task_list.of_phase(discussion.tasks, phase["name"]),
+            turn_count=discussion.turn_count,
+        )
+        if fingerprint == discussion.last_pause_fingerprint:
+            raise _Stop(gates.NO_PROGRESS.format(name=phase["name"]))
+        discussion.last_pause_fingerprint = fingerprint
+    pause = gates.open_gate(discussion=discussion, document=run.document, index=index, kind=kind)
+    if pause is None:
+        run.check_cancel()
+        raise _Cancelled("")
+    run.emit(
+        ev.AWAITING_APPROVAL,
+        state=DiscussionState.AWAITING_APPROVAL,
+        pauseId=str(pause.id),
+        phaseIndex=index,
+        phaseName=phase["name"],
+        reason=pause.reason,
+        granularity=gates.granularity(run.document),
+        pauseType=kind,
+        awaitingTaskIds=pause.details.get("awaitingTaskIds", []),
+        deadline=pause.due_at.isoformat() if pause.due_at else None,
+    )
+    return True
+
+
+def _run_rounds(run: Run, phase: dict[str, Any]) -> None:
     for round_number in range(1, int(phase.get("repeats") or 1) + 1):
         for member in run.document["members"]:
             agent_id = member_id(member["agentId"])
@@ -224,7 +322,7 @@ def _run_rounds(run: _Run, phase: dict[str, Any]) -> None:
 # --- EXECUTE ------------------------------------------------------------------------------------------
 
 
-def _planned_tasks(run: _Run, phase: dict[str, Any]) -> list[dict[str, Any]]:
+def _planned_tasks(run: Run, phase: dict[str, Any]) -> list[dict[str, Any]]:
     """The phase's tasks: its planner's plan when it has a planner, else the tasks it declares."""
     if phase.get("planner") is None:
         return phase["tasks"]
@@ -246,7 +344,11 @@ def _planned_tasks(run: _Run, phase: dict[str, Any]) -> list[dict[str, Any]]:
         raise _Stop(str(bad)) from None
 
 
-def _run_execute_phase(run: _Run, phase: dict[str, Any]) -> None:
+def _phase_tasks(run: Run, phase: dict[str, Any]) -> list[dict[str, Any]]:
+    """The phase's task list: planned on the phase's first run, kept when it runs on after a TASK gate."""
+    existing = task_list.of_phase(run.discussion.tasks, phase["name"])
+    if existing:
+        return existing
     tasks = [
         {
             "phase": phase["name"],
@@ -254,88 +356,54 @@ def _run_execute_phase(run: _Run, phase: dict[str, Any]) -> None:
             "description": task["description"],
             "assignee": member_id(task["assignee"]),
             "dependsOn": list(task.get("dependsOn") or []),
-            "status": PENDING,
+            "status": task_list.PENDING,
             "result": None,
         }
         for task in _planned_tasks(run, phase)
     ]
     run.discussion.tasks.extend(tasks)
     run.save()
-    by_id = {task["id"]: task for task in tasks}
-    while any(task["status"] == PENDING for task in tasks):
-        _fail_tasks_of_failed_dependencies(tasks, by_id)
-        ready = [
-            task
-            for task in tasks
-            if task["status"] == PENDING and all(by_id[d]["status"] == COMPLETED for d in task["dependsOn"])
-        ]
-        for task in ready:
-            _run_task(run, phase, task, [by_id[d] for d in task["dependsOn"]])
+    return tasks
 
 
-def _fail_tasks_of_failed_dependencies(tasks: list[dict[str, Any]], by_id: dict[str, dict[str, Any]]) -> None:
-    """A task that depends on a FAILED task fails without running (and so do the tasks depending on it)."""
-    changed = True
-    while changed:
-        changed = False
-        for task in tasks:
-            failed = [d for d in task["dependsOn"] if by_id[d]["status"] == FAILED]
-            if task["status"] == PENDING and failed:
-                task["status"], task["note"] = FAILED, f"not run: it depends on failed task {failed[0]}"
-                changed = True
+def _run_execute_phase(run: Run, phase: dict[str, Any]) -> None:
+    """Run waves of ready tasks until none is left. With TASK gating a spent budget ends the phase (its
+    gate then pauses with the tasks still to run) rather than failing the discussion."""
+    tasks = _phase_tasks(run, phase)
+    gated = gates.task_gated(run.document, phase)
+    while True:
+        for failed in task_list.fail_dependents_of_failed(tasks):
+            run.task_changed(failed)
+        wave = task_list.ready(tasks)
+        if not wave:
+            return
+        for task in wave:
+            if gated and run.budget_spent():
+                return
+            _run_task(run, phase, task, tasks, gated=gated)
 
 
-def _run_task(run: _Run, phase: dict[str, Any], task: dict[str, Any], dependencies: list[dict]) -> None:
+def _run_task(
+    run: Run, phase: dict[str, Any], task: dict[str, Any], tasks: list[dict[str, Any]], *, gated: bool
+) -> None:
+    by_id = {other["id"]: other for other in tasks}
     assignee = task["assignee"]
     prompt = task_prompt(
         question=run.discussion.question,
         phase=phase,
         role=run.roles.get(assignee),
         task=task,
-        dependencies=dependencies,
+        dependencies=[by_id[d] for d in task["dependsOn"] if d in by_id],
     )
-    run.check_budget()  # a task the budget does not reach stays PENDING
-    task["status"] = IN_PROGRESS
+    run.check_budget()  # a task the budget does not reach stays as it is
+    task["status"] = task_list.IN_PROGRESS
     answer = run.turn(assignee, prompt)
     if answer.status == OK:
-        task["status"], task["result"] = COMPLETED, answer.content
+        task["status"] = task_list.AWAITING_APPROVAL if gated else task_list.COMPLETED
+        task["result"] = answer.content
+        task.pop("note", None)
         run.save()
     else:
-        task["status"], task["note"] = FAILED, answer.note
+        task["status"], task["note"] = task_list.FAILED, answer.note
         run.record(phase, assignee, answer, task=task["id"])
-
-
-# --- one member turn ----------------------------------------------------------------------------------
-
-
-def _talk(discussion: GroupConversation, agent_id: str, prompt: str) -> turns.TurnResult:
-    """The member's turn in its own conversation, started (as the discussion's owner) on its first turn."""
-    owner = discussion.owner
-    known = discussion.member_conversations.get(agent_id)
-    if known is None:
-        started = turns.start_conversation(user=owner, agent_id=agent_id, environment=ENVIRONMENT)
-        discussion.member_conversations[agent_id] = str(started.conversation.id)
-        if started.conversation.state == ConversationState.AWAITING_HUMAN:
-            return started
-        conversation = started.conversation
-    else:
-        conversation = reread_conversation(conversation_id=known)
-    return turns.say(conversation=conversation, user=owner, user_input=prompt, context={})
-
-
-def _member_turn(discussion: GroupConversation, agent_id: str, prompt: str) -> Answer:
-    """OK with the member's output joined; SKIPPED when the member paused (its pause is cancelled as
-    system:group through the audited cancel path); ERROR when the turn raised or ended in ERROR."""
-    try:
-        result = _talk(discussion, agent_id, prompt)
-    except ApplicationError as exc:
-        return Answer(ERROR, note=exc.detail)
-    conversation = result.conversation
-    if conversation.state == ConversationState.AWAITING_HUMAN:
-        cancel_conversation(conversation=conversation, actor=GROUP_ACTOR)
-        metrics.count_member_pause_skipped()
-        return Answer(SKIPPED, note=MEMBER_PAUSE_NOTE)
-    if conversation.state == ConversationState.ERROR:
-        return Answer(ERROR, note=f"the member's turn failed (conversation {conversation.id} is in ERROR)")
-    output = snapshot(conversation, steps=result.steps)["output"]
-    return Answer(OK, content="\n".join(str(text) for text in output))
+    run.task_changed(task)

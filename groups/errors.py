@@ -5,9 +5,10 @@ from __future__ import annotations
 from approvals.errors import ApplicationError
 
 
-class NotSupportedYet(ApplicationError):
-    """A group uses something discussions cannot honour yet: refused rather than run without it."""
+class ResumeNotStarted(ApplicationError):
+    """The decision was taken but its continuation could not start (the group's document changed under
+    the paused phase, or a member is no longer deployed): the pause is pending again, deadline unchanged."""
 
     status = 409
-    code = "NOT_SUPPORTED_YET"
-    title = "Not supported yet"
+    code = "RESUME_NOT_STARTED"
+    title = "Resume not started"

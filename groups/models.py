@@ -38,10 +38,13 @@ class GroupVersion(models.Model):
 class DiscussionState(models.TextChoices):
     READY = "READY"
     IN_PROGRESS = "IN_PROGRESS"
-    AWAITING_APPROVAL = "AWAITING_APPROVAL"  # reserved for the approval gates (issue 13, part 3)
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+
+
+TERMINAL_STATES = (DiscussionState.COMPLETED, DiscussionState.FAILED, DiscussionState.CANCELLED)
 
 
 class GroupConversation(models.Model):
@@ -63,11 +66,29 @@ class GroupConversation(models.Model):
     transcript = models.JSONField(default=list, blank=True)
     tasks = models.JSONField(default=list, blank=True)
     member_conversations = models.JSONField(default=dict, blank=True)
+    # The turn count when the current turn budget began: a human's approval of a TASK pause grants a
+    # fresh one (protocol.maxTurns counts from here), a system decision never does.
+    budget_base = models.PositiveIntegerField(default=0)
+    # The no-progress guard's fingerprint of the last TASK pause (groups.gates); cleared at the end.
+    last_pause_fingerprint = models.CharField(max_length=2000, blank=True, default="")
+    # The lease of the process running the discussion, renewed by its heartbeat: an IN_PROGRESS
+    # discussion whose lease ran out, with no open pause, was abandoned by a dead process.
+    turn_alive_until = models.DateTimeField(null=True, blank=True)
+    # A cancel of a running discussion: it stops before its next member turn (groups.cancels).
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_by = models.CharField(max_length=191, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = [models.Index(fields=["owner", "created_at"], name="discussion_owner")]
+        indexes = [
+            models.Index(fields=["owner", "created_at"], name="discussion_owner"),
+            models.Index(
+                fields=["turn_alive_until"],
+                condition=models.Q(state="IN_PROGRESS"),
+                name="discussion_running",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"discussion {self.id} ({self.state})"

@@ -95,5 +95,11 @@ def task_prompt(
     if dependencies:
         lines.append("Results of the tasks it depends on:")
         lines += [f"- {done['id']}: {done['result']}" for done in dependencies]
-    lines.append("Do the task and answer with its result.")
+    if task.get("feedback"):
+        lines.append(f"A reviewer rejected your previous result: {task['feedback']}")
+        lines.append(
+            "Do the task again, taking the reviewer's feedback into account, and answer with its result."
+        )
+    else:
+        lines.append("Do the task and answer with its result.")
     return "\n".join(lines)

@@ -78,3 +78,12 @@ def discussion_for_owner(*, user: object, group_id: object, discussion_id: objec
     )
     assert discussion is not None  # require_decider refused a missing one
     return discussion
+
+
+def latest_pause_reason(discussion: GroupConversation) -> str | None:
+    """The note of the discussion's newest transcript entry that is its own (an ERROR: why a resumed
+    leg did not start), or None."""
+    for entry in reversed(discussion.transcript):
+        if entry.get("member") is None:
+            return entry.get("note")
+    return None

@@ -10,15 +10,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from approvals.continuation_runs import Continued
 from approvals.request_bodies import BodySerializer, TextField, validated_body
 from conversations.api.conversation_views import json_body
+from groups import tasks as task_list
+from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion, cancel_discussion
 from groups.discussions import start_discussion
-from groups.models import DiscussionState, GroupConversation
-from groups.selectors import discussion_for_owner
+from groups.errors import ResumeNotStarted
+from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
+from groups.selectors import discussion_for_owner, latest_pause_reason
 
 QUESTION_MAX = 16_384
 ENTRY_STATUSES = ["OK", "SKIPPED", "ERROR"]
-TASK_STATUSES = ["PENDING", "ASSIGNED", "IN_PROGRESS", "COMPLETED", "FAILED"]
+TASK_STATUSES = task_list.STATUSES
 
 TRANSCRIPT_ENTRY = inline_serializer(
     "DiscussionTranscriptEntry",
@@ -36,6 +40,9 @@ TRANSCRIPT_ENTRY = inline_serializer(
         "note": serializers.CharField(required=False, help_text="why a turn was SKIPPED or an ERROR"),
         "round": serializers.IntegerField(required=False, help_text="the round of a phase with repeats"),
         "task": serializers.CharField(required=False, help_text="the task of a failed EXECUTE turn"),
+        "toolCallRejected": serializers.BooleanField(
+            required=False, help_text="the member's gated tool call was rejected as system:group"
+        ),
     },
     many=True,
 )
@@ -50,6 +57,9 @@ TASK = inline_serializer(
         "status": serializers.ChoiceField(TASK_STATUSES),
         "result": serializers.CharField(allow_null=True),
         "note": serializers.CharField(required=False, help_text="why a task FAILED"),
+        "feedback": serializers.CharField(
+            required=False, help_text="the reviewer's note on a rejected result sent back (RETRY)"
+        ),
     },
     many=True,
 )
@@ -65,6 +75,9 @@ DISCUSSION = inline_serializer(
         "question": serializers.CharField(),
         "transcript": TRANSCRIPT_ENTRY,
         "tasks": TASK,
+        "cancelRequested": serializers.BooleanField(
+            help_text="a cancel is on its way to the running discussion"
+        ),
     },
 )
 
@@ -80,6 +93,8 @@ def discussion_snapshot(discussion: GroupConversation) -> dict[str, Any]:
         "question": discussion.question,
         "transcript": discussion.transcript,
         "tasks": discussion.tasks,
+        "cancelRequested": discussion.cancel_requested_at is not None
+        and discussion.state not in TERMINAL_STATES,
     }
 
 
@@ -102,7 +117,7 @@ class DiscussionListView(APIView):
         )
 
     @extend_schema(
-        summary="Start a group discussion (it runs to its end; 409 while the group has approval gates)",
+        summary="Start a group discussion (it runs until it ends or pauses at an approval gate)",
         request=InputSerializer,
         responses={201: DISCUSSION},
     )
@@ -118,4 +133,42 @@ class DiscussionView(APIView):
     @extend_schema(summary="Read a group discussion", responses=DISCUSSION)
     def get(self, request: Request, group_id: str, discussion_id: str) -> Response:
         discussion = discussion_for_owner(user=request.user, group_id=group_id, discussion_id=discussion_id)
+        return Response(discussion_snapshot(discussion))
+
+
+def continued_answer(continued: Continued) -> Response:
+    """The discussion as the decision's continuation left it; 409 when it could not start (the pause is
+    pending again), 202 when it was queued for the q-cluster."""
+    discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    if continued.outcome == "restored":
+        raise ResumeNotStarted(
+            latest_pause_reason(discussion) or "the resumed discussion could not start",
+            currentState=discussion.state,
+        )
+    code = status.HTTP_202_ACCEPTED if continued.outcome == "queued" else status.HTTP_200_OK
+    return Response(discussion_snapshot(discussion), status=code)
+
+
+class DiscussionApproveView(APIView):
+    @extend_schema(
+        summary="Decide a paused discussion (its continuation runs before the answer)",
+        request=GroupDecisionBodySerializer,
+        responses={200: DISCUSSION, 202: DISCUSSION},
+    )
+    def post(self, request: Request, group_id: str, discussion_id: str) -> Response:
+        continued = approve_discussion(
+            user=request.user,
+            group_id=group_id,
+            discussion_id=discussion_id,
+            body=json_body(request, required=True),
+        )
+        return continued_answer(continued)
+
+
+class DiscussionCancelView(APIView):
+    @extend_schema(
+        summary="Cancel a discussion (409 when it already ended)", request=None, responses=DISCUSSION
+    )
+    def post(self, request: Request, group_id: str, discussion_id: str) -> Response:
+        discussion = cancel_discussion(user=request.user, group_id=group_id, discussion_id=discussion_id)
         return Response(discussion_snapshot(discussion))

@@ -2,6 +2,8 @@ from django.urls import path
 
 from groups.api import discussion_views, views
 
+D = "groups/<str:group_id>/conversations/<str:discussion_id>"
+
 urlpatterns = [
     path("groupstore/groups", views.GroupListView.as_view(), name="groups"),
     path("groupstore/groups/<str:group_id>", views.GroupDetailView.as_view(), name="group"),
@@ -10,9 +12,7 @@ urlpatterns = [
         discussion_views.DiscussionListView.as_view(),
         name="group-discussions",
     ),
-    path(
-        "groups/<str:group_id>/conversations/<str:discussion_id>",
-        discussion_views.DiscussionView.as_view(),
-        name="group-discussion",
-    ),
+    path(D, discussion_views.DiscussionView.as_view(), name="group-discussion"),
+    path(f"{D}/approve", discussion_views.DiscussionApproveView.as_view(), name="group-discussion-approve"),
+    path(f"{D}/cancel", discussion_views.DiscussionCancelView.as_view(), name="group-discussion-cancel"),
 ]

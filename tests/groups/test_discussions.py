@@ -3,81 +3,22 @@ budget, a member's own pause, the fail-closed refusals, and who may read a discu
 
 from __future__ import annotations
 
-import io
 import json
-from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Verdict
 from conversations.agents import create_agent
 from conversations.models import Conversation, ConversationState
 from groups.demo_group import demo_member_document
-from groups.discussions import MEMBER_PAUSE_NOTE
-from groups.models import Group, GroupConversation
-from groups.store import create_group
-from tests.factories import deployed_agent
+from groups.member_turns import MEMBER_PAUSE_NOTE
+from groups.models import GroupConversation
+from tests.groups.members import answering, asked, discuss, echoing, group, pausing, said
 from tests.metrics.scrape import scrape, value
 
 pytestmark = pytest.mark.django_db
 
 SKIP_METRIC = "hitl_group_member_pause_skipped_total"
-
-
-def answering(name: str, answer: str) -> str:
-    """A deployed member that answers every input with ``answer``."""
-    return deployed_agent(demo_member_document(name, answer))
-
-
-def echoing(name: str) -> str:
-    """A deployed member that answers with its input: what it was told is what it says."""
-    document = demo_member_document(name, "{memory.current.input}")
-    document["workflows"][0]["tasks"].append({"id": "templating", "type": "templating"})
-    return deployed_agent(document)
-
-
-def asked(name: str, action: str) -> str:
-    """A deployed member that answers and adds ``action`` whenever it is asked a question (not on its
-    conversation's start)."""
-    document = demo_member_document(name, f"{name} answers.")
-    tasks = document["workflows"][0]["tasks"]
-    tasks.insert(
-        0,
-        {"id": "parse", "type": "parser", "dictionaries": [{"word": "question", "expressions": "asked(q)"}]},
-    )
-    tasks[1]["rules"] = [
-        {
-            "name": "Asked",
-            "actions": [action, "answer"],
-            "conditions": [{"type": "inputmatcher", "configs": {"expressions": "asked(*)"}}],
-        }
-    ]
-    return deployed_agent(document)
-
-
-def pausing(name: str) -> str:
-    """A member that asks for a human approval (PAUSE_CONVERSATION) whenever it is asked a question."""
-    return asked(name, "PAUSE_CONVERSATION")
-
-
-def group(members: list[tuple[str, str]], phases: list[dict[str, Any]], **top: Any) -> str:
-    document = {
-        "name": "panel",
-        "members": [{"agentId": agent_id, "role": role} for agent_id, role in members],
-        "phases": phases,
-    } | top
-    return str(create_group(document=document).group_id)
-
-
-def discuss(client, group_id: str, question: str = "Should we ship on Friday?", status: int = 201) -> Any:
-    response = client.post(f"/groups/{group_id}/conversations", {"question": question}, format="json")
-    assert response.status_code == status, response.content
-    return response.json()
-
-
-def said(body: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    return [(e["phase"], e["role"], e["status"], e["content"]) for e in body["transcript"]]
 
 
 # --- phases and rounds --------------------------------------------------------------------------------
@@ -335,32 +276,6 @@ def test_a_member_whose_turn_raises_is_an_error_entry_and_the_discussion_goes_on
 
 
 # --- refusals: fail closed, nothing created -----------------------------------------------------------
-
-
-def test_a_group_with_an_approval_gate_is_refused_and_nothing_is_created(alice_client):
-    pat = answering("pat", "Ship it.")
-    group_id = group(
-        [(pat, "Optimist")],
-        [
-            {"name": "Opinions", "type": "OPINION"},
-            {"name": "Decision", "type": "SYNTHESIS", "requiresApproval": True},
-        ],
-    )
-
-    problem = discuss(alice_client, group_id, status=409)
-
-    assert problem["code"] == "NOT_SUPPORTED_YET"
-    assert "approval gates of group discussions are not built yet" in problem["detail"]
-    assert problem["phases"] == ["Decision"]
-    assert not GroupConversation.objects.exists() and not Conversation.objects.exists()
-
-
-def test_the_demo_group_is_refused_until_the_gates_exist(alice_client):
-    call_command("hitl_demo", stdout=io.StringIO())
-    demo = Group.objects.get(name="demo-discussion")
-
-    assert discuss(alice_client, str(demo.id), status=409)["code"] == "NOT_SUPPORTED_YET"
-    assert not GroupConversation.objects.exists()
 
 
 def test_an_undeployed_member_is_refused_by_name_and_nothing_is_created(alice_client):

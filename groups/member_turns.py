@@ -1,0 +1,126 @@
+"""One member's turn in a discussion, through the 1:1 engine (behaviour-details §5.7).
+
+A member talks through a conversation of its own, owned by the discussion's owner, on the member
+agent's newest production version. The reference's v1 limits are kept: a member's own
+PAUSE_CONVERSATION is not supported inside a discussion (its pause is cancelled as ``system:group`` and
+the turn is SKIPPED), and a member's gated tool call is rejected as ``system:group`` (``inGroupTurns:
+REJECT``) so the member answers without the tool; if that answer pauses again or fails, the turn is
+SKIPPED and the member's pause cancelled. Every such decision goes through the audited core.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from approvals import metrics
+from approvals.actors import system_actor
+from approvals.continuation_runs import decide_and_continue
+from approvals.decision_input import DecisionInput
+from approvals.decisions import open_pause_of
+from approvals.errors import ApplicationError
+from approvals.models import PauseKind, SubjectType, Surface, Verdict
+from conversations import turns
+from conversations.cancels import cancel_conversation
+from conversations.models import Conversation, ConversationState
+from conversations.selectors import reread_conversation
+from conversations.snapshots import snapshot
+
+logger = logging.getLogger(__name__)
+
+ENVIRONMENT = "production"
+GROUP_ACTOR = system_actor("group")
+OK, SKIPPED, ERROR = "OK", "SKIPPED", "ERROR"
+MEMBER_PAUSE_NOTE = (
+    "member agent requested human approval (PAUSE_CONVERSATION) — not supported inside group discussions; "
+    "configure group-level HITL via requiresApproval instead"
+)
+TOOL_REJECTED_NOTE = "tool approval is not available during group discussions in this version"
+TOOL_FALLBACK_NOTE = (
+    "member agent's gated tool call was rejected (tool approval is not available inside group discussions) "
+    "and its answer without the tool did not complete"
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: str
+    content: str = ""
+    note: str = ""
+    tool_rejected: bool = False
+    skipped_pause: bool = False
+
+
+def _talk(*, owner: Any, known: str | None, agent_id: str, prompt: str) -> tuple[turns.TurnResult, str]:
+    """The member's turn in its own conversation, started (as the discussion's owner) on its first turn;
+    returns the turn and the conversation's id."""
+    if known is None:
+        started = turns.start_conversation(user=owner, agent_id=agent_id, environment=ENVIRONMENT)
+        if started.conversation.state == ConversationState.AWAITING_HUMAN:
+            return started, str(started.conversation.id)
+        conversation = started.conversation
+    else:
+        conversation = reread_conversation(conversation_id=known)
+    said = turns.say(conversation=conversation, user=owner, user_input=prompt, context={})
+    return said, str(conversation.id)
+
+
+def _answer_of(result: turns.TurnResult) -> str:
+    output = snapshot(result.conversation, steps=result.steps)["output"]
+    return "\n".join(str(text) for text in output)
+
+
+def _skip(conversation: Conversation, note: str, *, tool_rejected: bool = False) -> Answer:
+    """Cancel the member's open pause as system:group (audited) and skip its turn."""
+    try:
+        cancel_conversation(
+            conversation=reread_conversation(conversation_id=conversation.pk), actor=GROUP_ACTOR
+        )
+    except ApplicationError as exc:  # nothing left to cancel: it ended meanwhile
+        logger.info("member conversation %s: nothing to cancel (%s)", conversation.pk, exc.detail)
+    metrics.count_member_pause_skipped()
+    return Answer(SKIPPED, note=note, tool_rejected=tool_rejected, skipped_pause=True)
+
+
+def _reject_tool_calls(conversation: Conversation) -> Answer:
+    """Reject the member's gated tool calls as system:group and take its answer without them."""
+    try:
+        decide_and_continue(
+            surface=Surface.REGULAR,
+            subject_type=SubjectType.CONVERSATION,
+            subject_id=conversation.pk,
+            decision=DecisionInput(verdict=Verdict.REJECTED, note=TOOL_REJECTED_NOTE),
+            actor=GROUP_ACTOR,
+        )
+    except ApplicationError as exc:
+        logger.warning(
+            "rejecting the tool calls of member conversation %s failed: %s", conversation.pk, exc.detail
+        )
+        return _skip(conversation, TOOL_FALLBACK_NOTE, tool_rejected=True)
+    after = reread_conversation(conversation_id=conversation.pk)
+    if after.state != ConversationState.READY:
+        return _skip(after, TOOL_FALLBACK_NOTE, tool_rejected=True)
+    return Answer(OK, content=_answer_of(turns.TurnResult(after)), tool_rejected=True)
+
+
+def member_turn(*, owner: Any, conversations: dict[str, str], agent_id: str, prompt: str) -> Answer:
+    """OK with the member's output joined; SKIPPED when the member paused (see the module); ERROR when
+    the turn raised or ended in ERROR. ``conversations`` ({agentId: conversationId}) gains the member's
+    conversation on its first turn."""
+    try:
+        result, conversation_id = _talk(
+            owner=owner, known=conversations.get(agent_id), agent_id=agent_id, prompt=prompt
+        )
+    except ApplicationError as exc:
+        return Answer(ERROR, note=exc.detail)
+    conversations[agent_id] = conversation_id
+    conversation = result.conversation
+    if conversation.state == ConversationState.AWAITING_HUMAN:
+        pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
+        if pause is not None and pause.kind == PauseKind.TOOL_CALL:
+            return _reject_tool_calls(conversation)
+        return _skip(conversation, MEMBER_PAUSE_NOTE)
+    if conversation.state == ConversationState.ERROR:
+        return Answer(ERROR, note=f"the member's turn failed (conversation {conversation.id} is in ERROR)")
+    return Answer(OK, content=_answer_of(result))

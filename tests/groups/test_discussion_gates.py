@@ -1,0 +1,116 @@
+"""Approval gates of group discussions: PHASE and TASK pauses through the core, the approve body,
+task verdicts (RETRY, FAIL), fresh budgets, cancel, drift and the no-progress guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
+from groups.models import GroupConversation
+from tests.groups.members import answering, discuss, echoing, group
+
+pytestmark = pytest.mark.django_db
+
+PHASES = [
+    {"name": "Opinions", "type": "OPINION"},
+    {"name": "Challenge", "type": "CHALLENGE", "requiresApproval": True},
+    {"name": "Decision", "type": "SYNTHESIS"},
+]
+
+
+def approve(client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200) -> Any:
+    response = client.post(
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        decision if decision is not None else {"decision": {"verdict": "APPROVED"}},
+        format="json",
+    )
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def pause_of(body: dict[str, Any]) -> Pause:
+    return Pause.objects.get(subject_type=SubjectType.DISCUSSION, subject_id=body["discussionId"])
+
+
+def test_a_phase_gate_pauses_after_the_phase_and_an_approval_runs_the_rest(alice_client, approver_client):
+    pat, carla = answering("pat", "Ship it."), answering("carla", "Not on a Friday.")
+    group_id = group([(pat, "Optimist"), (carla, "Critic")], PHASES)
+
+    paused = discuss(alice_client, group_id)
+
+    assert paused["state"] == "AWAITING_APPROVAL" and paused["phaseIndex"] == 1
+    assert [e["phase"] for e in paused["transcript"]] == ["Opinions"] * 2 + ["Challenge"] * 2
+    pause = pause_of(paused)
+    assert pause.status == PauseStatus.PENDING and pause.kind == "PHASE" and pause.surface == "group"
+    assert pause.reason == "Requires human approval (PHASE) — phase: Challenge"
+    assert str(pause.group_id) == group_id
+
+    done = approve(approver_client, paused)
+
+    assert done["state"] == "COMPLETED"
+    assert [e["phase"] for e in done["transcript"]][-2:] == ["Decision", "Decision"]
+    pause.refresh_from_db()
+    assert pause.status == PauseStatus.RESOLVED and pause.verdict == "APPROVED"
+    verbs = list(
+        AuditEntry.objects.filter(subject_id=paused["discussionId"]).order_by("sequence").values_list("verb", flat=True)
+    )
+    assert verbs == [
+        "hitl.discussion.started",
+        "hitl.pause",
+        "hitl.approval",
+        "hitl.discussion.resumed",
+        "hitl.discussion.finished",
+    ]
+
+
+def test_a_top_level_rejection_fails_the_discussion(alice_client, approver_client):
+    pat = answering("pat", "Ship it.")
+    paused = discuss(alice_client, group([(pat, "Optimist")], PHASES))
+
+    failed = approve(approver_client, paused, {"decision": {"verdict": "rejected", "note": "No."}})
+
+    assert failed["state"] == "FAILED"
+    assert failed["transcript"][-1]["status"] == "ERROR"
+    assert "rejected by approver: No." in failed["transcript"][-1]["note"]
+    assert GroupConversation.objects.get(pk=paused["discussionId"]).state == "FAILED"
+
+
+def test_task_gates_submit_each_result_and_retry_sends_the_note_back(alice_client, approver_client):
+    worker = echoing("worker")
+    group_id = group(
+        [(worker, "Worker")],
+        [
+            {
+                "name": "Build",
+                "type": "EXECUTE",
+                "requiresApproval": True,
+                "tasks": [
+                    {"id": "a", "description": "do a", "assignee": worker},
+                    {"id": "b", "description": "do b", "assignee": worker, "dependsOn": ["a"]},
+                ],
+            }
+        ],
+        hitlConfig={"granularity": "TASK", "onTaskRejection": "RETRY"},
+    )
+
+    first = discuss(alice_client, group_id)
+    assert first["state"] == "AWAITING_APPROVAL"
+    assert [(t["id"], t["status"]) for t in first["tasks"]] == [("a", "AWAITING_APPROVAL"), ("b", "PENDING")]
+    assert pause_of(first).kind == "TASK" and pause_of(first).details["awaitingTaskIds"] == ["a"]
+
+    again = approve(
+        approver_client,
+        first,
+        {"decision": {"verdict": "APPROVED", "note": "cite sources"}, "taskApprovals": {"a": "rejected"}},
+    )
+    assert again["state"] == "AWAITING_APPROVAL"
+    task_a = again["tasks"][0]
+    assert task_a["status"] == "AWAITING_APPROVAL" and "cite sources" in task_a["result"]
+
+    second = approve(approver_client, again, {"decision": {"verdict": "APPROVED"}, "taskApprovals": {}})
+    assert [(t["id"], t["status"]) for t in second["tasks"]] == [("a", "COMPLETED"), ("b", "AWAITING_APPROVAL")]
+    done = approve(approver_client, second)
+    assert done["state"] == "COMPLETED"
+    assert [t["status"] for t in done["tasks"]] == ["COMPLETED", "COMPLETED"]
