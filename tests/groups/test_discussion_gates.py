@@ -54,7 +54,9 @@ def test_a_phase_gate_pauses_after_the_phase_and_an_approval_runs_the_rest(alice
     pause.refresh_from_db()
     assert pause.status == PauseStatus.RESOLVED and pause.verdict == "APPROVED"
     verbs = list(
-        AuditEntry.objects.filter(subject_id=paused["discussionId"]).order_by("sequence").values_list("verb", flat=True)
+        AuditEntry.objects.filter(subject_id=paused["discussionId"])
+        .order_by("sequence")
+        .values_list("verb", flat=True)
     )
     assert verbs == [
         "hitl.discussion.started",
@@ -110,7 +112,10 @@ def test_task_gates_submit_each_result_and_retry_sends_the_note_back(alice_clien
     assert task_a["status"] == "AWAITING_APPROVAL" and "cite sources" in task_a["result"]
 
     second = approve(approver_client, again, {"decision": {"verdict": "APPROVED"}, "taskApprovals": {}})
-    assert [(t["id"], t["status"]) for t in second["tasks"]] == [("a", "COMPLETED"), ("b", "AWAITING_APPROVAL")]
+    assert [(t["id"], t["status"]) for t in second["tasks"]] == [
+        ("a", "COMPLETED"),
+        ("b", "AWAITING_APPROVAL"),
+    ]
     done = approve(approver_client, second)
     assert done["state"] == "COMPLETED"
     assert [t["status"] for t in done["tasks"]] == ["COMPLETED", "COMPLETED"]
