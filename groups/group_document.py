@@ -18,7 +18,7 @@ from typing import Any
 from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
 from approvals.field_errors import FieldError, json_type
-from approvals.hitl_config import timeout_errors
+from approvals.hitl_config import allow_self_approval_errors, timeout_errors
 from conversations.agent_document import DocumentReport
 from conversations.document_fields import (
     IDENTIFIER,
@@ -50,7 +50,7 @@ MEMBER_KEYS = ("agentId", "role", "displayName")
 PHASE_KEYS = ("name", "type", "description", "repeats", "requiresApproval", "tasks", "planner")
 TASK_KEYS = ("id", "description", "assignee", "dependsOn")
 PROTOCOL_KEYS = ("maxTurns",)
-HITL_CONFIG_KEYS = ("granularity", "approvalTimeout", "timeoutPolicy", "onTaskRejection")
+HITL_CONFIG_KEYS = ("granularity", "approvalTimeout", "timeoutPolicy", "onTaskRejection", "allowSelfApproval")
 
 
 def validate_group_document(doc: object) -> DocumentReport:
@@ -251,7 +251,8 @@ def _dependency_cycle(graph: dict[str, list[str]]) -> list[str]:
 
 def _check_hitl_config(report: DocumentReport, value: object) -> None:
     """Only the duration check of an agent's hitlConfig applies (behaviour-details §6.4), with a group's
-    own fields: the approval granularity and what a rejected task does."""
+    own fields: the approval granularity, what a rejected task does, and whether the discussion's owner
+    may decide its gates (``allowSelfApproval``, as on an agent)."""
     config = expect_object(report, value, "hitlConfig", required=False)
     if config is None:
         return
@@ -265,6 +266,7 @@ def _check_hitl_config(report: DocumentReport, value: object) -> None:
         required=False,
     )
     report.errors.extend(timeout_errors(config, "hitlConfig"))
+    report.errors.extend(allow_self_approval_errors(config.get("allowSelfApproval"), "hitlConfig"))
 
 
 # --- a planner's task plan ------------------------------------------------------------------------------

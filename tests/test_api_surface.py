@@ -190,6 +190,23 @@ ERROR_CASES = [
     ),
     ("alice", "get", "/groups/{unknown}/conversations/{unknown}", {}, 403, "FORBIDDEN"),
     ("admin", "get", "/groups/{unknown}/conversations/{unknown}", {}, 404, "NOT_FOUND"),
+    (
+        "alice",
+        "post",
+        "/groups/{unknown}/conversations/{unknown}/approve",
+        {"data": {"decision": {"verdict": "APPROVED"}}, "format": "json"},
+        403,
+        "FORBIDDEN",
+    ),
+    (
+        "admin",
+        "post",
+        "/groups/{unknown}/conversations/{unknown}/approve",
+        {"data": {"decision": {}}, "format": "json"},
+        400,
+        "BAD_REQUEST",
+    ),
+    ("admin", "post", "/groups/{unknown}/conversations/{unknown}/cancel", {}, 404, "NOT_FOUND"),
     ("admin", "post", "/agentstore/agents", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
     (
         "admin",
@@ -481,6 +498,36 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     assert {entry["status"] for entry in discussion["transcript"]} == {"OK", "SKIPPED"}
     assert {task["status"] for task in discussion["tasks"]} == {"COMPLETED", "FAILED"}
     call(approver, "get", f"/groups/{discussion_group}/conversations/{discussion['discussionId']}", 200)
+
+    # A gated discussion approved, another cancelled while it waits.
+    gated_group = call(
+        admin,
+        "post",
+        "/groupstore/groups",
+        201,
+        data={
+            "name": "gated",
+            "members": [{"agentId": scribe}],
+            "phases": [{"name": "Opinions", "type": "OPINION", "requiresApproval": True}],
+        },
+        format="json",
+    ).json()["id"]
+    for ending in ("approve", "cancel"):
+        paused = call(
+            bob, "post", f"/groups/{gated_group}/conversations", 201, data={"question": "q"}, format="json"
+        ).json()
+        assert paused["state"] == "AWAITING_APPROVAL"
+        call(
+            approver,
+            "post",
+            f"/groups/{gated_group}/conversations/{paused['discussionId']}/{ending}",
+            200,
+            **(
+                {"data": {"decision": {"verdict": "APPROVED"}}, "format": "json"}
+                if ending == "approve"
+                else {}
+            ),
+        )
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)

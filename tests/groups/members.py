@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from approvals.models import Pause, SubjectType
 from groups.demo_group import demo_member_document
 from groups.store import create_group
 from tests.factories import deployed_agent
@@ -62,3 +63,24 @@ def discuss(client, group_id: str, question: str = "Should we ship on Friday?", 
 
 def said(body: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return [(e["phase"], e["role"], e["status"], e["content"]) for e in body["transcript"]]
+
+
+PHASES = [
+    {"name": "Opinions", "type": "OPINION"},
+    {"name": "Challenge", "type": "CHALLENGE", "requiresApproval": True},
+    {"name": "Decision", "type": "SYNTHESIS"},
+]
+
+
+def approve(client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200) -> Any:
+    response = client.post(
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        decision if decision is not None else {"decision": {"verdict": "APPROVED"}},
+        format="json",
+    )
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def pause_of(body: dict[str, Any]) -> Pause:
+    return Pause.objects.get(subject_type=SubjectType.DISCUSSION, subject_id=body["discussionId"])

@@ -3,35 +3,13 @@ task verdicts (RETRY, FAIL), fresh budgets, cancel, drift and the no-progress gu
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
+from approvals.models import AuditEntry, PauseStatus
 from groups.models import GroupConversation
-from tests.groups.members import answering, discuss, echoing, group
+from tests.groups.members import PHASES, answering, approve, discuss, echoing, group, pause_of
 
 pytestmark = pytest.mark.django_db
-
-PHASES = [
-    {"name": "Opinions", "type": "OPINION"},
-    {"name": "Challenge", "type": "CHALLENGE", "requiresApproval": True},
-    {"name": "Decision", "type": "SYNTHESIS"},
-]
-
-
-def approve(client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200) -> Any:
-    response = client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
-        decision if decision is not None else {"decision": {"verdict": "APPROVED"}},
-        format="json",
-    )
-    assert response.status_code == status, response.content
-    return response.json()
-
-
-def pause_of(body: dict[str, Any]) -> Pause:
-    return Pause.objects.get(subject_type=SubjectType.DISCUSSION, subject_id=body["discussionId"])
 
 
 def test_a_phase_gate_pauses_after_the_phase_and_an_approval_runs_the_rest(alice_client, approver_client):
