@@ -1,12 +1,16 @@
-"""Approval gates of group discussions: PHASE and TASK pauses through the core, the approve body,
-task verdicts (RETRY, FAIL), fresh budgets, cancel, drift and the no-progress guard."""
+"""Approval gates of group discussions: PHASE and TASK pauses through the core, a decision running the
+rest, a rejection failing it, TASK verdicts with RETRY, and the demo group (the guards are in
+test_discussion_guards.py)."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 
 from approvals.models import AuditEntry, PauseStatus
-from groups.models import GroupConversation
+from groups.models import Group, GroupConversation
 from tests.groups.members import PHASES, answering, approve, discuss, echoing, group, pause_of
 
 pytestmark = pytest.mark.django_db
@@ -97,3 +101,17 @@ def test_task_gates_submit_each_result_and_retry_sends_the_note_back(alice_clien
     done = approve(approver_client, second)
     assert done["state"] == "COMPLETED"
     assert [t["status"] for t in done["tasks"]] == ["COMPLETED", "COMPLETED"]
+
+
+def test_the_demo_group_pauses_before_its_synthesis_is_accepted(alice_client, approver_client):
+    call_command("hitl_demo", stdout=io.StringIO())
+    demo = Group.objects.get(name="demo-discussion")
+
+    paused = discuss(alice_client, str(demo.id), question="Adopt a four-day week?")
+
+    assert paused["state"] == "AWAITING_APPROVAL" and paused["phaseIndex"] == 2
+    assert len(paused["transcript"]) == 12
+    pause = pause_of(paused)
+    assert pause.reason == "Requires human approval (PHASE) — phase: Synthesis"
+    assert pause.timeout_policy == "AUTO_REJECT" and pause.due_at is not None
+    assert approve(approver_client, paused)["state"] == "COMPLETED"
