@@ -12,6 +12,7 @@ from django.core.management import call_command
 from approvals.models import AuditEntry, PauseStatus
 from groups.models import Group, GroupConversation
 from tests.groups.members import PHASES, answering, approve, discuss, echoing, group, pause_of
+from tests.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +116,17 @@ def test_the_demo_group_pauses_before_its_synthesis_is_accepted(alice_client, ap
     assert pause.reason == "Requires human approval (PHASE) — phase: Synthesis"
     assert pause.timeout_policy == "AUTO_REJECT" and pause.due_at is not None
     assert approve(approver_client, paused)["state"] == "COMPLETED"
+
+
+def test_without_inline_continuations_the_decision_is_queued_and_a_worker_runs_the_rest(
+    settings, alice_client, approver_client
+):
+    settings.HITL_CONTINUE_INLINE = False
+    paused = discuss(alice_client, group([(answering("p", "Yes."), "Optimist")], PHASES))
+
+    queued = approve(approver_client, paused, status=202)
+
+    assert queued["state"] == "IN_PROGRESS"
+    assert run_queued_tasks() == 1
+    assert GroupConversation.objects.get(pk=paused["discussionId"]).state == "COMPLETED"
+    assert pause_of(paused).status == PauseStatus.RESOLVED

@@ -14,6 +14,7 @@ from approvals.actors import system_actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface
+from conversations.agents import deploy_agent, undeploy_agent
 from conversations.models import Conversation
 from groups.models import GroupConversation, GroupVersion
 from groups.store import update_group
@@ -360,3 +361,18 @@ def test_a_member_tool_call_is_rejected_as_system_group_and_its_answer_without_t
     pause = Pause.objects.get(subject_id=member.pk)
     assert pause.kind == "TOOL_CALL" and pause.verdict == "REJECTED" and pause.decided_by == "system:group"
     assert pause.note == "tool approval is not available during group discussions in this version"
+
+
+def test_a_member_undeployed_while_paused_restores_the_pause_and_redeploying_resumes(
+    alice_client, approver_client
+):
+    member = answering("p", "Yes.")
+    paused = discuss(alice_client, group([(member, "Optimist")], PHASES))
+    undeploy_agent(agent_id=member, version=1, environment="production")
+
+    problem = approve(approver_client, paused, status=409)
+
+    assert problem["code"] == "RESUME_NOT_STARTED" and "is not deployed in production" in problem["detail"]
+    assert pause_of(paused).status == PauseStatus.PENDING
+    deploy_agent(agent_id=member, version=1, environment="production")
+    assert approve(approver_client, paused)["state"] == "COMPLETED"
