@@ -58,7 +58,7 @@ class EventStreamRenderer(JSONRenderer):
     renderer touches; what this renders is an error before the stream, a problem+json body."""
 
     media_type = MEDIA_TYPE
-    format = "event-stream"
+    format = "json"  # what it renders; and no ?format= choice for the schema to document
 
 
 def frame(name: str, data: dict[str, Any]) -> bytes:

@@ -102,7 +102,10 @@ def test_a_service_that_sent_no_closing_event_closes_with_the_one_it_returns():
         sink(ev.HITL_RESUME, {"verdict": "APPROVED"})
         return ev.QUEUED, {"state": "IN_PROGRESS"}
 
-    assert parsed(read(run)) == [(ev.HITL_RESUME, {"verdict": "APPROVED"}), (ev.QUEUED, {"state": "IN_PROGRESS"})]
+    assert parsed(read(run)) == [
+        (ev.HITL_RESUME, {"verdict": "APPROVED"}),
+        (ev.QUEUED, {"state": "IN_PROGRESS"}),
+    ]
 
 
 def test_keep_alive_comments_go_out_while_nothing_happens():
