@@ -17,9 +17,11 @@ import httpx
 import pytest
 
 from approvals.models import Pause, PauseStatus, SubjectType
+from conversations.agents import create_agent
 from groups.demo_group import demo_member_document
 from groups.discussion_decisions import DECISION_REQUIRED
 from groups.member_turns import MEMBER_PAUSE_NOTE
+from groups.models import GroupConversation
 from tests.e2e import clusters as live_clusters
 from tests.e2e.conftest import LiveStack, api_user, running_stack
 from tests.factories import deployed_agent
@@ -290,6 +292,19 @@ def test_keep_alive_comments_go_out_during_a_slow_member_turn(people, slow_targe
     # each frame arrives when it is sent, not all of them at the end (a buffered response would)
     assert result.seen_at[turn_ended] - result.seen_at[turn_began] >= 0.8
     assert result.last("member_answered")["status"] == "OK"
+
+
+def test_a_start_refused_after_the_stream_began_is_a_group_error_and_creates_nothing(people):
+    undeployed = str(create_agent(document=demo_member_document("idle", "Hi."), created_by=None).agent_id)
+    group_id = group([(answering("pat", "Ship it."), "Optimist"), (undeployed, "Idle")], GATED)
+
+    result = stream(people["alice"], f"/groups/{group_id}/conversations/stream", {"question": "Friday?"})
+
+    assert_streamed(result)
+    assert result.names == ["group_error"]
+    error = result.last("group_error")
+    assert (error["status"], error["code"], error["agentId"]) == (409, "NOT_DEPLOYED", undeployed)
+    assert not GroupConversation.objects.exists()
 
 
 def test_refusals_before_the_stream_are_http_problems_even_to_an_sse_client(people):
