@@ -23,7 +23,7 @@ from groups.discussion_decisions import DECISION_REQUIRED
 from groups.member_turns import MEMBER_PAUSE_NOTE
 from groups.models import GroupConversation
 from tests.e2e import clusters as live_clusters
-from tests.e2e.conftest import LiveStack, api_user, running_stack
+from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
 from tests.factories import deployed_agent
 from tests.groups.members import answering, group, pausing
 
@@ -133,6 +133,23 @@ def paused_discussion(owner: httpx.Client, group_id: str) -> dict[str, Any]:
 
 def approve_path(discussion: dict[str, Any]) -> str:
     return f"/groups/{discussion['groupId']}/conversations/{discussion['discussionId']}/approve/stream"
+
+
+def slow_member(target_url: str) -> str:
+    """A deployed member whose every turn waits on an HTTP call to ``target_url`` before it answers."""
+    document = demo_member_document("slow", "Done, slowly.")
+    document["workflows"][0]["tasks"].insert(
+        1,
+        {
+            "id": "lookup",
+            "type": "httpcalls",
+            "targetServerUrl": target_url,
+            "calls": [
+                {"name": "lookup", "actions": ["answer"], "request": {"method": "GET", "path": "/slow"}}
+            ],
+        },
+    )
+    return deployed_agent(document)
 
 
 def assert_streamed(result: Stream) -> None:
@@ -265,20 +282,9 @@ def test_a_member_pause_is_told_as_member_pause_skipped_and_the_stream_goes_on(p
 
 def test_keep_alive_comments_go_out_during_a_slow_member_turn(people, slow_target):
     slow_target.hold_seconds = 1.0
-    document = demo_member_document("slow", "Done, slowly.")
-    document["workflows"][0]["tasks"].insert(
-        1,
-        {
-            "id": "lookup",
-            "type": "httpcalls",
-            "targetServerUrl": slow_target.url,
-            "calls": [
-                {"name": "lookup", "actions": ["answer"], "request": {"method": "GET", "path": "/slow"}}
-            ],
-        },
+    group_id = group(
+        [(slow_member(slow_target.url), "Researcher")], [{"name": "Opinions", "type": "OPINION"}]
     )
-    slow = deployed_agent(document)
-    group_id = group([(slow, "Researcher")], [{"name": "Opinions", "type": "OPINION"}])
 
     result = stream(people["alice"], f"/groups/{group_id}/conversations/stream", {"question": "Friday?"})
 
@@ -305,6 +311,26 @@ def test_a_start_refused_after_the_stream_began_is_a_group_error_and_creates_not
     error = result.last("group_error")
     assert (error["status"], error["code"], error["agentId"]) == (409, "NOT_DEPLOYED", undeployed)
     assert not GroupConversation.objects.exists()
+
+
+def test_a_client_that_goes_away_stops_its_stream_not_the_discussion(people, slow_target):
+    slow_target.hold_seconds = 1.0
+    group_id = group([(slow_member(slow_target.url), "Researcher")], GATED[:1])
+    path = f"/groups/{group_id}/conversations/stream"
+
+    with people["alice"].stream(
+        "POST", path, json={"question": "Friday?"}, headers=SSE, timeout=TIMEOUT
+    ) as r:
+        first = next(line for line in r.iter_lines() if line.startswith("data: "))
+        discussion_id = json.loads(first[len("data: ") :])["discussionId"]
+    # the connection is closed while the member's turn still waits on the slow server
+
+    def completed() -> bool:
+        body = people["alice"].get(f"/groups/{group_id}/conversations/{discussion_id}").json()
+        return body["state"] == "COMPLETED"
+
+    eventually(completed, timeout=15, what="the discussion to run to its end without its client")
+    assert len(slow_target.requests) >= 1
 
 
 def test_refusals_before_the_stream_are_http_problems_even_to_an_sse_client(people):
