@@ -24,8 +24,11 @@ HITL_RESUME = "hitl_resume"
 CANCELLED = "cancelled"
 GROUP_COMPLETE = "group_complete"
 GROUP_ERROR = "group_error"
+# Sent by the approve stream only, never by the runner: the decision was recorded and its continuation
+# handed to the q-cluster (HITL_CONTINUE_INLINE off), so this stream has nothing more to tell.
+QUEUED = "queued"
 
-CLOSING_EVENTS = frozenset({AWAITING_APPROVAL, CANCELLED, GROUP_COMPLETE, GROUP_ERROR})
+CLOSING_EVENTS = frozenset({AWAITING_APPROVAL, CANCELLED, GROUP_COMPLETE, GROUP_ERROR, QUEUED})
 
 
 def no_events(name: str, data: dict[str, Any]) -> None:

@@ -319,7 +319,7 @@ def test_hitl_demo_run_twice_reuses_the_same_agent(db):
 # --- the documented response schema is what the endpoint returns --------------------------------------
 
 # Operations whose success body is not JSON; only their content type is checked against the schema.
-NOT_JSON = {"text/csv", "application/jsonl", "application/zip", "text/plain"}
+NOT_JSON = {"text/csv", "application/jsonl", "application/zip", "text/plain", "text/event-stream"}
 
 
 def _openapi() -> dict[str, Any]:
@@ -499,35 +499,44 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     assert {task["status"] for task in discussion["tasks"]} == {"COMPLETED", "FAILED"}
     call(approver, "get", f"/groups/{discussion_group}/conversations/{discussion['discussionId']}", 200)
 
-    # A gated discussion approved, another cancelled while it waits.
-    gated_group = call(
-        admin,
+    # A gated discussion, decided; one cancelled; and the two SSE streams (their events, read from a live
+    # server: tests/e2e/test_live_discussion_streams.py).
+    gated = {
+        "name": "gated",
+        "members": [{"agentId": scribe, "role": "Scribe"}],
+        "phases": [
+            {"name": "Opinions", "type": "OPINION", "requiresApproval": True},
+            {"name": "Wrap-up", "type": "SYNTHESIS"},
+        ],
+    }
+    gated_group = call(admin, "post", "/groupstore/groups", 201, data=gated, format="json").json()["id"]
+    question = {"question": "Ship on Friday?"}
+    for_cancel, for_approve = (
+        call(bob, "post", f"/groups/{gated_group}/conversations", 201, data=question, format="json").json()
+        for _ in range(2)
+    )
+    assert for_approve["state"] == "AWAITING_APPROVAL"
+    approved = call(
+        approver,
         "post",
-        "/groupstore/groups",
-        201,
-        data={
-            "name": "gated",
-            "members": [{"agentId": scribe}],
-            "phases": [{"name": "Opinions", "type": "OPINION", "requiresApproval": True}],
-        },
+        f"/groups/{gated_group}/conversations/{for_approve['discussionId']}/approve",
+        200,
+        data={"decision": {"verdict": "APPROVED", "note": "ok"}, "taskApprovals": {}},
         format="json",
-    ).json()["id"]
-    for ending in ("approve", "cancel"):
-        paused = call(
-            bob, "post", f"/groups/{gated_group}/conversations", 201, data={"question": "q"}, format="json"
-        ).json()
-        assert paused["state"] == "AWAITING_APPROVAL"
-        call(
-            approver,
-            "post",
-            f"/groups/{gated_group}/conversations/{paused['discussionId']}/{ending}",
-            200,
-            **(
-                {"data": {"decision": {"verdict": "APPROVED"}}, "format": "json"}
-                if ending == "approve"
-                else {}
-            ),
-        )
+    )
+    assert approved.json()["state"] == "COMPLETED"
+    call(bob, "post", f"/groups/{gated_group}/conversations/{for_cancel['discussionId']}/cancel", 200)
+    sse = {"HTTP_ACCEPT": "text/event-stream"}
+    call(bob, "post", f"/groups/{gated_group}/conversations/stream", 200, data=question, format="json", **sse)
+    call(
+        approver,
+        "post",
+        f"/groups/{gated_group}/conversations/{for_cancel['discussionId']}/approve/stream",
+        200,
+        data={"decision": {"verdict": "APPROVED"}},
+        format="json",
+        **sse,
+    )
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)

@@ -174,6 +174,9 @@ HITL_CONTINUE_AFTER_RESPONSE = env.bool("HITL_CONTINUE_AFTER_RESPONSE", default=
 HITL_CONTINUATION_LEASE_SECONDS = env.int("HITL_CONTINUATION_LEASE_SECONDS", default=15)
 HITL_LEASE_RENEW_SECONDS = env.float("HITL_LEASE_RENEW_SECONDS", default=5.0)
 HITL_LEASE_SWEEP_SECONDS = env.float("HITL_LEASE_SWEEP_SECONDS", default=5.0)
+# The SSE streams of group discussions send a ": keep-alive" comment after this many idle seconds, so a
+# proxy or client does not time a stream out during a slow member turn (groups/sse.py).
+HITL_SSE_KEEPALIVE_SECONDS = env.float("HITL_SSE_KEEPALIVE_SECONDS", default=15.0)
 
 # No secret in any log line (toolgate.log_redaction): every record is redacted as it is created, the
 # console handler filters again, and httpx/httpcore, which log each request's full URL, stay at WARNING.

@@ -263,8 +263,11 @@ class LiveStack:
             self.server = None
 
 
-def running_stack(django_db_blocker, log_dir: Path, **extra_env: str) -> Iterator[LiveStack]:
-    """uvicorn and both q-clusters on the test database (``extra_env`` on top), stopped when done."""
+def running_stack(
+    django_db_blocker, log_dir: Path, *, qclusters: bool = True, **extra_env: str
+) -> Iterator[LiveStack]:
+    """uvicorn and both q-clusters (``qclusters=False``: uvicorn alone) on the test database
+    (``extra_env`` on top), stopped when done."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
@@ -277,7 +280,8 @@ def running_stack(django_db_blocker, log_dir: Path, **extra_env: str) -> Iterato
     stack = LiveStack(env=env, log_dir=log_dir, db_blocker=django_db_blocker)
     try:
         stack.start_server()
-        stack.start_qcluster()
+        if qclusters:
+            stack.start_qcluster()
         yield stack
     finally:
         stack.stop()
