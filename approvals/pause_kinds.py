@@ -56,6 +56,7 @@ class PageSection:
     items: tuple[PageItem, ...] = ()
     items_help: str = ""
     transcript: PageTable | None = None
+    note_help: str = ""  # where the decision's note goes (default: the conversation, on a rejection)
     approve_label: str = "Approve"
     reject_label: str = "Reject"
     cancel_hint: str = ""

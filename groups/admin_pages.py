@@ -96,6 +96,38 @@ def _transcript(discussion: GroupConversation, names: dict[str, str]) -> PageTab
     return PageTable(f"Discussion transcript ({shown})", ("#", "Phase", "Speaker", "Status", "Said"), rows)
 
 
+def _facts(pause: Pause, discussion: GroupConversation | None, *, may_read: bool) -> list[tuple[str, str]]:
+    details = pause.details or {}
+    group = Group.objects.filter(pk=pause.group_id).first() if pause.group_id else None
+    facts = [
+        (
+            "Group",
+            f"{group.name} ({group.pk})" if group and not group.deleted_at else f"{pause.group_id} (deleted)",
+        ),
+        ("Discussion", f"{pause.subject_id} ({discussion.state if discussion else 'gone'})"),
+    ]
+    if discussion is not None:
+        facts.append(("Group version", str(discussion.group_version)))
+        if may_read:
+            facts.append(("Question", discussion.question))
+    phase = f"{details.get('phaseName')} ({details.get('phaseType')}), index {details.get('phaseIndex')}"
+    return [*facts, ("Phase", phase), ("Granularity", str(details.get("granularity") or pause.kind))]
+
+
+def _task_items(
+    pause: Pause, discussion: GroupConversation | None, *, names: dict[str, str], may_read: bool
+) -> tuple[PageItem, ...]:
+    """The tasks the pause was opened for (``awaitingTaskIds``), as they are now: one that stopped
+    awaiting keeps its verdict field, and the TASK validator says why it cannot be decided."""
+    details = pause.details or {}
+    phase_tasks = task_list.of_phase(discussion.tasks if discussion else [], details.get("phaseName"))
+    tasks = {task["id"]: task for task in phase_tasks}
+    return tuple(
+        _task_item(task_id, tasks.get(task_id), names=names, may_read=may_read)
+        for task_id in details.get("awaitingTaskIds") or []
+    )
+
+
 class GroupDecisionPage:
     def inbox_label(self, pause: Pause) -> str:
         details = pause.details or {}
@@ -107,40 +139,15 @@ class GroupDecisionPage:
         return label
 
     def section(self, pause: Pause, *, may_read: bool) -> PageSection:
-        details = pause.details or {}
         discussion = GroupConversation.objects.filter(pk=pause.subject_id).first()
-        group = Group.objects.filter(pk=pause.group_id).first() if pause.group_id else None
         document = _current_document(pause.group_id) if pause.group_id else None
         names = _member_names(document)
         on_rejection = ((document or {}).get("hitlConfig") or {}).get("onTaskRejection") or FAIL
-        facts: list[tuple[str, str]] = [
-            ("Group", f"{group.name} ({group.pk})" if group else f"{pause.group_id} (deleted)"),
-            ("Discussion", f"{pause.subject_id} ({discussion.state if discussion else 'gone'})"),
-        ]
-        if discussion is not None:
-            facts.append(("Group version", str(discussion.group_version)))
-            if may_read:
-                facts.append(("Question", discussion.question))
-        facts += [
-            (
-                "Phase",
-                f"{details.get('phaseName')} ({details.get('phaseType')}), index {details.get('phaseIndex')}",
-            ),
-            ("Granularity", str(details.get("granularity") or pause.kind)),
-        ]
+        facts = _facts(pause, discussion, may_read=may_read)
         items: tuple[PageItem, ...] = ()
         if pause.kind == PauseKind.TASK:
             facts.append(("On a rejected task", f"{on_rejection}: it {ON_REJECTION.get(on_rejection, '?')}"))
-            tasks = {
-                task["id"]: task
-                for task in task_list.of_phase(
-                    discussion.tasks if discussion else [], details.get("phaseName")
-                )
-            }
-            items = tuple(
-                _task_item(task_id, tasks.get(task_id), names=names, may_read=may_read)
-                for task_id in details.get("awaitingTaskIds") or []
-            )
+            items = _task_items(pause, discussion, names=names, may_read=may_read)
         return PageSection(
             heading="Group discussion",
             facts=tuple(facts),
@@ -148,6 +155,8 @@ class GroupDecisionPage:
             items=items,
             items_help=ITEMS_HELP.format(rejection=ON_REJECTION.get(on_rejection, "?")) if items else "",
             transcript=_transcript(discussion, names) if may_read and discussion is not None else None,
+            note_help="a rejected task gets it as the reviewer's feedback; a rejected discussion records it "
+            "in its transcript",
             approve_label="Approve: continue with these task verdicts"
             if items
             else "Approve: continue the discussion",

@@ -128,6 +128,21 @@ def test_the_inbox_lists_group_pauses_with_kind_group_and_phase_and_filters_them
     assert listed(q=phase["discussionId"]) == {phase_pause.pk}
 
 
+def test_group_rows_add_no_query_per_row(alice, approver, django_assert_max_num_queries):
+    pause_of(task_discussion(alice))
+    client = logged_in(approver)
+    client.get(INBOX)
+    with django_assert_max_num_queries(9) as few:
+        assert len(client.get(INBOX).context["cl"].result_list) == 1
+    one_row = len(few.captured_queries)  # now: the discussions below overflow Django's query log
+    for _ in range(3):
+        pause_of(task_discussion(alice))
+        pause_of(phase_discussion(alice))
+    with django_assert_max_num_queries(one_row):
+        html = client.get(INBOX).content.decode()
+    assert html.count("task(s) awaiting") == 4 and html.count("(OPINION)</td>") == 3
+
+
 # --- the decision page: what it shows -------------------------------------------------------------
 
 
