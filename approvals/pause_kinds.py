@@ -71,8 +71,9 @@ class DecisionPage(Protocol):
         (approvals.access.may_read_turns), else nothing the subject said is in the section."""
 
     def with_item_verdicts(self, decision: DecisionInput, verdicts: dict[str, str]) -> DecisionInput:
-        """``decision`` carrying the reviewer's verdict per item (``PageItem.key``: the value as posted,
-        checked by the kind's validator like any other decision's)."""
+        """``decision`` (verdict and note, already parsed) as the kind's own surfaces take it, carrying the
+        reviewer's verdict per item (``PageItem.key``: the value as posted, checked by the kind's
+        validator like any other decision's; empty for a pause with no items)."""
 
     def outcome(self, pause: Pause) -> str:
         """The subject's state after the decision's continuation, for the reviewer's success message."""

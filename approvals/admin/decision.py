@@ -202,7 +202,7 @@ def decide_from_form(
     request: HttpRequest, pause: Pause, form: DecisionForm, page: DecisionPage | None = None
 ) -> Continued:
     decision = parse_decision_body(form.decision_body())
-    if page is not None and form.items:
+    if page is not None:  # the kind's own body and parser (a group's REST approve body), items or not
         decision = page.with_item_verdicts(decision, form.item_verdicts())
     # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
     return decide_and_continue(
