@@ -6,7 +6,12 @@ class GroupsConfig(AppConfig):
     verbose_name = "Group discussions"
 
     def ready(self) -> None:
-        from groups import discussion_decisions, surface_handler  # local import: registration at startup
+        from groups import (  # local import: registration at startup
+            admin_pages,
+            discussion_decisions,
+            surface_handler,
+        )
 
         surface_handler.register()
         discussion_decisions.register()
+        admin_pages.register()

@@ -100,8 +100,17 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     discussion = GroupConversation.objects.select_related("owner").get(pk=pause.subject_id)
     try:
         version = group_version(group_id=discussion.group_id)
-    except ApplicationError as exc:
-        raise ContinuationNotStarted(f"Resume failed — {exc.detail}") from None
+    except ApplicationError as exc:  # the group was deleted while the discussion waited
+        message = f"Resume failed — {exc.detail}"
+        events(
+            ev.GROUP_ERROR,
+            {
+                "discussionId": str(discussion.pk),
+                "state": DiscussionState.AWAITING_APPROVAL,
+                "message": message,
+            },
+        )
+        raise ContinuationNotStarted(message) from None
     run = Run(discussion, version.document, events)
     index, name = int(pause.bookmark.get("phaseIndex", 0)), str(pause.bookmark.get("phaseName", ""))
     if (drift := drift_message(version.document, index, name)) is not None:

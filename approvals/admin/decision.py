@@ -3,12 +3,17 @@
 A thin adapter over the one decision service: the form becomes the same body the REST API accepts,
 ``parse_decision_body`` validates it and ``decide_and_continue`` decides exactly the pause the page showed
 (``expected_pause_id``) and runs its continuation in this process. A page left open while someone else decided says so and changes nothing.
+
+A kind of pause may add its own part to the page (approvals.pause_kinds.DecisionPage, e.g. a group
+discussion's phase, transcript and a verdict per awaiting task): the per-item verdicts enter the same
+decision, and the kind's validator checks them inside the decision service, as it does for REST.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django import forms
@@ -27,6 +32,7 @@ from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
+from approvals.pause_kinds import DecisionPage, PageItem, PageSection, decision_page_for
 from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
 from approvals.surfaces import handler_for
@@ -37,6 +43,11 @@ TEMPLATE = "admin/approvals/pendingapproval/decision.html"
 SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
 SAME_AS_DECISION = ""
 NO_SUCH_PAUSE = "No such pending approval."
+VERDICT_CHOICES = [
+    (SAME_AS_DECISION, "Same as the decision"),
+    (Verdict.APPROVED, "Approve"),
+    (Verdict.REJECTED, "Reject"),
+]
 
 
 class DecisionForm(forms.Form):
@@ -54,18 +65,15 @@ class DecisionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": NOTE_MAX}),
     )
 
-    def __init__(self, *args: Any, calls: list[ReviewCall] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, calls: list[ReviewCall] = (), items: Sequence[PageItem] = (), **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.calls = [call for call in calls if call.decidable]
+        self.items = [item for item in items if item.decidable]
         for call in self.calls:
             self.fields[f"call_{call.index}_verdict"] = forms.ChoiceField(
-                required=False,
-                label="Verdict for this call",
-                choices=[
-                    (SAME_AS_DECISION, "Same as the decision"),
-                    (Verdict.APPROVED, "Approve"),
-                    (Verdict.REJECTED, "Reject"),
-                ],
+                required=False, label="Verdict for this call", choices=VERDICT_CHOICES
             )
             self.fields[f"call_{call.index}_note"] = forms.CharField(
                 required=False,
@@ -77,6 +85,15 @@ class DecisionForm(forms.Form):
                 required=False,
                 label="Amended arguments (JSON object; empty: as requested)",
                 widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+            )
+        for index, item in enumerate(self.items):
+            # Not a ChoiceField: whatever is posted goes to the kind's validator, which refuses a bad
+            # value in the words REST uses, with nothing consumed.
+            self.fields[f"item_{index}_verdict"] = forms.CharField(
+                required=False,
+                strip=False,
+                label=f"Verdict for {item.title}",
+                widget=forms.Select(choices=VERDICT_CHOICES),
             )
 
     def clean(self) -> dict[str, Any]:
@@ -117,6 +134,20 @@ class DecisionForm(forms.Form):
             body["toolDecisions"] = decisions
         return body
 
+    def item_field(self, key: str) -> str | None:
+        """The name of the verdict field of the item ``key``, or None when it has none."""
+        for index, item in enumerate(self.items):
+            if item.key == key:
+                return f"item_{index}_verdict"
+        return None
+
+    def item_verdicts(self) -> dict[str, str]:
+        """Each item's verdict as posted; one left at "Same as the decision" takes the decision's."""
+        return {
+            item.key: self.cleaned_data.get(f"item_{index}_verdict") or self.cleaned_data.get("verdict") or ""
+            for index, item in enumerate(self.items)
+        }
+
     def add_service_errors(self, exc: BadRequest) -> None:
         """Put the service's field errors next to the fields they name; the rest above the form."""
         for error in exc.extra.get("errors") or [{"field": "", "message": exc.detail}]:
@@ -127,6 +158,9 @@ class DecisionForm(forms.Form):
     def _form_field_for(self, service_field: str) -> str | None:
         if service_field == "note":
             return "note"
+        for item in self.items:
+            if item.error_field and item.error_field == service_field:
+                return self.item_field(item.key)
         if service_field.startswith("toolDecisions."):
             call_id, _, key = service_field.removeprefix("toolDecisions.").rpartition(".")
             suffix = {"amendedArguments": "amended", "note": "note", "verdict": "verdict"}.get(key)
@@ -164,8 +198,12 @@ def find_pause(request: HttpRequest, object_id: str) -> Pause:
     return pause
 
 
-def decide_from_form(request: HttpRequest, pause: Pause, form: DecisionForm) -> Continued:
+def decide_from_form(
+    request: HttpRequest, pause: Pause, form: DecisionForm, page: DecisionPage | None = None
+) -> Continued:
     decision = parse_decision_body(form.decision_body())
+    if page is not None:  # the kind's own body and parser (a group's REST approve body), items or not
+        decision = page.with_item_verdicts(decision, form.item_verdicts())
     # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
     return decide_and_continue(
         surface=pause.surface,
@@ -190,45 +228,58 @@ def continuation_outcome(decided: Continued) -> str:
     return CONTINUATION_OUTCOMES[decided.outcome]
 
 
+def page_section(request: HttpRequest, pause: Pause) -> PageSection | None:
+    """The pause kind's own part of the page (approvals.pause_kinds), or None for a kind without one."""
+    page = decision_page_for(pause.kind)
+    return page.section(pause, may_read=may_read_turns(request.user, pause)) if page else None
+
+
+def success_message(pause: Pause, decided: Continued) -> str:
+    verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
+    text = (
+        f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
+        f"{pause.subject_id}. {continuation_outcome(decided)}"
+    )
+    page = decision_page_for(pause.kind)
+    return f"{text} {page.outcome(pause)}" if page else text
+
+
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     pause = find_pause(request, object_id)
     review = pause_review(pause)
+    section = page_section(request, pause)
+    items = section.items if section else ()
     status = 200
     if request.method != "POST":
-        form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls)
-        return render_decision_page(model_admin, request, pause, review, form, status)
+        form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
+        return render_decision_page(model_admin, request, pause, review, form, status, section)
 
-    form = DecisionForm(request.POST, calls=review.calls)
+    form = DecisionForm(request.POST, calls=review.calls, items=items)
     if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
-        return render_decision_page(model_admin, request, pause, review, form, 409)
+        return render_decision_page(model_admin, request, pause, review, form, 409, section)
     try:  # before the form is read: whatever was posted, this reviewer may not decide this pause
         refuse_self_approval(pause=pause, actor=actor_for_user(request.user))
     except Forbidden as exc:
         messages.error(request, exc.detail)
-        return render_decision_page(model_admin, request, pause, review, form, exc.status)
+        return render_decision_page(model_admin, request, pause, review, form, exc.status, section)
     if form.is_valid():
         try:
-            decided = decide_from_form(request, pause, form)
+            decided = decide_from_form(request, pause, form, decision_page_for(pause.kind))
         except BadRequest as exc:
             form.add_service_errors(exc)
         except WrongState as exc:
             pause.refresh_from_db()  # lost a race: if someone else decided, the page now says who
-            status = 409
+            section, status = None, 409  # read again: what the reviewer may read changed with the state
             if pause.status == PauseStatus.PENDING:
                 messages.error(request, exc.detail)
         except ApplicationError as exc:
             status = exc.status
             messages.error(request, exc.detail)
         else:
-            verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
-            messages.success(
-                request,
-                f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
-                f"{pause.subject_id}. {continuation_outcome(decided)}",
-            )
+            messages.success(request, success_message(pause, decided))
             opts = model_admin.opts
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
-    return render_decision_page(model_admin, request, pause, review, form, status)
+    return render_decision_page(model_admin, request, pause, review, form, status, section)
 
 
 def render_decision_page(
@@ -238,9 +289,11 @@ def render_decision_page(
     review: PauseReview,
     form: DecisionForm,
     status: int,
+    section: PageSection | None = None,
 ) -> HttpResponse:
+    section = section or page_section(request, pause)
     turns = None
-    if may_read_turns(request.user, pause):
+    if may_read_turns(request.user, pause) and (section is None or section.transcript is None):
         turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
     opts = model_admin.opts
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
@@ -270,6 +323,12 @@ def render_decision_page(
             if call.decidable
             else (call, None, None, None)
             for call in review.calls
+        ],
+        "section": section,
+        # the section as it reads now, each item with its verdict field if the form has one for it
+        "item_rows": [
+            (item, form[name] if (name := form.item_field(item.key)) else None)
+            for item in (section.items if section else ())
         ],
         "turns": turns,
         "deadline_text": deadline_text,

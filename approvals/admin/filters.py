@@ -1,6 +1,6 @@
 """Sidebar filters of the admin.
 
-The inbox's filters: pause type, overdue, agent and owner (the last two list their choices with one
+The inbox's filters: pause type, surface (1:1 or group), overdue, agent and owner (the last two list their choices with one
 query each). The audit ledger's filters: typed-in ids and actors, and verdicts. A ledger of millions
 of entries has too many subjects, pauses and actors to list as links, so those filters are a text
 box; a malformed id matches nothing and says why instead of failing the page.
@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from approvals.audit_selectors import audit_entries, recorded_verbs
-from approvals.models import AuditEntry, Pause, PauseKind, Verdict
+from approvals.models import AuditEntry, Pause, PauseKind, Surface, Verdict
 from approvals.selectors import agents_with_pending_pauses, owners_with_pending_pauses
 
 CHOICES_SHOWN = 50  # a sidebar is no place for thousands of entries: search finds the rest
@@ -33,6 +33,17 @@ class PauseTypeFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
         return queryset.filter(kind=self.value()) if self.value() else queryset
+
+
+class SurfaceFilter(admin.SimpleListFilter):
+    title = "surface"
+    parameter_name = "surface"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(Surface.REGULAR, "1:1 conversations"), (Surface.GROUP, "group discussions")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
+        return queryset.filter(surface=self.value()) if self.value() else queryset
 
 
 class OverdueFilter(admin.SimpleListFilter):

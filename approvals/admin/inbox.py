@@ -20,10 +20,11 @@ from django.utils.html import format_html
 from approvals.access import may_use_inbox
 from approvals.admin import bulk as admin_bulk
 from approvals.admin import decision as admin_decision
-from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter
+from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter, SurfaceFilter
 from approvals.admin.review import describe_deadline
 from approvals.admin.scope import may_decide
-from approvals.models import PauseStatus, PendingApproval
+from approvals.models import PauseStatus, PendingApproval, SubjectType
+from approvals.pause_kinds import decision_page_for
 from approvals.selectors import reviewable_pauses
 
 
@@ -34,6 +35,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         "agent",
         "owner_name",
         "pause_type",
+        "group_phase",
         "reason",
         "tools",
         "paused",
@@ -41,9 +43,11 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         "on_timeout",
     )
     list_display_links = ("conversation",)
-    list_filter = (PauseTypeFilter, AgentFilter, OwnerFilter, OverdueFilter)
+    list_filter = (PauseTypeFilter, SurfaceFilter, AgentFilter, OwnerFilter, OverdueFilter)
     search_fields = ("reason", "owner__username")
-    search_help_text = "Reason, owner's username, or a conversation or pause id (the full id)."
+    search_help_text = (
+        "Reason, owner's username, or a conversation, discussion, group or pause id (the full id)."
+    )
     ordering = ("paused_at", "id")
     list_per_page = 50
     show_full_result_count = False
@@ -87,7 +91,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[PendingApproval], search_term: str
     ) -> tuple[QuerySet[PendingApproval], bool]:
-        """Text search, plus an exact match on a conversation or pause id pasted whole."""
+        """Text search, plus an exact match on a conversation, discussion, group or pause id pasted whole."""
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         ids = []
         for word in search_term.split():
@@ -96,14 +100,25 @@ class PendingApprovalAdmin(admin.ModelAdmin):
             except ValueError:
                 continue
         if ids:
-            found = found | queryset.filter(Q(subject_id__in=ids) | Q(pk__in=ids))
+            found = found | queryset.filter(Q(subject_id__in=ids) | Q(pk__in=ids) | Q(group_id__in=ids))
         return found, may_have_duplicates
 
     # --- columns ----------------------------------------------------------------------------------
 
     @admin.display(description="conversation", ordering="subject_id")
     def conversation(self, pause: PendingApproval) -> str:
-        return format_html('<span title="{}">{}…</span>', pause.subject_id, str(pause.subject_id)[:8])
+        word = "discussion " if pause.subject_type == SubjectType.DISCUSSION else ""
+        return format_html('{}<span title="{}">{}…</span>', word, pause.subject_id, str(pause.subject_id)[:8])
+
+    @admin.display(description="group / phase", ordering="group_id")
+    def group_phase(self, pause: PendingApproval) -> str:
+        """A group pause's group and where its discussion stands; the kind says how (no query per row)."""
+        page = decision_page_for(pause.kind)
+        where = page.inbox_label(pause) if page else ""
+        if pause.group_id is None:
+            return where or "-"
+        group = format_html('<span title="{}">{}…</span>', pause.group_id, str(pause.group_id)[:8])
+        return format_html("{}<br>{}", group, where) if where else group
 
     @admin.display(description="agent", ordering="agent_id")
     def agent(self, pause: PendingApproval) -> str:
