@@ -14,7 +14,7 @@ from django.conf import settings
 from django_q.models import Schedule
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
-from approvals.timers import fire_due_batch, fire_timeout
+from approvals.timers import FAILED_FIRE_RETRY, fire_due_batch, fire_timeout
 from groups.gates import NO_PROGRESS
 from groups.models import GroupConversation
 from tests.groups.members import answering, discuss, echoing, group
@@ -280,3 +280,42 @@ def test_a_human_approval_of_the_same_task_pause_grants_a_fresh_budget(alice_cli
     after = discussion(body)
     assert (after.turn_count, after.budget_base) == (2, 1)  # a fresh budget from turn 1: b ran
     assert tasks_of(body) == [("a", "COMPLETED"), ("b", "AWAITING_APPROVAL")]
+
+
+# --- a timer's decision whose continuation cannot start -------------------------------------------------
+
+
+def test_a_timer_approval_that_cannot_continue_is_restored_and_retried_later_not_at_once(
+    alice_client, admin_client
+):
+    """A member undeployed while the discussion waits: the continuation restores the pause (deadline
+    unchanged, reason in the transcript), and the overdue pause is fired again only after
+    FAILED_FIRE_RETRY, as a 1:1 fire that failed is, not at the drainer's next poll."""
+    pat = answering("pat", "Ship it.")
+    body = discuss(alice_client, group([(pat, "Optimist")], PHASES, hitlConfig=timed("AUTO_APPROVE")))
+    pause = open_pause(body)
+    assert admin_client.post(f"/administration/production/undeploy/{pat}").status_code == 200
+    fired_at = pause.due_at + timedelta(seconds=1)
+
+    with at(fired_at):
+        assert fire_due_batch() == 1
+        assert run_queued_tasks() == 1
+        restored = Pause.objects.get(pk=pause.pk)
+        assert restored.status == PauseStatus.PENDING and restored.due_at == pause.due_at
+        assert discussion(body).state == "AWAITING_APPROVAL"
+        assert "not deployed" in discussion(body).transcript[-1]["note"]
+        assert fire_due_batch() == 0  # not fired again at once: no decide-restore loop
+    with at(fired_at + FAILED_FIRE_RETRY - timedelta(seconds=1)):
+        assert fire_due_batch() == 0
+
+    assert admin_client.post(f"/administration/production/deploy/{pat}").status_code == 200
+    with at(fired_at + FAILED_FIRE_RETRY + timedelta(seconds=1)):
+        assert fire_due_batch() == 1
+        assert run_queued_tasks() == 1
+    assert discussion(body).state == "COMPLETED"
+    decisions = AuditEntry.objects.filter(pause_id=pause.id, verb__in=["hitl.approval", "hitl.restored"])
+    assert [e.verb for e in decisions.order_by("sequence")] == [
+        "hitl.approval",
+        "hitl.restored",
+        "hitl.approval",
+    ]
