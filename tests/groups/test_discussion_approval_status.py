@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from approvals.models import Pause, SubjectType
+from groups.models import GroupConversation
 from tests.groups.members import answering, discuss, echoing, group
 
 pytestmark = pytest.mark.django_db
@@ -225,7 +226,7 @@ def test_owner_admin_and_approver_read_the_status_and_nobody_else(
 
 
 def test_no_existence_oracle_unknown_malformed_and_other_groups_ids_are_refused_alike(
-    paused, bob_client, approver_client, admin_client
+    paused, alice_client, bob_client, approver_client, admin_client
 ):
     other_group = group([(answering("carla", "No."), "Critic")], [{"name": "Other", "type": "OPINION"}])
     unknown = "00000000-0000-4000-8000-000000000000"
@@ -235,9 +236,14 @@ def test_no_existence_oracle_unknown_malformed_and_other_groups_ids_are_refused_
         {"groupId": paused["groupId"], "discussionId": "not-a-uuid"},
         {"groupId": "not-a-uuid", "discussionId": paused["discussionId"]},
     ]
+    ownerless = discuss(alice_client, paused["groupId"])
+    GroupConversation.objects.filter(pk=ownerless["discussionId"]).update(owner=None)
     for client, expected in ((bob_client, 403), (approver_client, 404), (admin_client, 404)):
-        someone_elses = client.get(status_url(paused)).json() if expected == 403 else None
         answers = [status_of(client, probe, expected=expected) for probe in probes]
         assert all(answer == answers[0] for answer in answers), answers
-        if someone_elses is not None:  # a plain user cannot tell another's discussion from no discussion
-            assert someone_elses == answers[0]
+        if expected == 403:  # a plain user cannot tell another's or an ownerless discussion from none
+            for existing in (paused, ownerless):
+                assert status_of(client, existing, expected=403) == answers[0]
+                assert status_of(client, existing, "full", expected=403) == answers[0]
+        else:  # the roles that decide every discussion decide ownerless ones too
+            assert status_of(client, ownerless)["state"] == "AWAITING_APPROVAL"
