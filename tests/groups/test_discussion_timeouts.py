@@ -319,3 +319,44 @@ def test_a_timer_approval_that_cannot_continue_is_restored_and_retried_later_not
         "hitl.restored",
         "hitl.approval",
     ]
+
+
+def test_auto_reject_fails_a_discussion_whose_group_was_deleted_meanwhile(alice_client, admin_client):
+    """A rejection needs nothing of the group's latest version or its members: it fails the discussion
+    on the version it ran on (a restore would have the timer decide it again every 30 s, forever)."""
+    body, pause = paused_discussion(alice_client, timed("AUTO_REJECT"))
+    assert admin_client.delete(f"/groupstore/groups/{body['groupId']}").status_code == 204
+
+    with at(pause.due_at):
+        assert fire_due_batch() == 1
+        assert run_queued_tasks() == 1
+
+    failed = discussion(body)
+    assert failed.state == "FAILED" and failed.group_version == body["groupVersion"]
+    assert failed.transcript[-1]["note"].startswith(
+        "Discussion failed: the approval was rejected by system:timeout"
+    )
+    assert failed.transcript[-1]["phaseType"] == "OPINION"
+    assert not AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.restored").exists()
+
+
+def test_a_human_rejection_fails_the_discussion_even_with_a_member_undeployed(
+    alice_client, admin_client, approver_client
+):
+    body, pause = paused_discussion(alice_client, {})
+    member = body["transcript"][0]["member"]
+    assert admin_client.post(f"/administration/production/undeploy/{member}").status_code == 200
+
+    response = approver_client.post(
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        {"decision": {"verdict": "REJECTED", "note": "no"}},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "FAILED"
+    assert (
+        response.json()["transcript"][-1]["note"]
+        == "Discussion failed: the approval was rejected by approver: no"
+    )
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
