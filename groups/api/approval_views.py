@@ -20,17 +20,16 @@ FULL_ONLY_WHILE_AWAITING = (
     "Full approval status is available to approvers only while the discussion is awaiting approval "
     "- use the summary view"
 )
-PAUSE_TYPES = ["PHASE", "TASK"]
 
 PAUSE_DETAILS = inline_serializer(
     "DiscussionPauseDetails",
     {
-        "type": serializers.ChoiceField(PAUSE_TYPES),
+        "type": serializers.CharField(help_text="PHASE or TASK"),
         "reason": serializers.CharField(),
         "phaseIndex": serializers.IntegerField(),
         "phaseName": serializers.CharField(),
-        "phaseType": serializers.ChoiceField(["OPINION", "CHALLENGE", "SYNTHESIS", "EXECUTE"]),
-        "granularity": serializers.ChoiceField(PAUSE_TYPES),
+        "phaseType": serializers.CharField(help_text="OPINION, CHALLENGE, SYNTHESIS or EXECUTE"),
+        "granularity": serializers.CharField(help_text="the group's hitlConfig.granularity: PHASE or TASK"),
         "awaitingTaskIds": serializers.ListField(child=serializers.CharField()),
         "awaitingTasks": inline_serializer(
             "DiscussionAwaitingTask",
@@ -55,7 +54,7 @@ APPROVAL_STATUS = inline_serializer(
         "pausedAt": serializers.DateTimeField(allow_null=True),
         "phaseIndex": serializers.IntegerField(allow_null=True, help_text="the phase whose gate paused"),
         "phaseName": serializers.CharField(allow_null=True),
-        "pauseType": serializers.ChoiceField(PAUSE_TYPES, allow_null=True),
+        "pauseType": serializers.CharField(allow_null=True, help_text="PHASE or TASK"),
         "reason": serializers.CharField(allow_null=True),
         "timeoutPolicy": serializers.CharField(allow_null=True),
         "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
