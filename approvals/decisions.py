@@ -28,7 +28,7 @@ from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
 from approvals.surfaces import handler_for
-from approvals.timer_arming import arm_timer, disarm_timer
+from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
 from hitl_project import rows
 
 CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
@@ -272,7 +272,8 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
 
 
 def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: bool = False) -> bool:
-    """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged.
+    """Put a decided pause whose continuation could not start back to PENDING, deadline unchanged (an
+    overdue one is fired again after ``FAILED_FIRE_RETRY``, not at once: ``fire_retry_after``).
 
     A pause whose continuation was cancelled meanwhile is not restored: it ends cancelled (returns False).
     """
@@ -292,6 +293,7 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             return False
         previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
         disarm_timer(pause)
+        now = timezone.now()
         Pause.objects.filter(pk=pause.pk).update(
             status=PauseStatus.PENDING,
             verdict="",
@@ -302,7 +304,7 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             decided_at=None,
             decision_details={},
             lease_until=None,
-            fire_claimed_until=None,
+            fire_claimed_until=fire_retry_after(pause, now),
             schedule_id=None,
         )
         pause.refresh_from_db()

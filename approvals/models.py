@@ -119,6 +119,18 @@ class Pause(models.Model):
                 fields=["owner", "paused_at"], condition=Q(status="PENDING"), name="pause_pending_owner_inbox"
             ),
             models.Index(fields=["due_at"], condition=Q(status="PENDING"), name="pause_pending_due"),
+            # The group inboxes (every group's, one group's): pending group pauses only, so neither walks
+            # the 1:1 backlog and a 1:1 pause never writes these two.
+            models.Index(
+                fields=["paused_at"],
+                condition=Q(status="PENDING", surface="group"),
+                name="pause_pending_group_inbox",
+            ),
+            models.Index(
+                fields=["group_id", "paused_at"],
+                condition=Q(status="PENDING", surface="group"),
+                name="pause_pending_per_group",
+            ),
             models.Index(fields=["subject_type", "subject_id", "paused_at"], name="pause_subject"),
         ]
 

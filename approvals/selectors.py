@@ -30,14 +30,19 @@ def decidable_by(user: Any, pauses: QuerySet[Pause]) -> QuerySet[Pause]:
     return pauses if sees_every_pause(user) else pauses.filter(owner_id=user.pk)
 
 
-def pending_pauses_for(user: Any, *, limit: int, surface: str | None = None) -> QuerySet[Pause]:
-    """PENDING pauses the user may decide, oldest first. Admins and approvers see all, others their own;
-    the owner filter is part of the query, so a personal inbox is never starved by other users' backlog."""
+def pending_pauses_for(
+    user: Any, *, limit: int, surface: str | None = None, group_id: uuid.UUID | None = None
+) -> QuerySet[Pause]:
+    """PENDING pauses the user may decide, oldest first (of ``surface`` and of the group ``group_id``
+    when given). Admins and approvers see all, others their own; the owner filter is part of the query,
+    so a personal inbox is never starved by other users' backlog."""
     if not user or not user.is_authenticated:
         return Pause.objects.none()
     pauses = Pause.objects.filter(status=PauseStatus.PENDING)
     if surface is not None:
         pauses = pauses.filter(surface=surface)
+    if group_id is not None:
+        pauses = pauses.filter(group_id=group_id)
     return (
         decidable_by(user, pauses).select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
     )
@@ -60,9 +65,13 @@ INBOX_COLUMNS = (
 )
 
 
-def pending_inbox_rows(user: Any, *, limit: Any, surface: str | None = None) -> list[dict[str, Any]]:
+def pending_inbox_rows(
+    user: Any, *, limit: Any, surface: str | None = None, group_id: uuid.UUID | None = None
+) -> list[dict[str, Any]]:
     """The inbox as plain column values: the same query as pending_pauses_for, without building models."""
-    return list(pending_pauses_for(user, limit=limit, surface=surface).values(*INBOX_COLUMNS))
+    return list(
+        pending_pauses_for(user, limit=limit, surface=surface, group_id=group_id).values(*INBOX_COLUMNS)
+    )
 
 
 def reviewable_pauses(

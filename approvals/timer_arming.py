@@ -8,7 +8,7 @@ above them. ``TIMER_FUNC`` is stored in every armed schedule: the dotted path mu
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -19,6 +19,9 @@ from hitl_project import rows
 
 TIMER_FUNC = "approvals.timers.fire_timeout"
 TIMER_PREFIX = "hitl-timeout-"
+# How long an overdue pause whose fire did not decide it (the fire failed, or the decision's continuation
+# could not start and restored it) waits before the drainer fires it again.
+FAILED_FIRE_RETRY = timedelta(seconds=30)
 
 
 def timer_name(pause_id: uuid.UUID | str) -> str:
@@ -50,6 +53,15 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
         Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
     pause.schedule_id = schedule.pk
     return schedule
+
+
+def fire_retry_after(pause: Pause, now: datetime) -> datetime | None:
+    """The drainer's hold on a pause put back to PENDING (``fire_claimed_until``): an overdue one is fired
+    again only after ``FAILED_FIRE_RETRY``, so a decision that cannot continue (a group whose member was
+    undeployed) is not decided and restored again at every poll; one not yet due fires at its deadline."""
+    if pause.due_at is None or pause.due_at > now:
+        return None
+    return now + FAILED_FIRE_RETRY
 
 
 def disarm_timer(pause: Pause) -> None:

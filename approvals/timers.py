@@ -44,7 +44,7 @@ from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, pause_with_owner
 from approvals.errors import ApplicationError, WrongState
 from approvals.models import Pause, PauseStatus, TimeoutPolicy, Verdict
-from approvals.timer_arming import TIMER_FUNC
+from approvals.timer_arming import FAILED_FIRE_RETRY, TIMER_FUNC
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ DRAIN_FUNC = "approvals.timers.drain_due_timers"
 BURST_FUNC = "approvals.timers.fire_due_burst"
 DRAIN_LOCK_KEY = 0x48495446  # "HITF": one drainer across every cluster
 FIRE_CLAIM = timedelta(seconds=120)
-FAILED_FIRE_RETRY = timedelta(seconds=30)
 TIMEOUT_ACTOR = system_actor("timeout")
 POLICY_VERDICT = {TimeoutPolicy.AUTO_APPROVE: Verdict.APPROVED, TimeoutPolicy.AUTO_REJECT: Verdict.REJECTED}
 

@@ -1,13 +1,15 @@
 """The continuation of a decided group pause (behaviour-details §5.5), run by the core like any other.
 
-Before the resumed leg starts, the discussion's group is read again (its latest version) and checked:
-the phase the pause bookmarked must still be at its index with the same name (config drift), and every
-member must still be deployed. Either failure raises ``ContinuationNotStarted``: the core restores the
-pause (its deadline unchanged, its timer re-armed, audited) and the discussion stays AWAITING_APPROVAL,
-with the reason in its transcript and a ``group_error`` event. Then, in one transaction, the decision
-is applied to the task list, the discussion moves to the latest version and the pause is finished; a
-top-level REJECTED fails the discussion there. The rest of the discussion runs after that commit, so
-a process that dies part way leaves a discussion recovery interrupts, never a pause approved twice.
+A top-level REJECTED fails the discussion at once, on the group version it runs on: nothing is left to
+run, so nothing is checked. For an approval, before the resumed leg starts, the discussion's group is
+read again (its latest version) and checked: the phase the pause bookmarked must still be at its index
+with the same name (config drift), and every member must still be deployed. Either failure raises
+``ContinuationNotStarted``: the core restores the pause (its deadline unchanged, its timer re-armed,
+audited) and the discussion stays AWAITING_APPROVAL, with the reason in its transcript and a
+``group_error`` event. Then, in one transaction, the decision is applied to the task list, the
+discussion moves to the latest version and the pause is finished. The rest of the discussion runs
+after that commit, so a process that dies part way leaves a discussion recovery interrupts, never a
+pause approved twice.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from groups import tasks as task_list
 from groups.discussions import Run, finish, require_deployed_members, run_from
 from groups.member_turns import ERROR
 from groups.models import DiscussionState, GroupConversation
-from groups.selectors import group_version
+from groups.selectors import discussion_version, group_version
 
 REJECTED_BY_REVIEWER = "Rejected by human reviewer"
 RETRY, FAIL = "RETRY", "FAIL"
@@ -98,6 +100,8 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     one watching this context (``events.watched_by``)."""
     events = events or ev.current_sink()
     discussion = GroupConversation.objects.select_related("owner").get(pk=pause.subject_id)
+    if pause.verdict == Verdict.REJECTED:
+        return _fail_rejected(discussion, pause, events)
     try:
         version = group_version(group_id=discussion.group_id)
     except ApplicationError as exc:  # the group was deleted while the discussion waited
@@ -124,23 +128,6 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     on_rejection = (version.document.get("hitlConfig") or {}).get("onTaskRejection") or FAIL
     with transaction.atomic():
         discussion.group_version = version.version
-        if pause.verdict == Verdict.REJECTED:
-            discussion.transcript.append(
-                {
-                    "phase": name,
-                    "phaseType": version.document["phases"][index]["type"],
-                    "member": None,
-                    "role": None,
-                    "content": "",
-                    "status": ERROR,
-                    "note": f"Discussion failed: the approval was rejected by {pause.decided_by}"
-                    + (f": {pause.note}" if pause.note else ""),
-                }
-            )
-            finish_pause(pause=pause, outcome="completed")
-            finish(run, DiscussionState.FAILED)
-            run.emit(ev.GROUP_COMPLETE, state=DiscussionState.FAILED, verdict=pause.verdict, note=pause.note)
-            return discussion
         changed = (
             apply_task_approvals(discussion, pause, on_rejection=on_rejection, note=pause.note)
             if pause.kind == PauseKind.TASK
@@ -169,4 +156,32 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     for task in changed:
         run.task_changed(task)
     run_from(run, index if pause.kind == PauseKind.TASK else index + 1)
+    return discussion
+
+
+def _fail_rejected(discussion: GroupConversation, pause: Pause, events: ev.EventSink) -> GroupConversation:
+    """A top-level rejection fails the discussion (behaviour-details §5.5), on the group version it runs
+    on: failing needs neither the group's latest version nor its members, so a group deleted or changed
+    meanwhile, or a member undeployed, never keeps a rejected discussion (or a timer rejecting it)
+    waiting."""
+    document = discussion_version(discussion).document
+    run = Run(discussion, document, events)
+    index, name = int(pause.bookmark.get("phaseIndex", 0)), str(pause.bookmark.get("phaseName", ""))
+    phases = document["phases"]
+    with transaction.atomic():
+        discussion.transcript.append(
+            {
+                "phase": name,
+                "phaseType": phases[index]["type"] if index < len(phases) else "",
+                "member": None,
+                "role": None,
+                "content": "",
+                "status": ERROR,
+                "note": f"Discussion failed: the approval was rejected by {pause.decided_by}"
+                + (f": {pause.note}" if pause.note else ""),
+            }
+        )
+        finish_pause(pause=pause, outcome="completed")
+        finish(run, DiscussionState.FAILED)
+    run.emit(ev.GROUP_COMPLETE, state=DiscussionState.FAILED, verdict=pause.verdict, note=pause.note)
     return discussion

@@ -33,6 +33,11 @@ def group_version(*, group_id: uuid.UUID | str, version: int | None = None) -> G
     return row
 
 
+def discussion_version(discussion: GroupConversation) -> GroupVersion:
+    """The version of its group's document a discussion runs on (kept when the group is deleted)."""
+    return GroupVersion.objects.get(group_id=discussion.group_id, version=discussion.group_version)
+
+
 @dataclass(frozen=True)
 class GroupSummary:
     id: uuid.UUID

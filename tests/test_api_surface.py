@@ -207,6 +207,10 @@ ERROR_CASES = [
         "BAD_REQUEST",
     ),
     ("admin", "post", "/groups/{unknown}/conversations/{unknown}/cancel", {}, 404, "NOT_FOUND"),
+    ("alice", "get", "/groups/{unknown}/conversations/{unknown}/approval-status", {}, 403, "FORBIDDEN"),
+    ("approver", "get", "/groups/{unknown}/conversations/{unknown}/approval-status", {}, 404, "NOT_FOUND"),
+    ("alice", "get", "/groups/{unknown}/conversations/pending-approvals", {}, 404, "NOT_FOUND"),
+    ("anonymous", "get", "/groups/pending-approvals", {}, 401, "UNAUTHENTICATED"),
     ("admin", "post", "/agentstore/agents", {"data": {"name": ""}, "format": "json"}, 400, "BAD_REQUEST"),
     (
         "admin",
@@ -537,6 +541,45 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
         format="json",
         **sse,
     )
+    # A discussion paused at a TASK gate (its pauseDetails name the task awaiting approval), then decided;
+    # another one paused at the same gate, cancelled.
+    task_gated = {
+        "name": "gated",
+        "members": [{"agentId": scribe}],
+        "phases": [
+            {
+                "name": "Do",
+                "type": "EXECUTE",
+                "requiresApproval": True,
+                "tasks": [{"id": "note", "description": "Note it", "assignee": scribe}],
+            }
+        ],
+        "hitlConfig": {"granularity": "TASK", "timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1H"},
+    }
+    task_gated_group = call(admin, "post", "/groupstore/groups", 201, data=task_gated, format="json").json()[
+        "id"
+    ]
+    discussions = f"/groups/{task_gated_group}/conversations"
+    paused, to_cancel_discussion = (
+        call(bob, "post", discussions, 201, data={"question": "note it"}, format="json").json()[
+            "discussionId"
+        ]
+        for _ in range(2)
+    )
+    call(approver, "get", f"{discussions}/pending-approvals", 200)
+    call(approver, "get", "/groups/pending-approvals?limit=10", 200)
+    call(approver, "get", f"{discussions}/{paused}/approval-status", 200)
+    call(approver, "get", f"{discussions}/{paused}/approval-status?detail=full", 200)
+    call(
+        approver,
+        "post",
+        f"{discussions}/{paused}/approve",
+        200,
+        data={"decision": {"verdict": "APPROVED", "note": "ok"}, "taskApprovals": {"note": "APPROVED"}},
+        format="json",
+    )
+    call(bob, "get", f"{discussions}/{paused}/approval-status?detail=full", 200)
+    call(bob, "post", f"{discussions}/{to_cancel_discussion}/cancel", 200)
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)

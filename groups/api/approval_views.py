@@ -1,0 +1,119 @@
+"""REST adapters for reading a discussion's approval: its approval status and the group inboxes."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from approvals.access import may_read_turns
+from approvals.errors import Forbidden
+from conversations.api.conversation_views import INBOX_ROW, LastDecisionSerializer
+from groups.api.discussion_views import discussion_snapshot
+from groups.discussion_status import approval_status, pending_group_approvals
+from groups.models import DiscussionState
+from groups.selectors import discussion_for_owner
+
+FULL_ONLY_WHILE_AWAITING = (
+    "Full approval status is available to approvers only while the discussion is awaiting approval "
+    "- use the summary view"
+)
+
+PAUSE_DETAILS = inline_serializer(
+    "DiscussionPauseDetails",
+    {
+        "type": serializers.CharField(help_text="PHASE or TASK"),
+        "reason": serializers.CharField(),
+        "phaseIndex": serializers.IntegerField(),
+        "phaseName": serializers.CharField(),
+        "phaseType": serializers.CharField(help_text="OPINION, CHALLENGE, SYNTHESIS or EXECUTE"),
+        "granularity": serializers.CharField(help_text="the group's hitlConfig.granularity: PHASE or TASK"),
+        "awaitingTaskIds": serializers.ListField(child=serializers.CharField()),
+        "awaitingTasks": inline_serializer(
+            "DiscussionAwaitingTask",
+            {
+                "id": serializers.CharField(),
+                "description": serializers.CharField(),
+                "assignee": serializers.UUIDField(),
+            },
+            many=True,
+            help_text="the tasks awaiting approval (their results: detail=full)",
+        ),
+    },
+    allow_null=True,
+)
+APPROVAL_STATUS = inline_serializer(
+    "DiscussionApprovalStatus",
+    {
+        "discussionId": serializers.UUIDField(),
+        "groupId": serializers.UUIDField(),
+        "state": serializers.ChoiceField(DiscussionState.choices),
+        "pauseId": serializers.UUIDField(allow_null=True, help_text="null unless awaiting approval"),
+        "pausedAt": serializers.DateTimeField(allow_null=True),
+        "phaseIndex": serializers.IntegerField(allow_null=True, help_text="the phase whose gate paused"),
+        "phaseName": serializers.CharField(allow_null=True),
+        "pauseType": serializers.CharField(allow_null=True, help_text="PHASE or TASK"),
+        "reason": serializers.CharField(allow_null=True),
+        "timeoutPolicy": serializers.CharField(allow_null=True),
+        "approvalTimeout": serializers.CharField(allow_null=True, help_text="null when waiting indefinitely"),
+        "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
+        "awaitingTaskIds": serializers.ListField(
+            child=serializers.CharField(), allow_null=True, help_text="a TASK pause's; [] for a PHASE pause"
+        ),
+        "pauseDetails": PAUSE_DETAILS,
+        "lastDecision": LastDecisionSerializer(
+            allow_null=True, help_text="the newest pause's decision; null while awaiting approval"
+        ),
+        "discussion": serializers.DictField(
+            required=False, help_text="the discussion with its transcript and tasks; only with detail=full"
+        ),
+    },
+)
+LIMIT = OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 200")
+
+
+class DiscussionApprovalStatusView(APIView):
+    @extend_schema(
+        summary="A discussion's pause summary (detail=full adds the discussion; approver-only callers "
+        "only while it awaits approval)",
+        parameters=[OpenApiParameter("detail", str, enum=["summary", "full"], required=False)],
+        responses=APPROVAL_STATUS,
+    )
+    def get(self, request: Request, group_id: str, discussion_id: str) -> Response:
+        discussion = discussion_for_owner(user=request.user, group_id=group_id, discussion_id=discussion_id)
+        summary = approval_status(discussion)
+        if request.query_params.get("detail") == "full":
+            if not may_read_turns(
+                request.user,
+                owner_id=discussion.owner_id,
+                awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
+            ):
+                raise Forbidden(FULL_ONLY_WHILE_AWAITING)
+            summary["discussion"] = discussion_snapshot(discussion)
+        return Response(summary)
+
+
+class GroupPendingApprovalsView(APIView):
+    @extend_schema(
+        summary="Pending approvals of one group's discussions you may decide (oldest first)",
+        parameters=[LIMIT],
+        responses=INBOX_ROW,
+    )
+    def get(self, request: Request, group_id: str) -> Response:
+        return Response(
+            pending_group_approvals(
+                request.user, limit=request.query_params.get("limit", 200), group_id=group_id
+            )
+        )
+
+
+class AllGroupsPendingApprovalsView(APIView):
+    @extend_schema(
+        summary="Pending approvals of every group's discussions you may decide (oldest first)",
+        parameters=[LIMIT],
+        responses=INBOX_ROW,
+    )
+    def get(self, request: Request) -> Response:
+        return Response(pending_group_approvals(request.user, limit=request.query_params.get("limit", 200)))

@@ -1,0 +1,86 @@
+"""What a discussion's approval looks like to those who may decide it: its approval status, and the
+group inboxes. The group twin of conversations.snapshots.approval_status, built from the same pause
+summaries (approvals.pause_summaries), so a group pause reads like a 1:1 one."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from approvals.models import PauseStatus, SubjectType, Surface
+from approvals.pause_summaries import (
+    decision_summary,
+    inbox_row_from_values,
+    iso,
+    pause_details,
+    shown_approval_timeout,
+)
+from approvals.selectors import current_pause_of, latest_pause_of, pending_inbox_rows
+from groups.models import DiscussionState, GroupConversation
+from groups.selectors import live_group
+
+# What approval-status shows for each pause field when nothing awaits a decision.
+NO_PAUSE_FIELDS: dict[str, None] = dict.fromkeys(
+    (
+        "pauseId",
+        "pausedAt",
+        "phaseIndex",
+        "phaseName",
+        "pauseType",
+        "reason",
+        "timeoutPolicy",
+        "approvalTimeout",
+        "deadline",
+        "awaitingTaskIds",
+        "pauseDetails",
+    )
+)
+
+
+def approval_status(discussion: GroupConversation) -> dict[str, Any]:
+    """The pause summary; unless the discussion awaits approval every pause field is null, and
+    ``lastDecision`` shows its newest pause's decision instead."""
+    pause = current_pause_of(SubjectType.DISCUSSION, discussion.id)
+    awaiting = (
+        discussion.state == DiscussionState.AWAITING_APPROVAL
+        and pause is not None
+        and pause.status == PauseStatus.PENDING
+    )
+    summary: dict[str, Any] = {
+        "discussionId": str(discussion.id),
+        "groupId": str(discussion.group_id),
+        "state": discussion.state,
+    }
+    if awaiting:
+        where = pause.details or {}
+        summary |= {
+            "pauseId": str(pause.id),
+            "pausedAt": iso(pause.paused_at),
+            "phaseIndex": where.get("phaseIndex"),
+            "phaseName": where.get("phaseName"),
+            "pauseType": pause.kind,
+            "reason": pause.reason,
+            "timeoutPolicy": pause.timeout_policy,
+            "approvalTimeout": shown_approval_timeout(pause.timeout_policy, pause.approval_timeout),
+            "deadline": iso(pause.due_at),
+            "awaitingTaskIds": list(where.get("awaitingTaskIds", [])),
+            "pauseDetails": pause_details(pause),
+            "lastDecision": None,
+        }
+        return summary
+    last = latest_pause_of(SubjectType.DISCUSSION, discussion.id)
+    return summary | NO_PAUSE_FIELDS | {"lastDecision": decision_summary(last) if last is not None else None}
+
+
+def pending_group_approvals(user: Any, *, limit: Any, group_id: Any = None) -> list[dict[str, Any]]:
+    """Pending group pauses ``user`` may decide, oldest first: every group's, or only ``group_id``'s.
+
+    The group is looked up like the group store does (unknown, malformed or deleted: 404 for every
+    caller). Group ids are no secret (every signed-in user may list the groups), so this is no existence
+    oracle; which discussions exist is, and the owner scope of pending_inbox_rows (inside the query,
+    before the limit) keeps them to those the caller may decide: a plain user's own."""
+    group_key: uuid.UUID | None = None
+    if group_id is not None:
+        group_key = live_group(group_id=group_id).pk
+    rows = pending_inbox_rows(user, limit=limit, surface=Surface.GROUP, group_id=group_key)
+    return [inbox_row_from_values(row) for row in rows]
