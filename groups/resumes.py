@@ -26,9 +26,9 @@ from approvals.surfaces import ContinuationNotStarted
 from groups import events as ev
 from groups import tasks as task_list
 from groups.discussions import Run, finish, require_deployed_members, run_from
-from groups.member_turns import ERROR
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_version, group_version
+from groups.transcript import own_error
 
 REJECTED_BY_REVIEWER = "Rejected by human reviewer"
 RETRY, FAIL = "RETRY", "FAIL"
@@ -52,18 +52,8 @@ def drift_message(document: dict[str, Any], index: int, name: str) -> str | None
 def _not_started(run: Run, message: str) -> ContinuationNotStarted:
     """Record why the resumed leg did not start; the core then restores the pause."""
     discussion, phases = run.discussion, run.document["phases"]
-    phase = phases[min(discussion.phase_index, len(phases) - 1)] if phases else {"name": "", "type": ""}
-    discussion.transcript.append(
-        {
-            "phase": phase["name"],
-            "phaseType": phase["type"],
-            "member": None,
-            "role": None,
-            "content": "",
-            "status": ERROR,
-            "note": message,
-        }
-    )
+    phase = phases[min(discussion.phase_index, len(phases) - 1)] if phases else None
+    discussion.transcript.append(own_error(phase, message))
     GroupConversation.objects.filter(pk=discussion.pk).update(transcript=discussion.transcript)
     run.emit(ev.GROUP_ERROR, state=DiscussionState.AWAITING_APPROVAL, message=message)
     return ContinuationNotStarted(message)
@@ -170,16 +160,11 @@ def _fail_rejected(discussion: GroupConversation, pause: Pause, events: ev.Event
     phases = document["phases"]
     with transaction.atomic():
         discussion.transcript.append(
-            {
-                "phase": name,
-                "phaseType": phases[index]["type"] if index < len(phases) else "",
-                "member": None,
-                "role": None,
-                "content": "",
-                "status": ERROR,
-                "note": f"Discussion failed: the approval was rejected by {pause.decided_by}"
+            own_error(
+                phases[index] if index < len(phases) else {"name": name},
+                f"Discussion failed: the approval was rejected by {pause.decided_by}"
                 + (f": {pause.note}" if pause.note else ""),
-            }
+            )
         )
         finish_pause(pause=pause, outcome="completed")
         finish(run, DiscussionState.FAILED)

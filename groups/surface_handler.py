@@ -13,9 +13,10 @@ from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
 from groups.discussions import renew_lease
-from groups.member_turns import ERROR, GROUP_ACTOR
+from groups.member_turns import GROUP_ACTOR
 from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
 from groups.resumes import resume_discussion
+from groups.transcript import own_error
 
 S = DiscussionState
 INTERRUPTED_NOTE = "Discussion interrupted: the process running it stopped before it finished"
@@ -131,16 +132,7 @@ class GroupSurface:
 
 
 def _interrupted_entry(discussion: GroupConversation) -> dict:
-    return {
-        "phase": "",
-        "phaseType": "",
-        "member": None,
-        "role": None,
-        "content": "",
-        "status": ERROR,
-        "note": INTERRUPTED_NOTE,
-        "phaseIndex": discussion.phase_index,
-    }
+    return own_error(None, INTERRUPTED_NOTE) | {"phaseIndex": discussion.phase_index}
 
 
 def register() -> None:
