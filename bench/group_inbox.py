@@ -16,11 +16,12 @@ Measured for the approver (sees every pause) and alice (owner-scoped inside the 
     parameter when it has one, else its queryset narrowed here the same way);
   - the SQL alone (psycopg), and its EXPLAIN (ANALYZE, BUFFERS), with the index it uses;
   - over HTTP, each endpoint, when it answers 200 with a list ("endpoint not present" otherwise).
-Every figure line carries the 1-minute load average. The synthetic rows are deleted at the start and,
+Every figure line carries the 1-minute load average. The synthetic rows (inbox.py's too) are deleted at the start and,
 unless --keep, at the end.
 
     .venv/bin/python bench/group_inbox.py                          # 100,000 pending group pauses
     .venv/bin/python bench/group_inbox.py --regular-rows 100000    # and 100,000 older 1:1 pauses
+    .venv/bin/python bench/group_inbox.py --with-index             # with partial indexes tried (not in the schema)
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ from inbox import PAUSES_SQL as REGULAR_PAUSES_SQL
 from inbox import USERS_SQL, explain
 
 MARK = "bench-group-inbox"
+# --with-index: partial indexes that are not in the schema, created for the run and dropped at its end
+TRIED_INDEXES = {
+    "bench_pause_pending_surface": "(surface, paused_at)",
+    "bench_pause_pending_owner_surface": "(owner_id, surface, paused_at)",
+    "bench_pause_pending_group": "(group_id, paused_at)",
+}
 GROUPS_GLOBAL = "/groups/pending-approvals"
 
 DISCUSSIONS_AND_PAUSES_SQL = """
@@ -83,6 +90,11 @@ def delete_synthetic(conn: Any) -> tuple[int, int]:
     ).rowcount
     discussions = conn.execute("DELETE FROM groups_groupconversation WHERE question = %s", (MARK,)).rowcount
     return pauses, discussions
+
+
+def drop_tried_indexes(conn: Any) -> None:
+    for name in TRIED_INDEXES:
+        conn.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 # --- the queries ---------------------------------------------------------------------------------------
@@ -200,6 +212,13 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--limit", type=int, default=200, help="inbox limit (default 200)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic rows at the end")
+    parser.add_argument(
+        "--with-index",
+        action="store_true",
+        help="create, for the run, partial indexes WHERE status = 'PENDING' that are not in the schema: "
+        + ", ".join(TRIED_INDEXES.values())
+        + " (what the lists read with them; dropped at the end)",
+    )
     add_stack_args(parser, qcluster=False)
     return parser.parse_args()
 
@@ -245,6 +264,9 @@ def seed(conn: Any, stack: Stack, args: argparse.Namespace, alice_id: int) -> di
                 "rows": args.regular_rows,
             },
         )
+    if args.with_index:
+        for name, columns in TRIED_INDEXES.items():
+            conn.execute(f"CREATE INDEX {name} ON approvals_pause {columns} WHERE status = 'PENDING'")
     conn.execute("VACUUM (ANALYZE) approvals_pause")
     conn.execute("VACUUM (ANALYZE) groups_groupconversation")
     counts = conn.execute(
@@ -313,6 +335,7 @@ def measure_http(stack: Stack, users: dict[str, Any], lists: Lists, args: argpar
 def main() -> int:
     args = parse_args()
     with Stack.from_args(args) as stack, connect(stack.db, autocommit=True) as conn:
+        drop_tried_indexes(conn)
         removed = delete_synthetic(conn)
         if any(removed):
             print(
@@ -326,6 +349,7 @@ def main() -> int:
             f"seeded {args.rows} discussions + PENDING PHASE pauses in {seeded['inserted']:.1f} s; pending group "
             f"pauses {group_total} (alice {alice_total}, {len(seeded['owners'])} owners), group 1 {common_total}, "
             f"rare group {rare_total} of {args.groups + 1} groups; pending 1:1 pauses {regular_total}; "
+            f"{'tried indexes ' + ', '.join(TRIED_INDEXES.values()) + ' WHERE PENDING; ' if args.with_index else ''}"
             f"load {load_average():.2f}",
         ]
 
@@ -343,6 +367,7 @@ def main() -> int:
             conn.execute("VACUUM approvals_pause")
             conn.execute("VACUUM groups_groupconversation")
             print(f"(deleted the synthetic rows in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
+        drop_tried_indexes(conn)
 
     print("\n".join(out))
     for title, sql, plan in plans:
