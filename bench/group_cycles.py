@@ -29,6 +29,7 @@ from collections import Counter
 from typing import Any
 
 from _cost import CostMeter, Window, report_figures
+from _group_peer import add_peer_args, run_with_peer
 from _groups import GATE_INDEX, TURNS_IN_ALL, TURNS_TO_GATE, create_group, deploy_members
 from _stack import Stack, add_stack_args, format_latency, machine_line
 
@@ -96,20 +97,8 @@ def client_loop(stack: Stack, group_id: str, window: Window, warmup: int, result
     window.finished.wait()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4"
-    )
-    parser.add_argument("-d", "--duration", type=float, default=15.0, help="seconds of cycles (default 15)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
-    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
-    add_stack_args(parser, workers=2, server="gunicorn", qcluster=False)  # docs/operations.md's REST topology
-    args = parser.parse_args()
-    args.nodelay = args.nodelay or (args.server == "uvicorn" and args.workers > 1)
-
+def run_ours(args: argparse.Namespace, json_path: str | None) -> None:
+    """One stack, one timed window: prints the figures (and writes them to ``json_path``)."""
     with Stack.from_args(args) as stack:
         admin = stack.client("admin")
         group_id = create_group(admin, "bench-group-cycles", deploy_members(admin))
@@ -151,8 +140,27 @@ def main() -> int:
         cycle_samples=results.cycles,
         resume_samples=results.steps["approve (to COMPLETED)"],
         meter=meter,
-        json_path=args.json,
+        json_path=json_path,
     )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "-c", "--clients", type=int, default=4, help="concurrent clients (threads), default 4"
+    )
+    parser.add_argument("-d", "--duration", type=float, default=15.0, help="seconds of cycles (default 15)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
+    add_peer_args(parser)
+    add_stack_args(parser, workers=2, server="gunicorn", qcluster=False)  # docs/operations.md's REST topology
+    args = parser.parse_args()
+    args.nodelay = args.nodelay or (args.server == "uvicorn" and args.workers > 1)
+    if args.with_peer:
+        return run_with_peer(args, run_ours)
+    run_ours(args, args.json)
     return 0
 
 
