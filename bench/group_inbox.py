@@ -8,30 +8,31 @@ and its PENDING Pause (surface 'group', kind PHASE, subject_type 'discussion', t
 details) each. Owners: alice and --owners - 1 other users, evenly; groups: --groups groups created through
 the REST API, evenly, plus one "rare" group with --rare-share of the rows (a group whose own list must be
 found among everybody else's pauses). --regular-rows adds inbox.py's 1:1 pauses, older than the group
-ones (docs/performance.md finding 7: the surface is not in the inbox indexes). Then VACUUM ANALYZE.
+ones (docs/performance.md finding 7: a surface filter reads past them unless an index keys on the
+surface). Then VACUUM ANALYZE.
 
-Measured for the approver (sees every pause) and alice (owner-scoped inside the query):
+Measured for the approver (sees every pause) and alice (owner-scoped inside the query), on four lists:
+every group's, group 1's, the rare group's, and the 1:1 inbox (`GET /agents/pending-approvals`, surface
+'regular') beside the group backlog:
   - in process, the selector the endpoints use: approvals.selectors.pending_inbox_rows(user, limit=200,
-    surface="group"); for one group the same query with the group's id (the selector's ``group_id``
-    parameter when it has one, else its queryset narrowed here the same way);
+    surface="group"), with the group's id for one group's list;
   - the SQL alone (psycopg), and its EXPLAIN (ANALYZE, BUFFERS), with the index it uses;
   - over HTTP, each endpoint, when it answers 200 with a list ("endpoint not present" otherwise).
-Every figure line carries the 1-minute load average. The synthetic rows (inbox.py's too) are deleted at the start and,
-unless --keep, at the end.
+Every figure line carries the 1-minute load average. The synthetic rows (inbox.py's too) are deleted at
+the start and, unless --keep, at the end.
 
     .venv/bin/python bench/group_inbox.py                          # 100,000 pending group pauses
     .venv/bin/python bench/group_inbox.py --regular-rows 100000    # and 100,000 older 1:1 pauses
-    .venv/bin/python bench/group_inbox.py --with-index             # with partial indexes tried (not in the schema)
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from _cost import load_average
@@ -42,12 +43,6 @@ from inbox import PAUSES_SQL as REGULAR_PAUSES_SQL
 from inbox import USERS_SQL, explain
 
 MARK = "bench-group-inbox"
-# --with-index: partial indexes that are not in the schema, created for the run and dropped at its end
-TRIED_INDEXES = {
-    "bench_pause_pending_surface": "(surface, paused_at)",
-    "bench_pause_pending_owner_surface": "(owner_id, surface, paused_at)",
-    "bench_pause_pending_group": "(group_id, paused_at)",
-}
 GROUPS_GLOBAL = "/groups/pending-approvals"
 
 DISCUSSIONS_AND_PAUSES_SQL = """
@@ -92,54 +87,46 @@ def delete_synthetic(conn: Any) -> tuple[int, int]:
     return pauses, discussions
 
 
-def drop_tried_indexes(conn: Any) -> None:
-    for name in TRIED_INDEXES:
-        conn.execute(f"DROP INDEX IF EXISTS {name}")
-
-
 # --- the queries ---------------------------------------------------------------------------------------
 
 
-def inbox_query(user: Any, *, limit: int, group_id: str | None = None) -> Any:
-    """The values() queryset the group inbox runs: pending_inbox_rows' own for every group; for one group
-    the selector's ``group_id`` when it has one (the endpoint being built), else its query narrowed here."""
+@dataclass(frozen=True)
+class Inbox:
+    """One list measured: its title, the surface and group the selector is asked for, its endpoint."""
+
+    title: str
+    surface: str
+    group_id: str | None
+    path: str
+
+
+def inboxes(groups: list[str], rare: str) -> list[Inbox]:
+    one_group = "/groups/{}/conversations/pending-approvals"
+    return [
+        Inbox("every group", "group", None, GROUPS_GLOBAL),
+        Inbox("group 1", "group", groups[0], one_group.format(groups[0])),
+        Inbox("rare group", "group", rare, one_group.format(rare)),
+        # the 1:1 inbox beside the group backlog (finding 7 the other way round)
+        Inbox("1:1 inbox", "regular", None, "/agents/pending-approvals"),
+    ]
+
+
+def inbox_query(user: Any, *, limit: int, inbox: Inbox) -> Any:
+    """The values() queryset behind pending_inbox_rows for ``inbox``: for its SQL and plan."""
     # local import: needs Django, which the Stack sets up
-    from approvals import selectors
-    from approvals.models import Pause, PauseStatus, Surface
+    from approvals.selectors import INBOX_COLUMNS, pending_pauses_for
 
-    if group_id is None:
-        return selectors.pending_pauses_for(user, limit=limit, surface=Surface.GROUP).values(
-            *selectors.INBOX_COLUMNS
-        )
-    pending = Pause.objects.filter(status=PauseStatus.PENDING, surface=Surface.GROUP, group_id=group_id)
-    return (
-        selectors.decidable_by(user, pending)
-        .select_related("owner")
-        .order_by("paused_at", "id")[: selectors.clamp_limit(limit)]
-        .values(*selectors.INBOX_COLUMNS)
-    )
+    pending = pending_pauses_for(user, limit=limit, surface=inbox.surface, group_id=inbox.group_id)
+    return pending.values(*INBOX_COLUMNS)
 
 
-def inbox_rows(user: Any, *, limit: int, group_id: str | None = None) -> Callable[[], list]:
-    """What one in-process read calls: the selector itself where it can say the query."""
+def inbox_rows(user: Any, *, limit: int, inbox: Inbox) -> Callable[[], list]:
+    """One in-process read: the selector the endpoints call (groups.discussion_status.pending_group_approvals
+    and the 1:1 inbox view turn its rows into their answers)."""
     # local import: needs Django, which the Stack sets up
     from approvals.selectors import pending_inbox_rows
 
-    if group_id is None:
-        return lambda: pending_inbox_rows(user, limit=limit, surface="group")
-    if "group_id" in inspect.signature(pending_inbox_rows).parameters:
-        return lambda: pending_inbox_rows(user, limit=limit, surface="group", group_id=group_id)
-    query = inbox_query(user, limit=limit, group_id=group_id)
-    return lambda: list(query.all())
-
-
-def per_group_source() -> str:
-    # local import: needs Django, which the Stack sets up
-    from approvals.selectors import pending_inbox_rows
-
-    if "group_id" in inspect.signature(pending_inbox_rows).parameters:
-        return "pending_inbox_rows(..., group_id=)"
-    return "pending_inbox_rows' query + group_id (the selector has no group_id yet)"
+    return lambda: pending_inbox_rows(user, limit=limit, surface=inbox.surface, group_id=inbox.group_id)
 
 
 def index_summary(plan: str) -> str:
@@ -212,13 +199,6 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--limit", type=int, default=200, help="inbox limit (default 200)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic rows at the end")
-    parser.add_argument(
-        "--with-index",
-        action="store_true",
-        help="create, for the run, partial indexes WHERE status = 'PENDING' that are not in the schema: "
-        + ", ".join(TRIED_INDEXES.values())
-        + " (what the lists read with them; dropped at the end)",
-    )
     add_stack_args(parser, qcluster=False)
     return parser.parse_args()
 
@@ -264,9 +244,6 @@ def seed(conn: Any, stack: Stack, args: argparse.Namespace, alice_id: int) -> di
                 "rows": args.regular_rows,
             },
         )
-    if args.with_index:
-        for name, columns in TRIED_INDEXES.items():
-            conn.execute(f"CREATE INDEX {name} ON approvals_pause {columns} WHERE status = 'PENDING'")
     conn.execute("VACUUM (ANALYZE) approvals_pause")
     conn.execute("VACUUM (ANALYZE) groups_groupconversation")
     counts = conn.execute(
@@ -278,26 +255,24 @@ def seed(conn: Any, stack: Stack, args: argparse.Namespace, alice_id: int) -> di
     return {"groups": groups, "rare": rare, "owners": owners, "inserted": inserted, "counts": counts}
 
 
-Lists = list[tuple[str, str | None]]  # (title, group id or None for every group)
-
-
-def measure_in_process(users: dict[str, Any], lists: Lists, args: argparse.Namespace) -> list[str]:
-    out = [f"\nin process, limit {args.limit}, {args.requests} reads each (per group: {per_group_source()}):"]
-    for title, group_id in lists:
+def measure_in_process(users: dict[str, Any], inboxes: list[Inbox], args: argparse.Namespace) -> list[str]:
+    out = [f"\nin process, limit {args.limit}, {args.requests} reads each (pending_inbox_rows):"]
+    for inbox in inboxes:
         for name, user in users.items():
-            samples, rows = timed(inbox_rows(user, limit=args.limit, group_id=group_id), args.requests)
-            out.append(line(f"  {title}, {name}", samples, rows))
+            samples, rows = timed(inbox_rows(user, limit=args.limit, inbox=inbox), args.requests)
+            out.append(line(f"  {inbox.title}, {name}", samples, rows))
     return out
 
 
 def measure_sql(
-    conn: Any, users: dict[str, Any], lists: Lists, limit: int
+    conn: Any, users: dict[str, Any], inboxes: list[Inbox], limit: int
 ) -> tuple[list[str], list[tuple[str, str, str]]]:
     """The SQL alone (50 runs each) and its plans: (title, SQL, EXPLAIN ANALYZE) each."""
     out, plans = ["\nthe SQL alone (psycopg, 50 runs) and its plan:"], []
-    for title, group_id in lists:
+    for inbox in inboxes:
+        title = inbox.title
         for name, user in users.items():
-            sql, params = inbox_query(user, limit=limit, group_id=group_id).query.sql_with_params()
+            sql, params = inbox_query(user, limit=limit, inbox=inbox).query.sql_with_params()
             conn.execute(sql, params).fetchall()  # warm the cache before EXPLAIN ANALYZE
             plan = explain(conn, sql, params)
             samples = []
@@ -314,28 +289,28 @@ def measure_sql(
     return out, plans
 
 
-def measure_http(stack: Stack, users: dict[str, Any], lists: Lists, args: argparse.Namespace) -> list[str]:
+def measure_http(
+    stack: Stack, users: dict[str, Any], inboxes: list[Inbox], args: argparse.Namespace
+) -> list[str]:
     server = f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
     out = [
         f"\nover HTTP ({server}, one keep-alive client per user), limit {args.limit}, "
         f"{args.requests} requests each:"
     ]
-    for title, group_id in lists:
-        path = GROUPS_GLOBAL if group_id is None else f"/groups/{group_id}/conversations/pending-approvals"
+    for inbox in inboxes:
         for name in users:
-            call = http_call(stack.client(name), path, args.limit)
+            call = http_call(stack.client(name), inbox.path, args.limit)
             if isinstance(call, str):
-                out.append(f"  {title}, {name}: {call}")
+                out.append(f"  {inbox.title}, {name}: {call}")
                 continue
             samples, rows = timed(call, args.requests)
-            out.append(line(f"  {title}, {name}", samples, rows))
+            out.append(line(f"  {inbox.title}, {name}", samples, rows))
     return out
 
 
 def main() -> int:
     args = parse_args()
     with Stack.from_args(args) as stack, connect(stack.db, autocommit=True) as conn:
-        drop_tried_indexes(conn)
         removed = delete_synthetic(conn)
         if any(removed):
             print(
@@ -349,14 +324,13 @@ def main() -> int:
             f"seeded {args.rows} discussions + PENDING PHASE pauses in {seeded['inserted']:.1f} s; pending group "
             f"pauses {group_total} (alice {alice_total}, {len(seeded['owners'])} owners), group 1 {common_total}, "
             f"rare group {rare_total} of {args.groups + 1} groups; pending 1:1 pauses {regular_total}; "
-            f"{'tried indexes ' + ', '.join(TRIED_INDEXES.values()) + ' WHERE PENDING; ' if args.with_index else ''}"
             f"load {load_average():.2f}",
         ]
 
         from django.contrib.auth import get_user_model  # local import: needs Django, which the Stack sets up
 
         users = {name: get_user_model().objects.get(username=name) for name in ("approver", "alice")}
-        lists = [("every group", None), ("group 1", seeded["groups"][0]), ("rare group", seeded["rare"])]
+        lists = inboxes(seeded["groups"], seeded["rare"])
         out += measure_in_process(users, lists, args)
         sql_lines, plans = measure_sql(conn, users, lists, args.limit)
         out += sql_lines
@@ -367,7 +341,6 @@ def main() -> int:
             conn.execute("VACUUM approvals_pause")
             conn.execute("VACUUM groups_groupconversation")
             print(f"(deleted the synthetic rows in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
-        drop_tried_indexes(conn)
 
     print("\n".join(out))
     for title, sql, plan in plans:
