@@ -292,9 +292,8 @@ def measure_sql(
 def measure_http(
     stack: Stack, users: dict[str, Any], inboxes: list[Inbox], args: argparse.Namespace
 ) -> list[str]:
-    server = f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
     out = [
-        f"\nover HTTP ({server}, one keep-alive client per user), limit {args.limit}, "
+        f"\nover HTTP ({stack.describe_server()}, one keep-alive client per user), limit {args.limit}, "
         f"{args.requests} requests each:"
     ]
     for inbox in inboxes:
