@@ -131,6 +131,18 @@ class Pause(models.Model):
                 condition=Q(status="PENDING", surface="group"),
                 name="pause_pending_per_group",
             ),
+            # The 1:1 inbox (``agents/pending-approvals``, every caller's and one owner's): pending 1:1
+            # pauses only, so a backlog of group pauses never makes it read past them.
+            models.Index(
+                fields=["paused_at"],
+                condition=Q(status="PENDING", surface="regular"),
+                name="pause_pending_regular_inbox",
+            ),
+            models.Index(
+                fields=["owner", "paused_at"],
+                condition=Q(status="PENDING", surface="regular"),
+                name="pause_pending_regular_owner",
+            ),
             models.Index(fields=["subject_type", "subject_id", "paused_at"], name="pause_subject"),
         ]
 

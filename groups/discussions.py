@@ -110,7 +110,8 @@ class Run:
             raise _Cancelled(requested[1] if requested else "")
 
     def turn(self, agent_id: str, prompt: str) -> Answer:
-        """One member turn, counted against the budget (refused once it is spent) and saved with its count."""
+        """One member turn, counted against the budget (refused once it is spent). The caller saves the
+        count with what the turn produced (a transcript entry, a task's result): one write per turn."""
         self.check_cancel()
         self.check_budget()
         self.discussion.turn_count += 1
@@ -120,7 +121,6 @@ class Run:
             agent_id=agent_id,
             prompt=prompt,
         )
-        self.save()
         if answer.skipped_pause:
             self.emit(ev.MEMBER_PAUSE_SKIPPED, member=agent_id, note=answer.note)
         return answer

@@ -252,3 +252,36 @@ def test_the_group_inboxes_are_served_by_the_pending_group_indexes(alice, approv
 
     assert "Seq Scan on approvals_pause" not in plan, plan
     assert ("pause_pending_per_group" if per_group else "pause_pending_group_inbox") in plan, plan
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["approver", "owner"])
+def test_the_1to1_inbox_is_not_slowed_by_a_backlog_of_group_pauses(alice, approver, own):
+    """Thousands of older pending group pauses, a few 1:1 ones: the 1:1 inbox reads only pending 1:1
+    pauses (with the all-surface indexes alone it scanned or walked the group backlog: bench G2)."""
+    owners = User.objects.bulk_create([User(username=f"user{i}") for i in range(20)])
+    now = timezone.now()
+    Pause.objects.bulk_create(
+        [
+            Pause(
+                surface="regular",
+                kind="RULE",
+                subject_type="conversation",
+                subject_id=uuid.uuid4(),
+                owner=alice if i % 2 else owners[i % len(owners)],
+                reason="r",
+                paused_at=now - timedelta(minutes=i),
+            )
+            for i in range(20)
+        ]
+    )
+    for owner in [alice, *owners]:  # alice owns a backlog of group pauses too
+        group_pauses(owner, 200, group_id=uuid.uuid4())
+    Pause.objects.filter(surface="group").update(paused_at=now - timedelta(days=30))
+    queryset = pending_pauses_for(alice if own else approver, limit=200, surface="regular")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE approvals_pause")
+    plan = queryset.explain()
+
+    assert "Seq Scan on approvals_pause" not in plan, plan
+    assert ("pause_pending_regular_owner" if own else "pause_pending_regular_inbox") in plan, plan
+    assert len(queryset) == (10 if own else 20)
