@@ -24,7 +24,9 @@ MAX_DEPTH = 3
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("hitl_nested_depth", default=0)
 
 
-def _result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def talk_result(conversation: Any, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What a caller that drives a conversation (a nested-agent tool, the MCP talk tools) is told: the
+    output, or PAUSED_FOR_APPROVAL with the pause's redacted reason and tool names (never arguments)."""
     view = snapshot(conversation, steps=steps)
     if conversation.state == ConversationState.AWAITING_HUMAN:
         pause = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
@@ -74,13 +76,13 @@ def talk_to_agent(
             started = start_conversation(user=user, agent_id=agent_id, environment=environment)
             conversation = started.conversation
             if conversation.state == ConversationState.AWAITING_HUMAN:
-                return _result(conversation, started.steps)
+                return talk_result(conversation, started.steps)
         else:
             return {"status": "NOT_EXECUTED", "reason": "name an agentId or a conversationId"}
         if conversation.state == ConversationState.AWAITING_HUMAN:
-            return _result(conversation)
+            return talk_result(conversation)
         said = say(conversation=conversation, user=user, user_input=message, context={})
-        return _result(said.conversation, said.steps)
+        return talk_result(said.conversation, said.steps)
     except ApplicationError as exc:
         return {"status": "NOT_EXECUTED", "reason": exc.detail}
     finally:

@@ -92,6 +92,26 @@ def reread_conversation(*, conversation_id: Any) -> Conversation:
     return Conversation.objects.get(pk=conversation_id)
 
 
+def managed_conversation(*, user: Any, agent_id: Any, environment: str) -> Conversation | None:
+    """The caller's own newest conversation with the agent in ``environment`` that has not ended: the one
+    a managed chat (MCP ``chat_managed``) continues. It stays pinned while it awaits approval, as in the
+    reference; an ERROR or interrupted one is left behind and a new one is started. Owner-only by
+    construction (the owner index, newest first)."""
+    try:
+        agent_uuid = uuid.UUID(str(agent_id))
+    except ValueError:
+        return None
+    return (
+        Conversation.objects.filter(owner=user, agent_id=agent_uuid, environment=environment)
+        .exclude(state__in=MANAGED_LEFT_BEHIND)
+        .order_by("-created_at")
+        .first()
+    )
+
+
+MANAGED_LEFT_BEHIND = ("ENDED", "ERROR", "EXECUTION_INTERRUPTED")
+
+
 @dataclass(frozen=True)
 class AgentSummary:
     id: uuid.UUID

@@ -16,7 +16,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from approvals.actors import actor_for_user
+from approvals.actors import Actor, actor_for_user
 from approvals.audit import append_audit_entry
 from approvals.continuation_runs import Continued, decide_and_continue, record_cancel_request
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
@@ -141,10 +141,27 @@ def register() -> None:
     register_details_provider(PauseKind.PHASE, group_pause_details)
 
 
+def _acting(user: Any, actor: Actor | None) -> Actor:
+    if actor is None:
+        return actor_for_user(user)
+    if actor.user is not user:
+        raise ValueError("a surface's actor must act as the authenticated user")
+    return actor
+
+
 def approve_discussion(
-    *, user: Any, group_id: Any, discussion_id: Any, body: Any, events: ev.EventSink = ev.no_events
+    *,
+    user: Any,
+    group_id: Any,
+    discussion_id: Any,
+    body: Any,
+    events: ev.EventSink = ev.no_events,
+    actor: Actor | None = None,
 ) -> Continued:
-    """Decide the discussion's pending pause and run its continuation in this process (see the module)."""
+    """Decide the discussion's pending pause and run its continuation in this process (see the module).
+
+    ``actor``: the name the decision is recorded under when the surface has its own (``mcp:alice``);
+    it must act as ``user``, so separation of duties and access are the same. Default: ``user``'s."""
     decision = parse_group_decision(body)
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
     with ev.watched_by(events):
@@ -153,17 +170,20 @@ def approve_discussion(
             subject_type=SubjectType.DISCUSSION,
             subject_id=discussion.pk,
             decision=decision,
-            actor=actor_for_user(user),
+            actor=_acting(user, actor),
             what=WHAT,
             subject=discussion,
         )
 
 
-def cancel_discussion(*, user: Any, group_id: Any, discussion_id: Any) -> GroupConversation:
+def cancel_discussion(
+    *, user: Any, group_id: Any, discussion_id: Any, actor: Actor | None = None
+) -> GroupConversation:
     """Cancel a discussion: a pending approval ends through the audited cancel path (CANCELLED at once);
-    a running discussion is told to stop before its next member turn. 409 when it already ended."""
+    a running discussion is told to stop before its next member turn. 409 when it already ended.
+    ``actor``: as for ``approve_discussion``."""
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
-    actor = actor_for_user(user)
+    actor = _acting(user, actor)
     with transaction.atomic():
         locked = GroupConversation.objects.select_for_update().get(pk=discussion.pk)
         if locked.state in TERMINAL_STATES:

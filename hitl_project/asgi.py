@@ -3,8 +3,11 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
-application = get_asgi_application()
+django_application = get_asgi_application()
 
 from hitl_project.startup_checks import refuse_to_start_on_key_errors  # noqa: E402  (needs Django set up)
+from mcp_surface.asgi import with_mcp  # noqa: E402  (its tools import models: needs Django set up)
 
 refuse_to_start_on_key_errors()
+# /mcp beside Django (docs/mcp.md); ASGI only: hitl_project.wsgi serves Django alone.
+application = with_mcp(django_application)

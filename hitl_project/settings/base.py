@@ -166,6 +166,9 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 # The process that makes a decision runs its continuation (resume?wait, the admin page); off: every
 # continuation is handed to the q-cluster (a q-cluster-only deployment, the web runs none).
 HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
+# The MCP surface at /mcp (docs/mcp.md): false makes its four decision tools (resume, cancel, approve and
+# cancel a group discussion) answer DISABLED, checked first, while its read tools keep working.
+HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True)
 # resume without ?wait: the web process runs a quick continuation (local tasks only) once its answer is
 # sent (true), or hands every one to the q-cluster (false). Chosen by measurement: docs/performance.md.
 HITL_CONTINUE_AFTER_RESPONSE = env.bool("HITL_CONTINUE_AFTER_RESPONSE", default=True)

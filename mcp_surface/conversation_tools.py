@@ -1,0 +1,183 @@
+"""The 1:1 conversation tools, each the REST operation's service call (conversations.api): the same
+access functions, the same decision service and the same views. Sync: the server runs them off the
+event loop (mcp_surface.server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.access import may_read_turns
+from approvals.continuation_runs import decide_and_continue
+from approvals.decision_input import parse_decision_body
+from approvals.errors import BadRequest, Forbidden
+from approvals.models import SubjectType, Surface
+from approvals.pause_summaries import decision_summary, inbox_row_from_values
+from approvals.selectors import pause_by_id, pending_inbox_rows
+from conversations import turns
+from conversations.models import ConversationState
+from conversations.nested_agents import talk_result
+from conversations.selectors import (
+    conversation_for_decision,
+    decision_on_version,
+    managed_conversation,
+    reread_conversation,
+    talk_on_version,
+)
+from conversations.snapshots import approval_status, snapshot
+from mcp_surface.answers import require_mutations_enabled
+from mcp_surface.identity import mcp_actor
+
+INBOX_DEFAULT = 200
+ENVIRONMENTS = ("production", "test")
+MESSAGE_MAX = 16_384  # as REST's say
+
+
+def required_id(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"'{name}' is required", errors=[{"field": name, "message": "required string"}])
+    return value.strip()
+
+
+def list_pending_approvals(user: Any, *, limit: Any = None) -> dict[str, Any]:
+    rows = pending_inbox_rows(user, limit=INBOX_DEFAULT if limit is None else limit, surface=Surface.REGULAR)
+    return {"approvals": [inbox_row_from_values(row) for row in rows]}
+
+
+def get_approval_status(user: Any, *, conversation_id: Any, detail: Any = None) -> dict[str, Any]:
+    """REST's approval-status; ``detail="full"`` adds the snapshot REST adds (the redacted view: no tool
+    arguments beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint)."""
+    conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
+    summary = approval_status(conversation)
+    if detail == "full":
+        if not may_read_turns(
+            user,
+            owner_id=conversation.owner_id,
+            awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
+        ):
+            raise Forbidden(
+                "Full approval status is available to approvers only while the conversation is "
+                "awaiting approval - use the summary view"
+            )
+        summary["conversation"] = snapshot(conversation)
+    return summary
+
+
+def _decision_body(verdict: Any, note: Any, tool_decisions: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"verdict": verdict}
+    if note is not None:
+        body["note"] = note
+    if tool_decisions is not None:
+        body["toolDecisions"] = tool_decisions
+    return body
+
+
+def resume_conversation(
+    user: Any, *, conversation_id: Any, verdict: Any, note: Any = None, tool_decisions: Any = None
+) -> dict[str, Any]:
+    """REST's resume with ``?wait``: the decision, then its continuation in this process (or queued for
+    the q-cluster in a q-cluster-only deployment), answered with the conversation as it then is."""
+    require_mutations_enabled()
+    decision = parse_decision_body(_decision_body(verdict, note, tool_decisions))
+    found = decision_on_version(user, required_id(conversation_id, "conversationId"))
+    continued = decide_and_continue(
+        surface=Surface.REGULAR,
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=found.conversation.pk,
+        decision=decision,
+        actor=mcp_actor(user),
+        subject=found,
+    )
+    pause = pause_by_id(pause_id=continued.pause.id)
+    conversation = snapshot(reread_conversation(conversation_id=found.conversation.pk))
+    conversation["lastDecision"] = decision_summary(pause)
+    return {
+        "status": "RESUMED",
+        "conversationId": str(found.conversation.pk),
+        "pauseId": str(pause.id),
+        "verdict": pause.verdict,
+        "decidedBy": pause.decided_by,
+        "continuation": continued.outcome,
+        "conversation": conversation,
+    }
+
+
+def cancel_conversation(user: Any, *, conversation_id: Any) -> dict[str, Any]:
+    """REST's cancel: the pending approval (CANCELLED) or the running turn (CANCEL_REQUESTED while it
+    stops before its next task)."""
+    require_mutations_enabled()
+    conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
+    result = turns.cancel_conversation(conversation=conversation, actor=mcp_actor(user))
+    body: dict[str, Any] = {
+        "status": "CANCEL_REQUESTED" if result.cancel_request() else "CANCELLED",
+        "conversationId": str(conversation.pk),
+        "conversation": snapshot(result.conversation),
+    }
+    if (requested := result.cancel_request()) is not None:
+        body["cancelRequested"] = requested
+    return body
+
+
+def _message(value: Any) -> str:
+    if not isinstance(value, str):
+        raise BadRequest("'message' is required", errors=[{"field": "message", "message": "required string"}])
+    if len(value) > MESSAGE_MAX:
+        raise BadRequest(
+            f"'message' is over {MESSAGE_MAX} characters",
+            errors=[{"field": "message", "message": f"over {MESSAGE_MAX} characters"}],
+        )
+    return value
+
+
+def _environment(value: Any) -> str:
+    environment = value or "production"
+    if environment not in ENVIRONMENTS:
+        raise BadRequest(
+            f"unknown environment '{environment}'",
+            errors=[{"field": "environment", "message": "must be production or test"}],
+        )
+    return environment
+
+
+def _talk(user: Any, conversation_id: str, message: str) -> dict[str, Any]:
+    """One turn of an existing conversation (owner or admin, as REST's say); while it awaits approval the
+    message is not consumed and the answer is PAUSED_FOR_APPROVAL again."""
+    found = talk_on_version(user, conversation_id)
+    if found.conversation.state == ConversationState.AWAITING_HUMAN:
+        return talk_result(found.conversation)
+    said = turns.say(conversation=found, user=user, user_input=message, context={})
+    return talk_result(said.conversation, said.steps)
+
+
+def _start_and_talk(user: Any, agent_id: str, environment: str, message: str) -> dict[str, Any]:
+    started = turns.start_conversation(user=user, agent_id=agent_id, environment=environment)
+    if started.conversation.state == ConversationState.AWAITING_HUMAN or not message:
+        return talk_result(started.conversation, started.steps)
+    said = turns.say(conversation=started.conversation, user=user, user_input=message, context={})
+    return talk_result(said.conversation, said.steps)
+
+
+def talk_to_agent(
+    user: Any, *, message: Any, agent_id: Any = None, conversation_id: Any = None, environment: Any = None
+) -> dict[str, Any]:
+    """Start a conversation with ``agent_id`` and say ``message``, or say it in ``conversation_id``."""
+    text = _message(message)
+    if isinstance(conversation_id, str) and conversation_id.strip():
+        return _talk(user, conversation_id.strip(), text)
+    if isinstance(agent_id, str) and agent_id.strip():
+        return _start_and_talk(user, agent_id.strip(), _environment(environment), text)
+    raise BadRequest(
+        "name an 'agentId' (to start a conversation) or a 'conversationId' (to continue one)",
+        errors=[{"field": "agentId", "message": "agentId or conversationId is required"}],
+    )
+
+
+def chat_managed(user: Any, *, agent_id: Any, message: Any, environment: Any = None) -> dict[str, Any]:
+    """The caller's one running conversation with an agent, kept by the server: it continues the newest
+    one that has not ended (pinned while it awaits approval) or starts one."""
+    text = _message(message)
+    agent = required_id(agent_id, "agentId")
+    where = _environment(environment)
+    current = managed_conversation(user=user, agent_id=agent, environment=where)
+    if current is not None:
+        return _talk(user, str(current.pk), text)
+    return _start_and_talk(user, agent, where, text)

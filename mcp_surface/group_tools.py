@@ -1,0 +1,111 @@
+"""The group discussion tools, each the REST operation's service call (groups.api): the same access
+(``discussion_for_owner``: no existence oracle), the same approve body parser and continuation, the same
+discussion view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.access import may_read_turns
+from approvals.errors import Forbidden
+from groups.api.approval_views import FULL_ONLY_WHILE_AWAITING
+from groups.api.discussion_views import discussion_snapshot
+from groups.discussion_decisions import approve_discussion, cancel_discussion
+from groups.discussion_status import approval_status, pending_group_approvals
+from groups.errors import ResumeNotStarted
+from groups.models import DiscussionState, GroupConversation
+from groups.selectors import discussion_for_owner, latest_pause_reason
+from mcp_surface.answers import require_mutations_enabled
+from mcp_surface.conversation_tools import required_id
+from mcp_surface.identity import mcp_actor
+
+INBOX_DEFAULT = 100  # the reference's MCP default (REST: 200)
+
+
+def list_group_pending_approvals(user: Any, *, group_id: Any, limit: Any = None) -> dict[str, Any]:
+    rows = pending_group_approvals(
+        user, limit=INBOX_DEFAULT if limit is None else limit, group_id=required_id(group_id, "groupId")
+    )
+    return {"approvals": rows}
+
+
+def list_all_group_pending_approvals(user: Any, *, limit: Any = None) -> dict[str, Any]:
+    return {"approvals": pending_group_approvals(user, limit=INBOX_DEFAULT if limit is None else limit)}
+
+
+def _discussion(user: Any, group_id: Any, conversation_id: Any) -> GroupConversation:
+    return discussion_for_owner(
+        user=user,
+        group_id=required_id(group_id, "groupId"),
+        discussion_id=required_id(conversation_id, "conversationId"),
+    )
+
+
+def get_group_approval_status(
+    user: Any, *, group_id: Any, conversation_id: Any, detail: Any = None
+) -> dict[str, Any]:
+    discussion = _discussion(user, group_id, conversation_id)
+    summary = approval_status(discussion)
+    if detail == "full":
+        if not may_read_turns(
+            user,
+            owner_id=discussion.owner_id,
+            awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
+        ):
+            raise Forbidden(FULL_ONLY_WHILE_AWAITING)
+        summary["discussion"] = discussion_snapshot(discussion)
+    return summary
+
+
+def approve_group_phase(
+    user: Any,
+    *,
+    group_id: Any,
+    conversation_id: Any,
+    verdict: Any,
+    note: Any = None,
+    task_approvals: Any = None,
+) -> dict[str, Any]:
+    """REST's approve: the decision and the resumed discussion, run to its end or next gate before the
+    answer (queued for the q-cluster in a q-cluster-only deployment)."""
+    require_mutations_enabled()
+    decision: dict[str, Any] = {"verdict": verdict}
+    if note is not None:
+        decision["note"] = note
+    body: dict[str, Any] = {"decision": decision}
+    if task_approvals is not None:
+        body["taskApprovals"] = task_approvals
+    continued = approve_discussion(
+        user=user,
+        group_id=required_id(group_id, "groupId"),
+        discussion_id=required_id(conversation_id, "conversationId"),
+        body=body,
+        actor=mcp_actor(user),
+    )
+    discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    if continued.outcome == "restored":
+        raise ResumeNotStarted(
+            latest_pause_reason(discussion) or "the resumed discussion could not start",
+            currentState=discussion.state,
+        )
+    return {
+        "status": "QUEUED" if continued.outcome == "queued" else "RESUMED",
+        "verdict": continued.pause.verdict,
+        "decidedBy": continued.pause.decided_by,
+        "discussion": discussion_snapshot(discussion),
+    }
+
+
+def cancel_group_discussion(user: Any, *, group_id: Any, conversation_id: Any) -> dict[str, Any]:
+    require_mutations_enabled()
+    discussion = cancel_discussion(
+        user=user,
+        group_id=required_id(group_id, "groupId"),
+        discussion_id=required_id(conversation_id, "conversationId"),
+        actor=mcp_actor(user),
+    )
+    cancelled = discussion.state == DiscussionState.CANCELLED
+    return {
+        "status": "CANCELLED" if cancelled else "CANCEL_REQUESTED",
+        "discussion": discussion_snapshot(discussion),
+    }

@@ -1,0 +1,123 @@
+"""Who calls /mcp: the owner of a REST token (``Authorization: Token …``), resolved before any tool runs.
+
+The token is read exactly as REST reads it (hitl_project.authentication: the token, its user and the
+user's roles in one query; an unknown token or an inactive user is refused), by an ASGI wrapper around
+the MCP endpoint: a request without a valid token gets 401 and never reaches the MCP server. The user
+rides in the ASGI scope to the tool, which reads it from the request the SDK hands it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from mcp.server.transport_security import TransportSecuritySettings
+from rest_framework import exceptions
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from approvals.actors import Actor
+from hitl_project.authentication import TokenWithRolesAuthentication
+
+SCOPE_KEY = "hitl.user"
+ACTOR_PREFIX = "mcp:"
+KEYWORD = b"token"
+UNAUTHENTICATED = {
+    "error": "Authentication credentials were not provided or are not valid: send 'Authorization: Token <key>'",
+    "errorCode": "UNAUTHENTICATED",
+}
+
+
+def mcp_actor(user: Any) -> Actor:
+    """``mcp:<username>``, acting as the user: a human actor (``Actor.automated`` is system: only), so
+    access, separation of duties and the audit see the same person as over REST."""
+    if not user or not user.is_authenticated:
+        raise ValueError("an anonymous caller cannot act")
+    return Actor(name=f"{ACTOR_PREFIX}{user.get_username()}", user=user)
+
+
+def _token_key(scope: Scope) -> str | None:
+    """The key of ``Authorization: Token <key>`` (keyword case-insensitive, as DRF reads it)."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            parts = value.split()
+            if len(parts) == 2 and parts[0].lower() == KEYWORD:
+                try:
+                    return parts[1].decode()
+                except UnicodeDecodeError:
+                    return None
+            return None
+    return None
+
+
+def _user_for_token(key: str) -> Any:
+    close_old_connections()
+    try:
+        user, _token = TokenWithRolesAuthentication().authenticate_credentials(key)
+        return user
+    except exceptions.AuthenticationFailed:
+        return None
+    finally:
+        close_old_connections()
+
+
+class TokenRequired:
+    """The MCP endpoint behind token authentication: 401 (JSON) unless the token names an active user."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = _token_key(scope) if scope["type"] == "http" else None
+        user = await sync_to_async(_user_for_token, thread_sensitive=False)(key) if key else None
+        if user is None:
+            await _refuse(send)
+            return
+        scope[SCOPE_KEY] = user
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send) -> None:
+    body = json.dumps(UNAUTHENTICATED).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b"Token"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def user_of(request: Any) -> Any:
+    """The authenticated user of the HTTP request that carried a tool call (set by ``TokenRequired``)."""
+    user = request.scope.get(SCOPE_KEY) if request is not None else None
+    if user is None:  # TokenRequired runs before every request; a call without it is a wiring error
+        raise RuntimeError("an MCP tool ran without an authenticated user")
+    return user
+
+
+def transport_security() -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding protection (421 to any other Host) allowing what Django's ALLOWED_HOSTS
+    allows: each exact host, with any port, and the same hosts as Origins. ``*`` turns the check off as
+    it does in Django; a subdomain pattern (``.example.com``) cannot be said to the SDK and is skipped
+    (list the exact host names: docs/mcp.md)."""
+    hosts = [host for host in settings.ALLOWED_HOSTS if host and not host.startswith(".")]
+    if "*" in settings.ALLOWED_HOSTS:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[form for host in hosts for form in (host, f"{host}:*")],
+        allowed_origins=[
+            form
+            for host in hosts
+            for scheme in ("http", "https")
+            for form in (f"{scheme}://{host}", f"{scheme}://{host}:*")
+        ],
+    )

@@ -1,0 +1,221 @@
+"""The MCP server: one tool per HITL operation, each a thin async shell around a sync service call.
+
+Every tool reads the authenticated user from the HTTP request that carried it (mcp_surface.identity),
+never from an argument, and runs its service call on a worker thread with the database connections
+handled as a Django request handles them (closed before and after, so a thread never keeps a broken or
+expired one). Answers and errors are JSON (mcp_surface.answers). Arguments the reference validates
+itself (blank ids, verdicts, note length) are checked by the services, after the kill switch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from mcp_surface import conversation_tools as conversations
+from mcp_surface import group_tools as groups
+from mcp_surface.answers import answer, failure
+from mcp_surface.identity import user_of
+
+INSTRUCTIONS = (
+    "Human-in-the-loop approvals. Read the inbox (list_pending_approvals), look at a pause "
+    "(get_approval_status) and decide it (resume_conversation) or cancel it. talk_to_agent and "
+    "chat_managed drive a conversation; when it pauses they answer PAUSED_FOR_APPROVAL with the tool to "
+    "call next. You act as the owner of your API token; you cannot approve your own request where the "
+    "agent forbids self-approval."
+)
+READ = ToolAnnotations(readOnlyHint=True, idempotentHint=True)
+DECIDE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+ENDS = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False)
+TALK = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
+
+ConversationId = Annotated[str, Field(description="The conversation's id (a UUID)")]
+GroupId = Annotated[str, Field(description="The group's id (a UUID)")]
+DiscussionId = Annotated[str, Field(description="The group discussion's id (a UUID)")]
+Verdict = Annotated[str, Field(description="APPROVED or REJECTED (case-insensitive)")]
+Note = Annotated[str | None, Field(description="The reviewer's note, at most 4096 characters")]
+Limit = Annotated[int | None, Field(description="How many rows at most (1..1000, clamped)")]
+Detail = Annotated[
+    Literal["summary", "full"] | None,
+    Field(description="summary (default) or full: adds the redacted conversation view REST gives"),
+]
+ToolDecisions = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="TOOL_CALL pauses: per call id {verdict, note?, amendedArguments?}; calls not named "
+        'take the top-level verdict. Example: {"call-1": {"verdict": "REJECTED"}}'
+    ),
+]
+TaskApprovals = Annotated[
+    dict[str, str] | None,
+    Field(
+        description='TASK pauses: {taskId: "APPROVED"|"REJECTED"}; tasks not named stay awaiting; '
+        "omitted or {} approves every awaiting task"
+    ),
+]
+Message = Annotated[str, Field(description="What to say to the agent (at most 16384 characters)")]
+Environment = Annotated[
+    Literal["production", "test"] | None, Field(description="Where the agent is deployed (production)")
+]
+
+
+async def _run(ctx: Context, service: Callable[..., dict[str, Any]], **arguments: Any) -> CallToolResult:
+    user = user_of(ctx.request_context.request)
+    return await sync_to_async(_call, thread_sensitive=False)(service, user, arguments)
+
+
+def _call(service: Callable[..., dict[str, Any]], user: Any, arguments: dict[str, Any]) -> CallToolResult:
+    close_old_connections()
+    try:
+        return answer(service(user, **arguments))
+    except Exception as exc:  # every failure is a structured answer; nothing raw reaches the client
+        return failure(exc)
+    finally:
+        close_old_connections()
+
+
+def build_server() -> MCPServer:
+    server = MCPServer(name="hitl-approvals", instructions=INSTRUCTIONS)
+
+    @server.tool(annotations=READ)
+    async def list_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
+        """Pending 1:1 approvals you may decide, oldest first (GET /agents/pending-approvals): yours,
+        or every one for approvers and admins. Default limit 200."""
+        return await _run(ctx, conversations.list_pending_approvals, limit=limit)
+
+    @server.tool(annotations=READ)
+    async def get_approval_status(
+        ctx: Context, conversationId: ConversationId, detail: Detail = None
+    ) -> CallToolResult:  # noqa: N803 - the wire names
+        """A conversation's pause: state, reason, pauseType (RULE or TOOL_CALL), deadline, pauseDetails
+        with the gated calls' redacted arguments, and the last decision."""
+        return await _run(
+            ctx, conversations.get_approval_status, conversation_id=conversationId, detail=detail
+        )
+
+    @server.tool(annotations=DECIDE)
+    async def resume_conversation(
+        ctx: Context,
+        conversationId: ConversationId,  # noqa: N803
+        verdict: Verdict,
+        note: Note = None,
+        toolDecisions: ToolDecisions = None,  # noqa: N803
+    ) -> CallToolResult:
+        """Decide a paused conversation; one verdict resolves a RULE or a TOOL_CALL pause (toolDecisions
+        decide calls one by one). Answers once the conversation continued, with its new state."""
+        return await _run(
+            ctx,
+            conversations.resume_conversation,
+            conversation_id=conversationId,
+            verdict=verdict,
+            note=note,
+            tool_decisions=toolDecisions,
+        )
+
+    @server.tool(annotations=ENDS)
+    async def cancel_conversation(ctx: Context, conversationId: ConversationId) -> CallToolResult:  # noqa: N803
+        """Cancel a pending approval (CANCELLED) or a running turn (CANCEL_REQUESTED)."""
+        return await _run(ctx, conversations.cancel_conversation, conversation_id=conversationId)
+
+    @server.tool(annotations=READ)
+    async def list_group_pending_approvals(
+        ctx: Context, groupId: GroupId, limit: Limit = None
+    ) -> CallToolResult:  # noqa: N803
+        """Pending approvals of one group's discussions you may decide, oldest first. Default limit 100."""
+        return await _run(ctx, groups.list_group_pending_approvals, group_id=groupId, limit=limit)
+
+    @server.tool(annotations=READ)
+    async def list_all_group_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
+        """Pending approvals of every group's discussions you may decide, oldest first. Default limit 100."""
+        return await _run(ctx, groups.list_all_group_pending_approvals, limit=limit)
+
+    @server.tool(annotations=READ)
+    async def get_group_approval_status(
+        ctx: Context,
+        groupId: GroupId,  # noqa: N803
+        conversationId: DiscussionId,  # noqa: N803
+        detail: Detail = None,
+    ) -> CallToolResult:
+        """A discussion's pause: phase, PHASE or TASK, the tasks awaiting approval, deadline, last
+        decision; detail=full adds the discussion (transcript and tasks) as REST shows it."""
+        return await _run(
+            ctx,
+            groups.get_group_approval_status,
+            group_id=groupId,
+            conversation_id=conversationId,
+            detail=detail,
+        )
+
+    @server.tool(annotations=DECIDE)
+    async def approve_group_phase(
+        ctx: Context,
+        groupId: GroupId,  # noqa: N803
+        conversationId: DiscussionId,  # noqa: N803
+        verdict: Verdict,
+        note: Note = None,
+        taskApprovals: TaskApprovals = None,  # noqa: N803
+    ) -> CallToolResult:
+        """Decide a paused discussion; it resumes before the answer, which is the resumed discussion."""
+        return await _run(
+            ctx,
+            groups.approve_group_phase,
+            group_id=groupId,
+            conversation_id=conversationId,
+            verdict=verdict,
+            note=note,
+            task_approvals=taskApprovals,
+        )
+
+    @server.tool(annotations=ENDS)
+    async def cancel_group_discussion(
+        ctx: Context,
+        groupId: GroupId,  # noqa: N803
+        conversationId: DiscussionId,  # noqa: N803
+    ) -> CallToolResult:
+        """Cancel a discussion: a pending approval at once, a running one before its next member turn."""
+        return await _run(
+            ctx, groups.cancel_group_discussion, group_id=groupId, conversation_id=conversationId
+        )
+
+    @server.tool(annotations=TALK)
+    async def talk_to_agent(
+        ctx: Context,
+        message: Message,
+        agentId: Annotated[str | None, Field(description="Start a new conversation with this agent")] = None,  # noqa: N803
+        conversationId: Annotated[  # noqa: N803
+            str | None, Field(description="Or continue this conversation of yours")
+        ] = None,
+        environment: Environment = None,
+    ) -> CallToolResult:
+        """Say something to an agent. Answers {status: OK, output} or, when the agent pauses for a human,
+        {status: PAUSED_FOR_APPROVAL, conversationId, reason, pauseType, tools, suggestNextTool}."""
+        return await _run(
+            ctx,
+            conversations.talk_to_agent,
+            message=message,
+            agent_id=agentId,
+            conversation_id=conversationId,
+            environment=environment,
+        )
+
+    @server.tool(annotations=TALK)
+    async def chat_managed(
+        ctx: Context,
+        agentId: Annotated[str, Field(description="The agent to chat with")],  # noqa: N803
+        message: Message,
+        environment: Environment = None,
+    ) -> CallToolResult:
+        """Chat with an agent in your one running conversation with it (kept by the server: the newest
+        that has not ended, pinned while it awaits approval). Answers like talk_to_agent."""
+        return await _run(
+            ctx, conversations.chat_managed, agent_id=agentId, message=message, environment=environment
+        )
+
+    return server
