@@ -159,7 +159,9 @@ def _start_and_talk(user: Any, agent_id: str, environment: str, message: str) ->
 def talk_to_agent(
     user: Any, *, message: Any, agent_id: Any = None, conversation_id: Any = None, environment: Any = None
 ) -> dict[str, Any]:
-    """Start a conversation with ``agent_id`` and say ``message``, or say it in ``conversation_id``."""
+    """Start a conversation with ``agent_id`` and say ``message``, or say it in ``conversation_id``
+    (it changes a conversation: off with the kill switch, like the decisions)."""
+    require_mutations_enabled()
     text = _message(message)
     if isinstance(conversation_id, str) and conversation_id.strip():
         return _talk(user, conversation_id.strip(), text)
@@ -173,7 +175,8 @@ def talk_to_agent(
 
 def chat_managed(user: Any, *, agent_id: Any, message: Any, environment: Any = None) -> dict[str, Any]:
     """The caller's one running conversation with an agent, kept by the server: it continues the newest
-    one that has not ended (pinned while it awaits approval) or starts one."""
+    one that has not ended (pinned while it awaits approval) or starts one (off with the kill switch)."""
+    require_mutations_enabled()
     text = _message(message)
     agent = required_id(agent_id, "agentId")
     where = _environment(environment)

@@ -339,11 +339,12 @@ def test_group_tools_read_decide_and_cancel_a_discussion(live_stack, tokens):
     assert unknown["errorCode"] == "NOT_FOUND"
 
 
-def test_the_kill_switch_disables_every_decision_tool_first_and_keeps_the_reads(
+def test_the_kill_switch_disables_every_mutating_tool_first_and_keeps_the_reads(
     live_stack, django_db_blocker, tmp_path, tokens
 ):
+    rule_agent_id = rule_agent()
     conversation_id = ok(
-        live_stack, tokens["alice"], "talk_to_agent", agentId=rule_agent(), message="question"
+        live_stack, tokens["alice"], "talk_to_agent", agentId=rule_agent_id, message="question"
     )["conversationId"]
     read_only = running_stack(
         django_db_blocker, tmp_path, qclusters=False, HITL_MCP_MUTATIONS_ENABLED="false"
@@ -358,14 +359,16 @@ def test_the_kill_switch_disables_every_decision_tool_first_and_keeps_the_reads(
             ("cancel_conversation", {"conversationId": conversation_id}),
             ("approve_group_phase", {"groupId": "", "conversationId": "", "verdict": "APPROVED"}),
             ("cancel_group_discussion", {"groupId": "", "conversationId": ""}),
+            ("talk_to_agent", {"agentId": rule_agent_id, "message": "question"}),
+            ("chat_managed", {"agentId": rule_agent_id, "message": "question"}),
             ("list_pending_approvals", {}),
             ("get_approval_status", {"conversationId": conversation_id}),
         )
     finally:
         read_only.close()
-    for is_error, body in answers[:5]:
+    for is_error, body in answers[:7]:
         assert is_error and body["errorCode"] == "DISABLED", body
         assert body["details"]["property"] == "HITL_MCP_MUTATIONS_ENABLED"
-    (_, inbox), (_, status) = answers[5:]
+    (_, inbox), (_, status) = answers[7:]
     assert [row["conversationId"] for row in inbox["approvals"]] == [conversation_id]
     assert status["state"] == "AWAITING_HUMAN"
