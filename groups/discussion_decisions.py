@@ -16,7 +16,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from approvals.actors import actor_for_user
+from approvals.actors import Actor, actor_for_user
 from approvals.audit import append_audit_entry
 from approvals.continuation_runs import Continued, decide_and_continue, record_cancel_request
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
@@ -142,9 +142,19 @@ def register() -> None:
 
 
 def approve_discussion(
-    *, user: Any, group_id: Any, discussion_id: Any, body: Any, events: ev.EventSink = ev.no_events
+    *,
+    user: Any,
+    group_id: Any,
+    discussion_id: Any,
+    body: Any,
+    events: ev.EventSink = ev.no_events,
+    actor: Actor | None = None,
 ) -> Continued:
-    """Decide the discussion's pending pause and run its continuation in this process (see the module)."""
+    """Decide the discussion's pending pause and run its continuation in this process (see the module).
+
+    ``user`` is whose access is checked; ``actor`` who the decision is recorded as (default: ``user``).
+    A surface deciding on its own authority (Slack: ``slack:<userId>``, allow-listed, acting with the
+    integration's user's access) passes both."""
     decision = parse_group_decision(body)
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
     with ev.watched_by(events):
@@ -153,7 +163,7 @@ def approve_discussion(
             subject_type=SubjectType.DISCUSSION,
             subject_id=discussion.pk,
             decision=decision,
-            actor=actor_for_user(user),
+            actor=actor or actor_for_user(user),
             what=WHAT,
             subject=discussion,
         )
