@@ -37,7 +37,7 @@ SETTLED = (PauseStatus.RESOLVED, PauseStatus.CANCELLED)
 
 
 def on_pause_settled(pause: Pause) -> None:
-    """The settlement listener (inside the settling transaction): queue the push of a Slack thread's conversation."""
+    """The settlement listener (in the settling transaction): queue the push of a Slack thread's conversation."""
     if pause.surface != Surface.REGULAR:
         return
     if SlackThread.objects.filter(conversation_id=pause.subject_id).exists():
