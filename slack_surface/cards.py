@@ -8,6 +8,7 @@ card is (to update it once decided) and which Slack user's message raised the pa
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -27,8 +28,16 @@ def card_subject(pause: Pause) -> str:
     return f"group:{pause.subject_id}" if pause.surface == Surface.GROUP else str(pause.subject_id)
 
 
-def post_approval_card(integration: SlackIntegration, pause: Pause, *, raised_by: str = "") -> bool:
-    """Post the card unless it was posted (or no approval channel is configured); True when posted."""
+def post_approval_card(
+    integration: SlackIntegration,
+    pause: Pause,
+    *,
+    raised_by: str = "",
+    blocks: list[dict[str, Any]] | None = None,
+    title: str = messages.CARD_TITLE,
+) -> bool:
+    """Post the card (by default a conversation's; ``blocks``: another card) unless it was posted or no
+    approval channel is configured; True when posted."""
     if not integration.approval_channel:
         return False
     try:
@@ -43,17 +52,16 @@ def post_approval_card(integration: SlackIntegration, pause: Pause, *, raised_by
             )
     except IntegrityError:
         return False
-    blocks = messages.approval_card(
-        pause,
-        integration_name=integration.name,
-        agent_name=integration.agent.name,
-        subject=card_subject(pause),
-        buttons=bool(approver_ids(integration)),
-    )
-    try:
-        ts = post_message(
-            integration, channel=integration.approval_channel, text=messages.CARD_TITLE, blocks=blocks
+    if blocks is None:
+        blocks = messages.approval_card(
+            pause,
+            integration_name=integration.name,
+            agent_name=integration.agent.name,
+            subject=card_subject(pause),
+            buttons=bool(approver_ids(integration)),
         )
+    try:
+        ts = post_message(integration, channel=integration.approval_channel, text=title, blocks=blocks)
     except DELIVERY_FAILURES as exc:
         logger.warning("approval card of pause %s not posted: %s", pause.id, type(exc).__name__)
         delivery.delete()

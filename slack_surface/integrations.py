@@ -1,6 +1,7 @@
 """Slack integrations: their store (admins only) and the secrets they name.
 
-An integration wires one Slack app to one agent. Its signing secret and bot token are ``${vault:NAME}``
+An integration wires one Slack app to one agent or to one group (exactly one: ``agentId`` or ``groupId``;
+a thread of a group integration's channel starts group discussions, slack_surface.discussion_threads). Its signing secret and bot token are ``${vault:NAME}``
 references to the secret store (docs/secrets.md): a raw value is refused, so no secret ever sits in
 this table, in a response or in a log line; the value is read only when a request is verified or a
 message is sent. Conversations started from Slack belong to ``run_as`` (``conversationOwner``), and a
@@ -18,6 +19,7 @@ from django.db import IntegrityError, transaction
 
 from approvals.errors import BadRequest, NotFound
 from conversations.models import Agent
+from groups.models import Group
 from slack_surface.models import SlackIntegration
 from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
 
@@ -47,11 +49,11 @@ def resolved(reference: str) -> str:
 
 
 def integration_named(name: str) -> SlackIntegration | None:
-    return SlackIntegration.objects.select_related("agent", "run_as").filter(name=name).first()
+    return SlackIntegration.objects.select_related("agent", "group", "run_as").filter(name=name).first()
 
 
 def every_integration() -> list[SlackIntegration]:
-    return list(SlackIntegration.objects.select_related("agent", "run_as").order_by("name"))
+    return list(SlackIntegration.objects.select_related("agent", "group", "run_as").order_by("name"))
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class IntegrationInput:
     bot_token: str
     approval_channel: str
     approver_user_ids: str
+    group_id: Any = None
 
 
 def _field_error(field: str, message: str) -> BadRequest:
@@ -71,9 +74,18 @@ def _field_error(field: str, message: str) -> BadRequest:
 
 def _checked(data: IntegrationInput, *, creator: Any) -> dict[str, Any]:
     """The row's values, every field checked (400 naming the first bad one)."""
-    agent = Agent.objects.filter(pk=data.agent_id, deleted_at__isnull=True).first()
-    if agent is None:
-        raise _field_error("agentId", "no such agent")
+    if (data.agent_id is None) == (data.group_id is None):
+        field = "groupId" if data.agent_id is not None else "agentId"
+        raise _field_error(field, "give exactly one of agentId (conversations) or groupId (discussions)")
+    agent = group = None
+    if data.agent_id is not None:
+        agent = Agent.objects.filter(pk=data.agent_id, deleted_at__isnull=True).first()
+        if agent is None:
+            raise _field_error("agentId", "no such agent")
+    else:
+        group = Group.objects.filter(pk=data.group_id, deleted_at__isnull=True).first()
+        if group is None:
+            raise _field_error("groupId", "no such group")
     if data.environment not in ENVIRONMENTS:
         raise _field_error("environment", "must be production or test")
     for field, value in (("signingSecret", data.signing_secret), ("botToken", data.bot_token)):
@@ -88,6 +100,7 @@ def _checked(data: IntegrationInput, *, creator: Any) -> dict[str, Any]:
             raise _field_error("conversationOwner", "no such active user")
     return {
         "agent": agent,
+        "group": group,
         "environment": data.environment,
         "run_as": owner,
         "signing_secret_ref": data.signing_secret,

@@ -113,7 +113,7 @@ def handle_click(integration: SlackIntegration, click: Click) -> str:
     actor = Actor(name=f"slack:{click.user}")
     try:
         if click.subject.startswith("group:"):
-            _decide_group(integration, click.subject.removeprefix("group:"), decision, actor)
+            _decide_group(integration, click, decision, actor)
         else:
             _decide_conversation(integration, click, decision, actor)
     except (WrongState, NotFound):
@@ -133,14 +133,7 @@ def _decide_conversation(
     pending = Pause.objects.filter(
         subject_type=SubjectType.CONVERSATION, subject_id=found.conversation.pk, status=PauseStatus.PENDING
     ).first()
-    if pending is not None and not pending.allow_self_approval:
-        raised_by = (
-            SlackDelivery.objects.filter(pause_id=pending.id, kind=DeliveryKind.APPROVAL_CARD)
-            .values_list("raised_by", flat=True)
-            .first()
-        )
-        if raised_by == click.user:
-            raise Forbidden(SELF_APPROVAL_DETAIL)
+    _refuse_self_approval(pending, click)
     decide_and_continue(
         only_if_quick=True,
         surface=Surface.REGULAR,
@@ -152,13 +145,32 @@ def _decide_conversation(
     )
 
 
+def _refuse_self_approval(pending: Pause | None, click: Click) -> None:
+    """A pause that forbids self-approval is refused to the Slack user whose message raised it."""
+    if pending is None or pending.allow_self_approval:
+        return
+    raised_by = (
+        SlackDelivery.objects.filter(pause_id=pending.id, kind=DeliveryKind.APPROVAL_CARD)
+        .values_list("raised_by", flat=True)
+        .first()
+    )
+    if raised_by == click.user:
+        raise Forbidden(SELF_APPROVAL_DETAIL)
+
+
 def _decide_group(
-    integration: SlackIntegration, discussion_id: str, decision: dict[str, Any], actor: Actor
+    integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
 ) -> None:
     try:
-        key = uuid.UUID(discussion_id)
+        key = uuid.UUID(click.subject.removeprefix("group:"))
     except ValueError:
         raise NotFound("No such discussion.") from None
+    _refuse_self_approval(
+        Pause.objects.filter(
+            subject_type=SubjectType.DISCUSSION, subject_id=key, status=PauseStatus.PENDING
+        ).first(),
+        click,
+    )
     group_id = GroupConversation.objects.filter(pk=key).values_list("group_id", flat=True).first()
     approve_discussion(
         user=integration.run_as,

@@ -131,11 +131,19 @@ def approval_card(
     ]
     if pause.kind == PauseKind.TOOL_CALL:
         blocks.extend(tool_call_blocks(pause))
+    return blocks + decision_blocks(
+        pause, integration_name=integration_name, subject=subject, buttons=buttons
+    )
+
+
+def decision_blocks(
+    pause: Pause, *, integration_name: str, subject: str, buttons: bool
+) -> list[dict[str, Any]]:
+    """Approve / Reject naming ``<integration>|<subject>``, or the fail-closed note without approvers."""
     if not buttons:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": NO_APPROVERS}]})
-        return blocks
+        return [{"type": "context", "elements": [{"type": "mrkdwn", "text": NO_APPROVERS}]}]
     value = button_value(integration_name, subject)
-    blocks.append(
+    return [
         {
             "type": "actions",
             "block_id": f"hitl:{pause.id}",
@@ -156,8 +164,7 @@ def approval_card(
                 },
             ],
         }
-    )
-    return blocks
+    ]
 
 
 def resolved_card(text: str) -> list[dict[str, Any]]:

@@ -107,7 +107,7 @@ def push_continuation(pause_id: str) -> str:
     SlackDelivery.objects.filter(pk=delivery.pk).update(
         status=DeliveryStatus.SENT, channel=thread.channel, ts=ts
     )
-    _close_card(pause)
+    close_card(pause)
     again = current_pause_of(SubjectType.CONVERSATION, conversation.pk)
     if again is not None and again.id != pause.id and again.status == PauseStatus.PENDING:
         post_approval_card(integration, again, raised_by=thread.last_speaker)
@@ -130,7 +130,7 @@ def _retry_later(pause: Pause, attempts: int) -> str:
     return "retrying"
 
 
-def _close_card(pause: Pause) -> None:
+def close_card(pause: Pause) -> None:
     """A card decided elsewhere (REST, admin, a timer) loses its buttons; one decided in Slack already did."""
     if pause.decided_by.startswith("slack:"):
         return

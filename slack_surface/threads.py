@@ -7,7 +7,8 @@ worker claims it before the turn runs, so a task delivered twice never runs a tu
 
 A message while the conversation awaits a decision is answered "Still awaiting approval" and not
 consumed (the REST say's 409, told in Slack words). A turn that pauses posts its output so far with
-the pause notice (reason only) in the thread, and the approval card to the approval channel.
+the pause notice (reason only) in the thread, and the approval card to the approval channel. A group
+integration's message starts a group discussion instead (slack_surface.discussion_threads).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from conversations.selectors import talk_on_version
 from conversations.snapshots import snapshot
 from slack_surface import messages
 from slack_surface.cards import post_approval_card
+from slack_surface.discussion_threads import handle_group_message
 from slack_surface.models import SlackEvent, SlackIntegration, SlackThread
 from slack_surface.web_api import post_message
 
@@ -69,8 +71,12 @@ def handle_message(event_pk: int) -> str:
     """The q-cluster task: claim the recorded message, run its turn, answer in its thread."""
     if not SlackEvent.objects.filter(pk=event_pk, handled=False).update(handled=True):
         return "skipped"
-    row = SlackEvent.objects.select_related("integration__agent", "integration__run_as").get(pk=event_pk)
+    row = SlackEvent.objects.select_related(
+        "integration__agent", "integration__group", "integration__run_as"
+    ).get(pk=event_pk)
     integration, message = row.integration, row.message
+    if integration.group_id is not None:
+        return handle_group_message(integration, message)
     thread_ts = message.get("thread_ts") or message.get("ts")
     channel = message["channel"]
     thread = SlackThread.objects.filter(integration=integration, channel=channel, thread_ts=thread_ts).first()

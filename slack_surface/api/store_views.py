@@ -27,7 +27,8 @@ from slack_surface.models import SlackIntegration
 
 class IntegrationSerializer(serializers.Serializer):
     name = serializers.CharField()
-    agentId = serializers.UUIDField()
+    agentId = serializers.UUIDField(allow_null=True)
+    groupId = serializers.UUIDField(allow_null=True)
     environment = serializers.CharField()
     conversationOwner = serializers.CharField()
     signingSecret = serializers.CharField(help_text="a ${vault:NAME} reference; the value is never shown")
@@ -40,7 +41,8 @@ class IntegrationSerializer(serializers.Serializer):
 def _row(integration: SlackIntegration) -> dict[str, Any]:
     return {
         "name": integration.name,
-        "agentId": str(integration.agent_id),
+        "agentId": str(integration.agent_id) if integration.agent_id else None,
+        "groupId": str(integration.group_id) if integration.group_id else None,
         "environment": integration.environment,
         "conversationOwner": integration.run_as.get_username(),
         "signingSecret": integration.signing_secret_ref,
@@ -52,7 +54,20 @@ def _row(integration: SlackIntegration) -> dict[str, Any]:
 
 
 class _Fields(BodySerializer):
-    agentId = serializers.UUIDField(error_messages={"required": "required", "invalid": "must be a UUID"})
+    agentId = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        default=None,
+        error_messages={"invalid": "must be a UUID"},
+        help_text="the agent whose conversations the threads are; exactly one of agentId and groupId",
+    )
+    groupId = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        default=None,
+        error_messages={"invalid": "must be a UUID"},
+        help_text="the group a thread's message starts a discussion on; exactly one of agentId and groupId",
+    )
     environment = TextField(required=False, default="production")
     conversationOwner = TextField(required=False, allow_blank=True, default="")
     signingSecret = TextField(error_messages={"required": "required"})
@@ -64,6 +79,7 @@ class _Fields(BodySerializer):
 def _input(body: dict[str, Any]) -> IntegrationInput:
     return IntegrationInput(
         agent_id=body["agentId"],
+        group_id=body["groupId"],
         environment=body["environment"],
         conversation_owner=body["conversationOwner"] or None,
         signing_secret=body["signingSecret"],
