@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import deployed_agent
+from tests.groups.members import PHASES, answering, group
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +56,32 @@ def test_only_admins_use_the_store(approver_client, bob_client):
     assert (
         bob_client.post("/integrationstore/slack", body(deployed_agent()), format="json").status_code == 403
     )
+
+
+def test_a_group_integration_names_its_group_and_no_agent(admin_client):
+    group_id = group([(answering("pat", "Ship it."), "Optimist")], PHASES)
+    payload = body(None, groupId=group_id)
+    del payload["agentId"]
+
+    created = admin_client.post("/integrationstore/slack", payload, format="json")
+
+    assert created.status_code == 201, created.content
+    assert (created.json()["groupId"], created.json()["agentId"]) == (group_id, None)
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [("both", "groupId"), ("neither", "agentId"), ("unknown group", "groupId")],
+)
+def test_an_integration_targets_exactly_one_agent_or_group(admin_client, target, field):
+    group_id = group([(answering("pat", "Ship it."), "Optimist")], PHASES)
+    changes = {
+        "both": {"groupId": group_id},
+        "neither": {"agentId": None},
+        "unknown group": {"agentId": None, "groupId": "00000000-0000-0000-0000-000000000001"},
+    }[target]
+
+    response = admin_client.post("/integrationstore/slack", body(deployed_agent(), **changes), format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["field"] == field
