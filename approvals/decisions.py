@@ -27,6 +27,7 @@ from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
+from approvals.settlements import announce_settled
 from approvals.surfaces import handler_for
 from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
 from hitl_project import rows
@@ -268,6 +269,7 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
             epoch=pause.epoch,
             detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface},
         )
+        announce_settled(pause)
     return True
 
 
@@ -336,6 +338,7 @@ def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = 
     if won:
         for field, value in finished.items():  # as committed, without reading it back
             setattr(pause, field, value)
+        announce_settled(pause)
     if won and outcome != "completed":
         append_audit_entry(
             subject_type=pause.subject_type,

@@ -13,6 +13,7 @@ from approvals import metrics
 from approvals.audit import append_audit_entry
 from approvals.durations import positive_duration
 from approvals.models import Pause, PauseKind, TimeoutPolicy
+from approvals.openings import announce_opened
 from approvals.self_approval import effective_allow_self_approval
 from approvals.timer_arming import arm_timer
 from hitl_project import rows
@@ -117,6 +118,7 @@ def open_pause(
             "allowSelfApproval": allow_self_approval,
         },
     )
+    announce_opened(pause)
     return pause
 
 

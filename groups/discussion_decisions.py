@@ -144,8 +144,8 @@ def register() -> None:
 def _acting(user: Any, actor: Actor | None) -> Actor:
     if actor is None:
         return actor_for_user(user)
-    if actor.user is not user:
-        raise ValueError("a surface's actor must act as the authenticated user")
+    if actor.user is not None and actor.user is not user:
+        raise ValueError("a surface's actor bound to an account must act as the authenticated user")
     return actor
 
 
@@ -160,8 +160,9 @@ def approve_discussion(
 ) -> Continued:
     """Decide the discussion's pending pause and run its continuation in this process (see the module).
 
-    ``actor``: the name the decision is recorded under when the surface has its own (``mcp:alice``);
-    it must act as ``user``, so separation of duties and access are the same. Default: ``user``'s."""
+    ``actor``: who the decision is recorded as when the surface has its own name (``mcp:alice``, acting
+    as ``user``; ``slack:<userId>``, an allow-listed Slack user with no account, deciding with the
+    integration's user's access). An actor bound to an account must be ``user``. Default: ``user``'s."""
     decision = parse_group_decision(body)
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
     with ev.watched_by(events):

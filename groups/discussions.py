@@ -71,10 +71,12 @@ class Run:
         return int((self.document.get("protocol") or {}).get("maxTurns") or DEFAULT_MAX_TURNS)
 
     def emit(self, name: str, **data: Any) -> None:
-        try:
-            self.events(name, {"discussionId": str(self.discussion.id), **data})
-        except Exception:  # a watcher that went away never stops the discussion
-            logger.exception("event %s of discussion %s could not be sent", name, self.discussion.id)
+        payload = {"discussionId": str(self.discussion.id), **data}
+        for sink in (self.events, *ev.observers()):
+            try:
+                sink(name, payload)
+            except Exception:  # a watcher that went away never stops the discussion
+                logger.exception("event %s of discussion %s could not be sent", name, self.discussion.id)
 
     def save(self) -> None:
         """What the run changed (never the cancel request, which another process writes)."""

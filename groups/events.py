@@ -3,6 +3,11 @@
 The runner calls an ``EventSink`` with an event name and a JSON-ready dict at every step; the REST
 adapters that answer once pass ``no_events``. Event names are the wire names (docs/groups.md, "SSE").
 The closing events end a stream: after one of them nothing more is sent.
+
+Besides the run's own sink, every event of every run goes to the process-wide observers (registered in
+an AppConfig.ready()): a surface that must hear of a discussion's progress whichever process runs it (the
+Slack adapter's thread notices, for a continuation run in a REST request or on a q-cluster worker)
+observes here, since the sink belongs to whoever started or decided that run.
 """
 
 from __future__ import annotations
@@ -33,6 +38,19 @@ CLOSING_EVENTS = frozenset({AWAITING_APPROVAL, CANCELLED, GROUP_COMPLETE, GROUP_
 
 def no_events(name: str, data: dict[str, Any]) -> None:
     """The sink of a caller nobody watches."""
+
+
+_OBSERVERS: list[EventSink] = []
+
+
+def register_observer(observer: EventSink) -> None:
+    """Hear every event of every discussion run in this process (after the run's sink)."""
+    if observer not in _OBSERVERS:
+        _OBSERVERS.append(observer)
+
+
+def observers() -> list[EventSink]:
+    return _OBSERVERS
 
 
 _WATCHER: ContextVar[EventSink] = ContextVar("discussion_events", default=no_events)

@@ -19,4 +19,5 @@ urlpatterns = [
     path("", include("hitl_project.metrics_urls")),
     path("", include("conversations.api.urls")),
     path("", include("groups.api.urls")),
+    path("", include("slack_surface.api.urls")),
 ]

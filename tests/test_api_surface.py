@@ -19,6 +19,7 @@ from conversations.models import Agent, Deployment
 from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
 from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation, start
+from toolgate.secret_store import set_secret
 
 PROBLEM = "application/problem+json"
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}
@@ -584,6 +585,45 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)
     call(admin, "delete", "/secretstore/secrets/payments.key", 204)
+
+    # The Slack integration store, and the two webhooks signed with slack_sdk (docs/slack.md); no Slack
+    # call leaves the machine: the Web API is a closed loopback port.
+    from tests.slack.conftest import click_body, signed_headers
+
+    settings.HITL_SLACK_API_URL = "http://127.0.0.1:9/"
+    set_secret(name="slack.signing", value="schema-signing-secret")
+    slack = {
+        "agentId": agent_id,
+        "signingSecret": "${vault:slack.signing}",
+        "botToken": "${vault:slack.signing}",
+        "hitlApprovalChannel": "C1",
+        "hitlApproverUserIds": "U1",
+    }
+    call(admin, "post", "/integrationstore/slack", 201, data={"name": "acme", **slack}, format="json")
+    call(admin, "get", "/integrationstore/slack", 200)
+    call(admin, "get", "/integrationstore/slack/acme", 200)
+    call(admin, "put", "/integrationstore/slack/acme", 200, data=slack, format="json")
+    challenge = '{"type": "url_verification", "challenge": "c"}'
+    call(
+        world.anonymous,
+        "post",
+        "/integrations/slack/events",
+        200,
+        data=challenge,
+        content_type="application/json",
+        **signed_headers(challenge, secret="schema-signing-secret"),
+    )
+    click = click_body(f"acme|{world.paused_id}", user="UNOTALLOWED")
+    call(
+        world.anonymous,
+        "post",
+        "/integrations/slack/interactive",
+        200,
+        data=click,
+        content_type="application/x-www-form-urlencoded",
+        **signed_headers(click, secret="schema-signing-secret"),
+    )
+    call(admin, "delete", "/integrationstore/slack/acme", 204)
 
     conversation = call(
         bob,

@@ -1,7 +1,7 @@
 """The dependency rule (docs/architecture.md): apps depend downward only, modules import no cycle, and a
 function-local import of the project's own code says why it is there.
 
-- The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring -> the MCP surface ->
+- The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring -> the MCP and Slack surfaces ->
   group discussions (their members talk through the 1:1 engine) -> 1:1 conversations -> tool gating
   and the schedule store (independent of each other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and indirect chains too.
 - A planted upward import inside a function breaks the contract (the rule can fail).
@@ -24,7 +24,16 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("hitl_project", "approvals", "schedules", "toolgate", "conversations", "groups", "mcp_surface")
+PACKAGES = (
+    "hitl_project",
+    "approvals",
+    "schedules",
+    "toolgate",
+    "conversations",
+    "groups",
+    "mcp_surface",
+    "slack_surface",
+)
 LOCAL_IMPORT_REASON = "# local import:"
 
 

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "toolgate",
     "conversations",
     "groups",
+    "slack_surface",
 ]
 
 MIDDLEWARE = [
@@ -217,6 +218,10 @@ HITL_LLM_TIMEOUT_SECONDS = env.float("HITL_LLM_TIMEOUT_SECONDS", default=60.0)
 # Fernet keys of the secret store behind ${vault:NAME}, comma-separated, newest first (rotation:
 # put a new key first, run manage.py hitl_rotate_secrets, then drop the old one).
 HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY", default="")
+# Slack (docs/slack.md): the Web API base URL slack_sdk's WebClient calls (tests point it at a local
+# fake), and how often a continuation notice whose post failed is tried again in all.
+HITL_SLACK_API_URL = env.str("HITL_SLACK_API_URL", default="https://slack.com/api/")
+HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5)
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
 # Whether a key that cannot work (or is too short) is an error that stops manage.py check, migrate and

@@ -1,0 +1,82 @@
+"""Group discussions from Slack: a message in a thread of a group integration's channel asks the group.
+
+The message (recorded and claimed by slack_surface.threads, handled on the q-cluster) starts a
+discussion on the integration's group with the message as the question, owned by the integration's
+user, and the thread is mapped to it (a SlackDiscussion row, written when the runner announces the
+discussion, before its first member turn, so every notice of it finds the thread). While that
+discussion awaits a decision a message gets "Still awaiting approval" and is not consumed; while it runs,
+"still running". Once it ended (COMPLETED, FAILED, CANCELLED) the thread's next message starts a new
+discussion in the same thread: a thread is a place to ask the group, one question at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from approvals.errors import ApplicationError
+from groups import events as ev
+from groups.discussions import start_discussion
+from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
+from slack_surface import discussion_messages as texts
+from slack_surface import messages
+from slack_surface.models import SlackDiscussion, SlackIntegration, SlackThread
+from slack_surface.web_api import post_message
+
+logger = logging.getLogger(__name__)
+
+
+def current_discussion(thread: SlackThread) -> GroupConversation | None:
+    link = SlackDiscussion.objects.filter(thread=thread).select_related("discussion").order_by("-pk").first()
+    return link.discussion if link else None
+
+
+def _mapping_sink(thread: SlackThread, slack_user: str) -> ev.EventSink:
+    """The sink of the Slack-started run: it maps the thread to the discussion as soon as it exists."""
+
+    def sink(name: str, data: dict[str, Any]) -> None:
+        if name == ev.DISCUSSION_STARTED:
+            SlackDiscussion.objects.create(
+                thread=thread, discussion_id=data["discussionId"], started_by=slack_user
+            )
+
+    return sink
+
+
+def handle_group_message(integration: SlackIntegration, message: dict[str, Any]) -> str:
+    """Start a discussion for the message, or tell the thread why not; what happened (for logs and tests)."""
+    channel = message["channel"]
+    thread_ts = message.get("thread_ts") or message.get("ts")
+    thread, _ = SlackThread.objects.get_or_create(
+        integration=integration,
+        channel=channel,
+        thread_ts=thread_ts,
+        defaults={"last_speaker": message["user"]},
+    )
+    current = current_discussion(thread)
+    if current is not None and current.state not in TERMINAL_STATES:
+        awaiting = current.state == DiscussionState.AWAITING_APPROVAL
+        reply = messages.STILL_AWAITING if awaiting else texts.STILL_RUNNING
+        post_message(integration, channel=channel, thread_ts=thread_ts, text=reply)
+        return "awaiting" if awaiting else "running"
+    group_name = integration.group.name if integration.group else ""
+    post_message(
+        integration,
+        channel=channel,
+        thread_ts=thread_ts,
+        text=texts.STARTED.format(group=messages.escaped(group_name)),
+    )
+    try:
+        start_discussion(
+            user=integration.run_as,
+            group_id=integration.group_id,
+            question=message["text"],
+            events=_mapping_sink(thread, message["user"]),
+        )
+    except ApplicationError as exc:
+        logger.warning("slack discussion in %s/%s refused: %s", channel, thread_ts, exc.detail)
+        post_message(
+            integration, channel=channel, thread_ts=thread_ts, text=f"⚠️ {messages.escaped(exc.detail)}"
+        )
+        return "refused"
+    return "started"

@@ -1,0 +1,205 @@
+"""Deciding from Slack: the Approve / Reject buttons of an approval card.
+
+Order of checks: the request must carry Slack's signature headers (401), its button must name an
+integration (a bare value cannot be bound: 403), and the signature must hold for THAT integration's
+signing secret, fresh within five minutes (401); only then is anything read or changed. The clicking
+Slack user must be in the integration's ``hitlApproverUserIds``. The decision goes through the same
+services as REST (``decide_and_continue`` for a conversation, ``approve_discussion`` for a group
+pause, ``group:<id>``), with the integration's user's access, recorded as ``slack:<userId>``. A quick
+continuation runs here, a slow one is queued, so Slack gets its answer in time.
+
+Separation of duties: Slack users are not accounts of ours, so a pause that forbids self-approval is
+refused to the Slack user whose message raised it (the card's delivery row names them); the core's
+own rule still applies to the integration's user.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from approvals.actors import Actor
+from approvals.continuation_runs import decide_and_continue
+from approvals.decision_input import parse_decision_body
+from approvals.errors import ApplicationError, Forbidden, NotFound, WrongState
+from approvals.models import Pause, PauseStatus, SubjectType, Surface, Verdict
+from approvals.self_approval import SELF_APPROVAL_DETAIL
+from conversations.selectors import decision_on_version
+from groups.discussion_decisions import approve_discussion
+from groups.models import GroupConversation
+from slack_surface import messages
+from slack_surface.cards import DELIVERY_FAILURES
+from slack_surface.integrations import approver_ids, integration_named
+from slack_surface.models import DeliveryKind, SlackDelivery, SlackIntegration
+from slack_surface.signatures import REFUSAL, Unsigned, signed_by
+from slack_surface.web_api import post_message, update_message
+
+logger = logging.getLogger(__name__)
+
+VERDICTS = {messages.APPROVE: Verdict.APPROVED, messages.REJECT: Verdict.REJECTED}
+SLACK_USER = re.compile(r"[A-Z0-9]{2,32}")
+UNBINDABLE = "The button does not name a Slack integration; it cannot be verified or decided."
+RESOLVED = {"APPROVED": "✅ Approved by {who}", "REJECTED": "⛔ Rejected by {who}"}
+
+
+@dataclass(frozen=True)
+class Click:
+    integration_name: str
+    subject: str
+    action_id: str
+    user: str
+    channel: str
+    message_ts: str
+    kind: str
+
+
+def _click(body: bytes) -> Click:
+    """The first action of a block_actions payload (form field ``payload``); 403 when it names no integration."""
+    try:
+        payload = json.loads(parse_qs(body.decode("utf-8")).get("payload", [""])[0])
+    except (UnicodeDecodeError, ValueError):
+        raise Unsigned(REFUSAL) from None  # nothing to bind a signature to
+    payload = payload if isinstance(payload, dict) else {}
+    actions = payload.get("actions") if isinstance(payload.get("actions"), list) else []
+    action = actions[0] if actions and isinstance(actions[0], dict) else {}
+    value = str(action.get("value") or "")
+    name, bar, subject = value.partition("|")
+    if not bar or not name or not subject:
+        raise Forbidden(UNBINDABLE)
+    container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
+    channel = payload.get("channel") if isinstance(payload.get("channel"), dict) else {}
+    user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
+    return Click(
+        integration_name=name,
+        subject=subject,
+        action_id=str(action.get("action_id") or ""),
+        user=str(user.get("id") or ""),
+        channel=str(container.get("channel_id") or channel.get("id") or ""),
+        message_ts=str(container.get("message_ts") or ""),
+        kind=str(payload.get("type") or ""),
+    )
+
+
+def verified_click(
+    *, body: bytes, timestamp: str | None, signature: str | None
+) -> tuple[SlackIntegration, Click]:
+    if not timestamp or not signature:
+        raise Unsigned(REFUSAL)
+    click = _click(body)
+    integration = integration_named(click.integration_name)
+    if integration is None or not signed_by(integration, body=body, timestamp=timestamp, signature=signature):
+        raise Unsigned(REFUSAL)
+    return integration, click
+
+
+def handle_click(integration: SlackIntegration, click: Click) -> str:
+    """Decide the card's pause as the clicking user; what became of it (for logs and tests)."""
+    verdict = VERDICTS.get(click.action_id)
+    if click.kind != "block_actions" or verdict is None:
+        return "ignored"
+    if not SLACK_USER.fullmatch(click.user) or click.user not in approver_ids(integration):
+        _tell(
+            integration,
+            click,
+            f"⚠️ {messages.mention(click.user)} is not authorized to approve or reject this request.",
+        )
+        return "not-authorized"
+    decision = {"verdict": verdict, "note": f"Decided via Slack by {click.user}"}
+    actor = Actor(name=f"slack:{click.user}")
+    try:
+        if click.subject.startswith("group:"):
+            _decide_group(integration, click, decision, actor)
+        else:
+            _decide_conversation(integration, click, decision, actor)
+    except (WrongState, NotFound):
+        _update(integration, click, messages.ALREADY_RESOLVED)
+        return "already-resolved"
+    except ApplicationError as exc:
+        _tell(integration, click, f"⚠️ {messages.mention(click.user)}: {messages.escaped(exc.detail)}")
+        return "refused"
+    _update(integration, click, RESOLVED[verdict].format(who=messages.mention(click.user)))
+    return "decided"
+
+
+def _decide_conversation(
+    integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
+) -> None:
+    found = decision_on_version(integration.run_as, click.subject)
+    pending = Pause.objects.filter(
+        subject_type=SubjectType.CONVERSATION, subject_id=found.conversation.pk, status=PauseStatus.PENDING
+    ).first()
+    _refuse_self_approval(pending, click)
+    decide_and_continue(
+        only_if_quick=True,
+        surface=Surface.REGULAR,
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=found.conversation.pk,
+        decision=parse_decision_body(decision),
+        actor=actor,
+        subject=found,
+    )
+
+
+def _refuse_self_approval(pending: Pause | None, click: Click) -> None:
+    """A pause that forbids self-approval is refused to the Slack user whose message raised it."""
+    if pending is None or pending.allow_self_approval:
+        return
+    raised_by = (
+        SlackDelivery.objects.filter(pause_id=pending.id, kind=DeliveryKind.APPROVAL_CARD)
+        .values_list("raised_by", flat=True)
+        .first()
+    )
+    if raised_by == click.user:
+        raise Forbidden(SELF_APPROVAL_DETAIL)
+
+
+def _decide_group(
+    integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
+) -> None:
+    try:
+        key = uuid.UUID(click.subject.removeprefix("group:"))
+    except ValueError:
+        raise NotFound("No such discussion.") from None
+    _refuse_self_approval(
+        Pause.objects.filter(
+            subject_type=SubjectType.DISCUSSION, subject_id=key, status=PauseStatus.PENDING
+        ).first(),
+        click,
+    )
+    group_id = GroupConversation.objects.filter(pk=key).values_list("group_id", flat=True).first()
+    approve_discussion(
+        user=integration.run_as,
+        group_id=group_id,
+        discussion_id=key,
+        body={"decision": decision},
+        actor=actor,
+    )
+
+
+def _update(integration: SlackIntegration, click: Click, text: str) -> None:
+    if not click.channel or not click.message_ts:
+        return
+    try:
+        update_message(
+            integration,
+            channel=click.channel,
+            ts=click.message_ts,
+            text=text,
+            blocks=messages.resolved_card(text),
+        )
+    except DELIVERY_FAILURES as exc:
+        logger.warning("approval card %s not updated: %s", click.message_ts, type(exc).__name__)
+
+
+def _tell(integration: SlackIntegration, click: Click, text: str) -> None:
+    if not click.channel:
+        return
+    try:
+        post_message(integration, channel=click.channel, text=text)
+    except DELIVERY_FAILURES as exc:
+        logger.warning("slack notice not posted: %s", type(exc).__name__)
