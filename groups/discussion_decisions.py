@@ -20,7 +20,7 @@ from approvals.actors import Actor, actor_for_user
 from approvals.audit import append_audit_entry
 from approvals.continuation_runs import Continued, decide_and_continue, record_cancel_request
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
-from approvals.decisions import cancel_pending_pause, open_pause_of
+from approvals.decisions import cancel_pending_pause, decide_pause, open_pause_of
 from approvals.errors import BadRequest, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Surface
 from approvals.pause_kinds import register_decision_validator, register_details_provider
@@ -157,24 +157,30 @@ def approve_discussion(
     body: Any,
     events: ev.EventSink = ev.no_events,
     actor: Actor | None = None,
+    continue_here: bool = True,
 ) -> Continued:
-    """Decide the discussion's pending pause and run its continuation in this process (see the module).
+    """Decide the discussion's pending pause and run its continuation in this process (see the module),
+    or with ``continue_here=False`` hand it to the q-cluster (a surface that must answer at once: Slack
+    gives an interaction 3 seconds).
 
     ``actor``: who the decision is recorded as when the surface has its own name (``mcp:alice``, acting
     as ``user``; ``slack:<userId>``, an allow-listed Slack user with no account, deciding with the
     integration's user's access). An actor bound to an account must be ``user``. Default: ``user``'s."""
     decision = parse_group_decision(body)
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
+    decide = {
+        "surface": Surface.GROUP,
+        "subject_type": SubjectType.DISCUSSION,
+        "subject_id": discussion.pk,
+        "decision": decision,
+        "actor": _acting(user, actor),
+        "what": WHAT,
+        "subject": discussion,
+    }
+    if not continue_here:
+        return Continued(decide_pause(**decide), "queued")
     with ev.watched_by(events):
-        return decide_and_continue(
-            surface=Surface.GROUP,
-            subject_type=SubjectType.DISCUSSION,
-            subject_id=discussion.pk,
-            decision=decision,
-            actor=_acting(user, actor),
-            what=WHAT,
-            subject=discussion,
-        )
+        return decide_and_continue(**decide)
 
 
 def cancel_discussion(

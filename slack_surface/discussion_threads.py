@@ -12,7 +12,11 @@ discussion in the same thread: a thread is a place to ask the group, one questio
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from django.db import connection
 
 from approvals.errors import ApplicationError
 from groups import events as ev
@@ -43,16 +47,47 @@ def _mapping_sink(thread: SlackThread, slack_user: str) -> ev.EventSink:
     return sink
 
 
+THREAD_LOCK_SPACE = 0x534C4B54  # "SLKT": the advisory locks of Slack threads running a discussion
+
+
+@contextmanager
+def thread_lock(thread: SlackThread) -> Iterator[bool]:
+    """Whether this process holds the thread while it starts and runs a discussion there (a PostgreSQL
+    session advisory lock: two first messages handled at once on two workers start one discussion, and a
+    worker that dies releases it with its connection)."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [THREAD_LOCK_SPACE, thread.pk])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [THREAD_LOCK_SPACE, thread.pk])
+
+
 def handle_group_message(integration: SlackIntegration, message: dict[str, Any]) -> str:
     """Start a discussion for the message, or tell the thread why not; what happened (for logs and tests)."""
-    channel = message["channel"]
-    thread_ts = message.get("thread_ts") or message.get("ts")
     thread, _ = SlackThread.objects.get_or_create(
         integration=integration,
-        channel=channel,
-        thread_ts=thread_ts,
+        channel=message["channel"],
+        thread_ts=message.get("thread_ts") or message.get("ts"),
         defaults={"last_speaker": message["user"]},
     )
+    with thread_lock(thread) as held:
+        if not held:  # another worker is starting or running this thread's discussion right now
+            post_message(
+                integration, channel=thread.channel, thread_ts=thread.thread_ts, text=texts.STILL_RUNNING
+            )
+            return "running"
+        return _start_unless_running(integration, thread, message)
+
+
+def _start_unless_running(integration: SlackIntegration, thread: SlackThread, message: dict[str, Any]) -> str:
+    channel, thread_ts = thread.channel, thread.thread_ts
     current = current_discussion(thread)
     if current is not None and current.state not in TERMINAL_STATES:
         awaiting = current.state == DiscussionState.AWAITING_APPROVAL

@@ -178,6 +178,7 @@ def _decide_group(
         discussion_id=key,
         body={"decision": decision},
         actor=actor,
+        continue_here=False,  # Slack wants its answer within 3 s: the rest of the discussion runs on the q-cluster
     )
 
 

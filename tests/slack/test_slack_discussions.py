@@ -3,15 +3,18 @@ turns, cancel and end reach the thread once, whoever decided (Slack buttons, RES
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from groups.models import GroupConversation
-from slack_surface.discussion_messages import CARD_TITLE
+from slack_surface.discussion_messages import CARD_TITLE, STILL_RUNNING
+from slack_surface.discussion_threads import thread_lock
 from slack_surface.integrations import IntegrationInput, create_integration
-from slack_surface.models import SlackDiscussion, SlackNotice
+from slack_surface.models import SlackDiscussion, SlackIntegration, SlackNotice, SlackThread
 from tests.conftest import make_user
 from tests.groups.members import PHASES, answering, group, pausing
 from tests.queue_drain import run_queued_tasks
@@ -226,3 +229,40 @@ def test_after_the_discussion_ended_the_thread_starts_a_new_one(slack, anon_clie
         "Should we ship on Friday?",
     ]
     assert thread_texts(slack).count(STARTED) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_thread_whose_discussion_another_worker_is_starting_starts_no_second_one(client, slack):
+    """Two first messages handled at once: the worker that holds the thread starts the one discussion;
+    the other tells the thread it is still running (the lock is held here from another connection)."""
+    panel()
+    holding, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def other_worker() -> None:
+        try:
+            thread = SlackThread.objects.create(
+                integration=SlackIntegration.objects.get(), channel="CTHREADS", thread_ts="700.1"
+            )
+            with thread_lock(thread) as held:
+                assert held
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+            done.set()
+
+    worker = threading.Thread(target=other_worker)
+    worker.start()
+    try:
+        assert holding.wait(10)
+        ask(client)
+    finally:
+        release.set()
+        worker.join(10)
+    assert done.is_set()
+    assert not GroupConversation.objects.exists()
+    assert thread_texts(slack) == [STILL_RUNNING]
+
+    ask(client, "Again?", ts="700.2", thread_ts="700.1")  # the thread is free again: this one starts
+
+    assert GroupConversation.objects.count() == 1
