@@ -22,7 +22,7 @@ from approvals import metrics
 from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
-from approvals.errors import BadRequest, WrongState
+from approvals.errors import BadRequest, LostRace, WrongState
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
@@ -82,9 +82,10 @@ def _pause_with_owner_sql(after_where: str) -> str:
     )
 
 
-def _not_awaiting(surface: str, subject_id: uuid.UUID, what: str) -> WrongState:
+def _not_awaiting(surface: str, subject_id: uuid.UUID, what: str, *, lost_race: bool = False) -> WrongState:
+    """Nothing pending to decide; ``lost_race``: it was pending when read, another decision won first."""
     state = handler_for(surface).subject_state(subject_id)
-    return WrongState(
+    return (LostRace if lost_race else WrongState)(
         f"{what} is not in a resumable state (current state: {state}) - it may have been resumed, "
         "cancelled, or timed out already.",
         current_state=state,
@@ -193,7 +194,7 @@ def record_decision(
         }
         won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
         if not won or not handler.begin_resume(pause):
-            raise _not_awaiting(surface, subject_id, what or handler.subject_word)
+            raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
             setattr(pause, field, value)
         if actor.user is not None:

@@ -49,6 +49,11 @@ class WrongState(ApplicationError):
         self.current_state = current_state
 
 
+class LostRace(WrongState):
+    """The pause was pending when read, but another decision won its compare-and-set first. REST answers
+    it as any WrongState (409 WRONG_STATE); MCP names it CONFLICT, as the reference does."""
+
+
 class Conflict(ApplicationError):
     status = 409
     code = "CONFLICT"

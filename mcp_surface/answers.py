@@ -16,7 +16,7 @@ from django.conf import settings
 from mcp_types import CallToolResult, TextContent
 from rest_framework.utils.encoders import JSONEncoder
 
-from approvals.errors import ApplicationError, Disabled
+from approvals.errors import ApplicationError, Disabled, LostRace
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,8 @@ MUTATIONS_SETTING = "HITL_MCP_MUTATIONS_ENABLED"
 
 
 def error_code(exc: ApplicationError) -> str:
+    if isinstance(exc, LostRace):  # another decision won the compare-and-set: the reference's CONFLICT
+        return "CONFLICT"
     if exc.code in ERROR_CODES:
         return exc.code
     return _BY_STATUS.get(exc.status, "INTERNAL")

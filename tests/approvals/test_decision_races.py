@@ -7,7 +7,12 @@ import threading
 import pytest
 from django.db import connections
 
-from approvals.models import AuditEntry, Pause, PauseStatus
+from approvals.actors import actor_for_user
+from approvals.decision_input import DecisionInput
+from approvals.decisions import record_decision
+from approvals.errors import LostRace
+from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface, Verdict
+from mcp_surface.answers import error_code
 from tests.conftest import client_for, make_user
 from tests.factories import paused_conversation
 
@@ -77,3 +82,37 @@ def test_resume_racing_cancel_exactly_one_wins():
         else:
             assert statuses == [409, 200]
             assert pause.status == PauseStatus.CANCELLED and decisions.get().verdict == "CANCELLED"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("continuations_queued")
+def test_a_decision_that_loses_the_compare_and_set_is_a_lost_race_and_changes_nothing():
+    """The pause was pending when this decider read it, another decision won first: LostRace (REST's 409
+    WRONG_STATE; MCP's CONFLICT), and the winner's decision stands."""
+    alice, approver = make_user("alice"), make_user("approver", "approver")
+    conversation_id = paused_conversation(client_for(alice))
+    stale = Pause.objects.get(
+        subject_id=conversation_id, status=PauseStatus.PENDING
+    )  # read before the winner
+    assert (
+        client_for(approver)
+        .post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
+        .status_code
+        == 200
+    )
+
+    with pytest.raises(LostRace) as lost:
+        record_decision(
+            surface=Surface.REGULAR,
+            subject_type=SubjectType.CONVERSATION,
+            subject_id=stale.subject_id,
+            decision=DecisionInput(verdict=Verdict.REJECTED),
+            actor=actor_for_user(approver),
+            pending=stale,
+        )
+
+    assert lost.value.status == 409 and lost.value.code == "WRONG_STATE"
+    assert error_code(lost.value) == "CONFLICT"
+    stale.refresh_from_db()
+    assert stale.verdict == Verdict.APPROVED
+    assert AuditEntry.objects.filter(pause_id=stale.id, verb="hitl.approval").count() == 1
