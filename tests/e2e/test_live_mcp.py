@@ -24,7 +24,7 @@ from conversations.models import Conversation
 from tests.conftest import CANARY_SECRET_NAME
 from tests.e2e.conftest import LiveStack, api_user, running_stack
 from tests.factories import deployed_agent
-from tests.groups.members import PHASES, answering, asked, group
+from tests.groups.members import PHASES, answering, asked, echoing, group
 from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -372,3 +372,54 @@ def test_the_kill_switch_disables_every_mutating_tool_first_and_keeps_the_reads(
     (_, inbox), (_, status) = answers[7:]
     assert [row["conversationId"] for row in inbox["approvals"]] == [conversation_id]
     assert status["state"] == "AWAITING_HUMAN"
+
+
+def test_approve_group_phase_applies_per_task_verdicts_of_a_task_gate(live_stack, tokens):
+    worker = echoing("worker")
+    group_id = group(
+        [(worker, "Worker")],
+        [
+            {
+                "name": "Build",
+                "type": "EXECUTE",
+                "requiresApproval": True,
+                "tasks": [
+                    {"id": "a", "description": "do a", "assignee": worker},
+                    {"id": "b", "description": "do b", "assignee": worker},
+                ],
+            }
+        ],
+        hitlConfig={"granularity": "TASK", "onTaskRejection": "RETRY"},
+    )
+    with live_stack.client(tokens["alice"]) as rest:
+        paused = rest.post(f"/groups/{group_id}/conversations", json={"question": "Build it"}).json()
+    ids = {"groupId": group_id, "conversationId": paused["discussionId"]}
+    status = ok(live_stack, tokens["approver"], "get_group_approval_status", **ids)
+    assert status["pauseType"] == "TASK" and status["awaitingTaskIds"] == ["a", "b"]
+
+    resumed = ok(
+        live_stack,
+        tokens["approver"],
+        "approve_group_phase",
+        verdict="APPROVED",
+        note="say why",
+        taskApprovals={"a": "approved", "b": "REJECTED"},
+        **ids,
+    )
+
+    tasks = {task["id"]: task for task in resumed["discussion"]["tasks"]}
+    assert tasks["a"]["status"] == "COMPLETED"
+    assert tasks["b"]["status"] == "AWAITING_APPROVAL" and "say why" in tasks["b"]["result"]  # retried
+    assert resumed["discussion"]["state"] == "AWAITING_APPROVAL"
+    unknown = refused(
+        live_stack,
+        tokens["approver"],
+        "approve_group_phase",
+        verdict="APPROVED",
+        taskApprovals={"zz": "APPROVED"},
+        **ids,
+    )
+    assert unknown["errorCode"] == "BAD_REQUEST"
+    assert unknown["details"]["errors"] == [
+        {"field": "taskApprovals.zz", "message": "Unknown taskId in taskApprovals: 'zz'"}
+    ]
