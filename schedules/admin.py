@@ -2,7 +2,7 @@
 
 django-q2 registers plain admins for Schedule, Success, Failure and OrmQ (queued tasks). We replace them:
 
-- Schedules: staff see and change non-HITL schedules; HITL schedules are listed to admins only, a
+- Schedules: staff see and change non-HITL schedules, only admins add them here; HITL schedules are listed to admins only, a
   hidden one answers 404 (no existence oracle), and only admins change or delete them. No form may
   make a schedule HITL's, and ``func`` must be on the allow-list (schedules.protection).
 - Successful and failed tasks and the queue show task arguments (a timer's pause id) and can resubmit
@@ -103,7 +103,9 @@ class ProtectedScheduleAdmin(q_admin.ScheduleAdmin):
         return obj is None or is_admin(request.user) or not is_hitl_schedule(obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return may_use_schedule_store(request.user)
+        # Reviewers (approvers, staff) work in the inbox: an "+ Add" they would use by mistake is not
+        # offered. Admins add schedules here; the REST schedule store keeps its own rule.
+        return is_admin(request.user)
 
     def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         if obj is None:

@@ -90,13 +90,19 @@ class SelectionOnly(ChangeList):
         self.can_show_all = self.multi_page = False
 
 
+ACTOR_BADGE_STYLE = (
+    "display:inline-block;padding:1px 8px;border-radius:10px;font-size:0.85em;"
+    "border:1px solid var(--hairline-color,#ccc);color:var(--body-quiet-color,#555)"
+)
+
+
 class AuditEntryAdmin(admin.ModelAdmin):
     list_display = (
         "id",
         "created_at",
         "verb",
         "actor",
-        "automated",
+        "automated_badge",
         "verdict_shown",
         "subject_link",
         "sequence",
@@ -116,7 +122,7 @@ class AuditEntryAdmin(admin.ModelAdmin):
         ("subject_type", "subject_id"),
         "conversation_id",
         ("pause_id", "epoch"),
-        ("verb", "actor", "automated"),
+        ("verb", "actor", "automated_badge"),
         "verdict",
         "note",
         "detail_json",
@@ -150,6 +156,14 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return actions
 
     # --- the list ---------------------------------------------------------------------------------
+
+    @admin.display(description="automated", ordering="automated")
+    def automated_badge(self, entry: AuditEntry) -> SafeString:
+        """Who acted, as a neutral badge: Django's boolean icon is a red ✖ that reads as "failed"."""
+        word = "automated" if entry.automated else "person"
+        return format_html(
+            '<span class="hitl-actor-kind hitl-actor-{}" style="{}">{}</span>', word, ACTOR_BADGE_STYLE, word
+        )
 
     @admin.display(description="verdict", ordering="verdict")
     def verdict_shown(self, entry: AuditEntry) -> str:

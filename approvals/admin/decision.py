@@ -40,6 +40,7 @@ from approvals.surfaces import handler_for
 REVIEW_TURNS = 5
 CALL_NOTE_MAX = 1024
 TEMPLATE = "admin/approvals/pendingapproval/decision.html"
+NOT_FOUND_TEMPLATE = "admin/approvals/pendingapproval/not_found.html"
 SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
 SAME_AS_DECISION = ""
 NO_SUCH_PAUSE = "No such pending approval."
@@ -244,8 +245,26 @@ def success_message(pause: Pause, decided: Continued) -> str:
     return f"{text} {page.outcome(pause)}" if page else text
 
 
+def not_found_page(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """The 404 of a pause this reviewer may not see, inside the admin (its header, a way back), not a bare page.
+
+    One page for an unknown id, a malformed one and someone else's pause: no existence oracle.
+    """
+    opts = model_admin.opts
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "title": NO_SUCH_PAUSE,
+        "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+    }
+    return TemplateResponse(request, NOT_FOUND_TEMPLATE, context, status=404)
+
+
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    pause = find_pause(request, object_id)
+    try:
+        pause = find_pause(request, object_id)
+    except Http404:
+        return not_found_page(model_admin, request)
     review = pause_review(pause)
     section = page_section(request, pause)
     items = section.items if section else ()

@@ -22,7 +22,7 @@ DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "hitl_project.admin_apps.HitlAdminConfig",  # django.contrib.admin with our site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -187,11 +187,16 @@ HITL_SSE_KEEPALIVE_SECONDS = env.float("HITL_SSE_KEEPALIVE_SECONDS", default=15.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact_secrets": {"()": "toolgate.log_redaction.RedactingFilter"}},
+    "filters": {
+        "redact_secrets": {"()": "toolgate.log_redaction.RedactingFilter"},
+        "one_line_client_errors": {"()": "hitl_project.request_logging.OneLineClientErrors"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "INFO"},
+        # an expected 403 (a view's PermissionDenied) is one line, not a traceback
+        "django.request": {"filters": ["one_line_client_errors"]},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
     },

@@ -382,3 +382,13 @@ def test_admin_export_refuses_an_unknown_format_or_filter(root: Client, ledger) 
 def test_staff_export_from_the_admin(ledger) -> None:
     client = browser(make_user("staff-exporter", "staff"))
     assert len(from_csv(body(client.get(EXPORT, {"format": "csv"})))) == len(ledger["entries"])
+
+
+def test_the_automated_column_is_a_neutral_badge_not_a_red_cross(root: Client, ledger) -> None:
+    """Django's boolean icons read as passed/failed; who acted is neither (issue 15)."""
+    text = root.get(CHANGELIST).content.decode()
+    automated = sum(1 for entry in ledger["entries"] if entry.automated)
+    assert 0 < automated < len(ledger["entries"])
+    assert text.count('class="hitl-actor-kind hitl-actor-automated"') == automated
+    assert text.count('class="hitl-actor-kind hitl-actor-person"') == len(ledger["entries"]) - automated
+    assert "icon-no.svg" not in text and "icon-yes.svg" not in text

@@ -29,7 +29,9 @@ def test_a_missing_paused_llm_task_is_config_drift_and_no_gated_call_runs(
     snapshot = alice_client.get(f"/agents/{conversation_id}").json()
     assert snapshot["state"] == "READY"
     assert snapshot["output"][-1].startswith("The pending approval could not be applied")
-    assert not any(text.startswith("I need your approval") for text in snapshot["output"])
+    assert not any(
+        text.startswith("This step is waiting for a reviewer's approval") for text in snapshot["output"]
+    )
     assert [r for r in http_recorder.requests if r["path"] == "/transfers"] == []
     assert AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.tool.config_drift").count() == 1
 
@@ -77,5 +79,5 @@ def test_a_resumed_tool_pause_leaves_no_control_keys_in_step_data(
         "hitl:decision_note",
         "hitl:decision_by",
     }
-    assert not any(text.startswith("I need your approval") for text in step.output)
+    assert not any(text.startswith("This step is waiting for a reviewer's approval") for text in step.output)
     assert [r["path"] for r in http_recorder.requests] == ["/transfers"]

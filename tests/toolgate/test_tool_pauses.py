@@ -49,7 +49,9 @@ def test_a_gated_call_pauses_before_it_runs_and_shows_why(alice_client, approver
     assert pause.kind == "TOOL_CALL" and pause.tool_names == ["transfer_funds"]
     assert pause.reason == "Tool call requires approval: transfer_funds"
     output = last_output(alice_client, conversation_id)
-    assert output[-1].startswith("I need your approval before I can run transfer_funds.")
+    assert output[-1].startswith(
+        "This step is waiting for a reviewer's approval before transfer_funds can run."
+    )
     details = approver_client.get(f"/agents/{conversation_id}/approval-status").json()["pauseDetails"]
     assert (
         details["type"] == "TOOL_CALL"
@@ -83,7 +85,9 @@ def test_approve_runs_the_call_exactly_once_and_the_model_continues(
     assert snapshot["state"] == "READY"
     (result,) = results_of(snapshot["output"][-1])
     assert result["name"] == "transfer_funds" and result["status"] == "OK"
-    assert not any(text.startswith("I need your approval") for text in snapshot["output"])
+    assert not any(
+        text.startswith("This step is waiting for a reviewer's approval") for text in snapshot["output"]
+    )
     entry = JournalEntry.objects.get(pause_epoch=pause.epoch, call_id="call-1")
     assert entry.status == "EXECUTED"
 
