@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
+from conversations.models import Agent
 from tests.conftest import client_for, make_user
 from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
@@ -179,7 +180,7 @@ def test_the_inbox_shows_what_a_reviewer_needs_per_row(approver):
 
 def test_filters_by_pause_type_agent_owner_and_overdue(approver):
     carol, dave = staff("carol"), staff("dave")
-    agent_a, agent_b = uuid.uuid4(), uuid.uuid4()
+    agent_a, agent_b = Agent.objects.create(name="refund-bot").pk, Agent.objects.create(name="mail-bot").pk
     now = timezone.now()
     rule_a = rows(carol, 2, agent_id=agent_a, due_at=now + timedelta(hours=1))
     tool_b = rows(dave, 1, agent_id=agent_b, kind="TOOL_CALL", due_at=now - timedelta(minutes=1))
@@ -191,7 +192,8 @@ def test_filters_by_pause_type_agent_owner_and_overdue(approver):
     assert listed(client.get(INBOX, {"overdue": "yes"})) == {p.pk for p in tool_b}
     assert listed(client.get(INBOX, {"overdue": "no"})) == {p.pk for p in rule_a + forever}
     html = client.get(INBOX).content.decode()
-    assert str(agent_a) in html and "dave" in html  # the sidebar lists agents and owners
+    # the sidebar lists agents by name (and short id) and owners
+    assert f"?agent={agent_a}" in html and f"refund-bot ({str(agent_a)[:8]})" in html and "dave" in html
 
 
 def test_the_owner_filter_offers_only_owners_the_reviewer_may_see():
@@ -213,6 +215,41 @@ def test_search_by_reason_owner_conversation_and_pause_id(approver):
     assert listed(client.get(INBOX, {"q": str(refund.subject_id)})) == {refund.pk}
     assert listed(client.get(INBOX, {"q": str(deletion.pk)})) == {deletion.pk}
     assert listed(client.get(INBOX, {"q": str(uuid.uuid4())})) == set()
+
+
+def test_the_list_and_the_decision_page_name_the_agent_by_its_current_name(approver):
+    agent = Agent.objects.create(name="account-bot")
+    (pause,) = rows(staff("carol"), 1, agent_id=agent.pk, agent_version=3)
+    Agent.objects.filter(pk=agent.pk).update(name="account-bot-2")  # renamed after the pause opened
+    client = logged_in(approver)
+    html = client.get(INBOX).content.decode()
+    assert f'<span title="{agent.pk}">account-bot-2 v3</span>' in html
+    assert f"{str(agent.pk)[:8]}… v3" not in html
+    decision = client.get(page(pause)).content.decode()
+    assert "<strong>account-bot-2</strong> v3" in decision and str(agent.pk) in decision
+
+
+def test_search_by_agent_name_short_id_and_full_id(approver):
+    carol = staff("carol")
+    bot = Agent.objects.create(name="Account-Bot")
+    (by_bot,) = rows(carol, 1, agent_id=bot.pk, reason="Close the account")
+    (grouped,) = rows(carol, 1, surface="group", subject_type="discussion", group_id=uuid.uuid4())
+    (other,) = rows(carol, 1, agent_id=Agent.objects.create(name="mail-bot").pk)
+    client = logged_in(approver)
+    assert listed(client.get(INBOX, {"q": "account-bot"})) == {by_bot.pk}
+    assert listed(client.get(INBOX, {"q": "bot carol"})) == {by_bot.pk, other.pk}  # every word matches
+    assert listed(client.get(INBOX, {"q": "account-bot dave"})) == set()
+    for pause in (by_bot, grouped, other):
+        short = str(pause.subject_id)[:8]
+        assert listed(client.get(INBOX, {"q": short})) == {pause.pk}, short
+        assert listed(client.get(INBOX, {"q": f"{short}…"})) == {pause.pk}, short  # as the list shows it
+        assert listed(client.get(INBOX, {"q": str(pause.pk)[:13]})) == {pause.pk}
+    assert listed(client.get(INBOX, {"q": str(grouped.group_id)[:8]})) == {grouped.pk}
+    assert listed(client.get(INBOX, {"q": str(grouped.group_id)})) == {grouped.pk}
+    assert listed(client.get(INBOX, {"q": str(bot.pk)[:8]})) == {by_bot.pk}
+    assert listed(client.get(INBOX, {"q": str(bot.pk)})) == {by_bot.pk}
+    assert listed(client.get(INBOX, {"q": str(by_bot.subject_id).upper()})) == {by_bot.pk}
+    assert listed(client.get(INBOX, {"q": "0000000"})) == set()  # 7 hex digits are text, not an id
 
 
 def test_search_never_widens_a_staff_members_scope():
@@ -237,14 +274,20 @@ def test_the_inbox_renders_with_a_bounded_number_of_queries(role, approver, djan
     reviewer = approver if role == "approver" else carol
     client = logged_in(reviewer)
     for owner in owners:
-        rows(owner, 1, agent_id=uuid.uuid4(), due_at=timezone.now() + timedelta(minutes=5))
+        agent_id = Agent.objects.create(name=f"bot of {owner.username}").pk
+        rows(owner, 1, agent_id=agent_id, due_at=timezone.now() + timedelta(minutes=5))
     client.get(INBOX)
     with django_assert_max_num_queries(9) as few:
         assert listed(client.get(INBOX, {"overdue": "no"}))
-    for owner in owners * 12:
-        rows(owner, 1, agent_id=uuid.uuid4(), kind="TOOL_CALL", tool_names=["a", "b"])
+    for i, owner in enumerate(owners * 12):
+        agent_id = Agent.objects.create(name=f"agent {i}").pk
+        rows(owner, 1, agent_id=agent_id, kind="TOOL_CALL", tool_names=["a", "b"])
     with django_assert_max_num_queries(len(few.captured_queries)):
-        assert len(listed(client.get(INBOX))) == min(50, len(owners) * 13)
+        response = client.get(INBOX)
+        assert len(listed(response)) == min(50, len(owners) * 13)
+    assert "agent 0 v?" in response.content.decode()  # every row named, in the same number of queries
+    with django_assert_max_num_queries(len(few.captured_queries) + 2):  # owners and agents that match
+        assert listed(client.get(INBOX, {"q": "agent"}))
 
 
 # --- the decision page ----------------------------------------------------------------------------
