@@ -10,7 +10,9 @@ WHERE clause, which no index can serve, so PostgreSQL walked every pending pause
 Here the owners and agents that match are looked up first (one small query each, on the users' and
 agents' tables) and the pauses are then found by id, so each arm of the OR has an index of its own
 (``pause_pending_reason_trgm``, ``pause_pending_owner_inbox``, ``pause_pending_agent``, the id indexes)
-and PostgreSQL combines them (BitmapOr).
+and PostgreSQL combines them (BitmapOr). The two look-ups are queries of their own on purpose: as a
+subquery (``= ANY(ARRAY(SELECT …))``) the planner cannot see how few pauses the ids match and walks the
+``paused_at`` index instead, filtering every pending pause (tried).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
+from django.utils.text import smart_split, unescape_string_literal
 
 from approvals.agent_names import agent_ids_named_like
 from approvals.models import Pause, SubjectType, Surface
@@ -30,9 +33,14 @@ _HEX = re.compile(r"[0-9a-f]+")
 
 
 def search_pauses(queryset: QuerySet[Pause], search_term: str) -> QuerySet[Pause]:
-    """``queryset`` narrowed to the pauses every word of ``search_term`` matches (see the module doc)."""
-    for word in search_term.split():
-        queryset = queryset.filter(word_matches(word))
+    """``queryset`` narrowed to the pauses every word of ``search_term`` matches (see the module doc).
+
+    Words split as in Django's admin search: a quoted phrase ("over the limit") is one word."""
+    for bit in smart_split(search_term):
+        if bit[:1] in ('"', "'") and len(bit) > 1 and bit[-1] == bit[0]:
+            bit = unescape_string_literal(bit)
+        if bit.strip():
+            queryset = queryset.filter(word_matches(bit))
     return queryset
 
 
