@@ -7,6 +7,27 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+class AddIndexOnPostgreSQL(migrations.AddIndex):
+    """A GIN trigram index exists only on PostgreSQL: the SQLite try-it-out database records it in the
+    migration state and goes without (its search then reads every row, as before)."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
+class TrigramExtensionOnPostgreSQL(TrigramExtension):
+    """Django's CreateExtension skips other databases going forwards but not backwards."""
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -16,8 +37,8 @@ class Migration(migrations.Migration):
 
     operations = [
         # pg_trgm ships with PostgreSQL (contrib); creating it needs a superuser or a trusted-extension owner.
-        TrigramExtension(),
-        migrations.AddIndex(
+        TrigramExtensionOnPostgreSQL(),
+        AddIndexOnPostgreSQL(
             model_name='pause',
             index=django.contrib.postgres.indexes.GinIndex(django.contrib.postgres.indexes.OpClass(django.db.models.functions.text.Upper('reason'), name='gin_trgm_ops'), condition=models.Q(('status', 'PENDING')), name='pause_pending_reason_trgm'),
         ),
