@@ -3,8 +3,10 @@
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Upper
 
 
 class Surface(models.TextChoices):
@@ -144,6 +146,16 @@ class Pause(models.Model):
                 name="pause_pending_regular_owner",
             ),
             models.Index(fields=["subject_type", "subject_id", "paused_at"], name="pause_subject"),
+            # The admin inbox's search (approvals.admin.search): a word found anywhere in the reason
+            # (trigrams serve ``UPPER(reason) LIKE '%…%'``, Django's icontains), and pauses by agent.
+            GinIndex(
+                OpClass(Upper("reason"), name="gin_trgm_ops"),
+                condition=Q(status="PENDING"),
+                name="pause_pending_reason_trgm",
+            ),
+            models.Index(
+                fields=["agent_id", "paused_at"], condition=Q(status="PENDING"), name="pause_pending_agent"
+            ),
         ]
 
     def __str__(self) -> str:

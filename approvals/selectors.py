@@ -94,16 +94,17 @@ def reviewable_pauses(
     return decidable_by(user, pauses)
 
 
-def agents_with_pending_pauses(*, user: Any, limit: int) -> list[uuid.UUID]:
-    """The first ``limit`` agent ids (in id order) of the PENDING pauses the admin inbox shows ``user``."""
-    agent_ids = (
+def agents_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
+    """The first ``limit`` agent ids (in id order) of the PENDING pauses the admin inbox shows ``user``.
+
+    Unevaluated, so the agents' names are read with it in one query (``approvals.agent_names``)."""
+    return (
         reviewable_pauses(user=user, status=PauseStatus.PENDING)
         .exclude(agent_id=None)
         .order_by("agent_id")
         .values_list("agent_id", flat=True)
         .distinct()[:limit]
     )
-    return list(agent_ids)
 
 
 def owners_with_pending_pauses(*, user: Any, limit: int) -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import surface_handler
+        from conversations import agent_directory, surface_handler
 
         surface_handler.register()
+        agent_directory.register()

@@ -28,6 +28,7 @@ from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin.review import PauseReview, ReviewCall, describe_deadline, pause_review
 from approvals.admin.scope import may_read_turns
+from approvals.agent_names import agent_names
 from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
@@ -325,6 +326,7 @@ def render_decision_page(
         "subtitle": str(pause.subject_id),
         "pause": pause,
         "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
+        "agent_name": agent_names([pause.agent_id]).get(pause.agent_id) if pause.agent_id else None,
         "pending": pending,
         # a pause this reviewer raised (or owns) under allowSelfApproval=false: no Approve or Reject
         "only_cancel": only_cancel,

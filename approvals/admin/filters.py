@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from approvals.agent_names import agent_names
 from approvals.audit_selectors import audit_entries, recorded_verbs
 from approvals.models import AuditEntry, Pause, PauseKind, Surface, Verdict
 from approvals.selectors import agents_with_pending_pauses, owners_with_pending_pauses
@@ -67,8 +68,11 @@ class AgentFilter(admin.SimpleListFilter):
     parameter_name = "agent"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        agent_ids = agents_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN)
-        return [(str(agent_id), str(agent_id)) for agent_id in agent_ids]
+        # One query: the agents' names, the pending pauses' agent ids a subquery. An agent whose row is gone
+        # is not offered (its pauses still list, by short id, and search finds them by id).
+        names = agent_names(agents_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN))
+        by_name = sorted(names.items(), key=lambda item: (item[1].lower(), str(item[0])))
+        return [(str(agent_id), agent_choice(agent_id, name)) for agent_id, name in by_name]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
         if not self.value():
@@ -77,6 +81,12 @@ class AgentFilter(admin.SimpleListFilter):
             return queryset.filter(agent_id=uuid.UUID(self.value()))
         except ValueError:
             return queryset.none()
+
+
+def agent_choice(agent_id: uuid.UUID, name: str | None) -> str:
+    """The agent's name and short id (two agents may share a name); the short id alone when it is gone."""
+    short = str(agent_id)[:8]
+    return f"{name} ({short})" if name else f"{short}…"
 
 
 class OwnerFilter(admin.SimpleListFilter):

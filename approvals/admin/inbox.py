@@ -7,11 +7,10 @@ approvals.admin.bulk. Nothing here changes a pause except through ``decide_pause
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
@@ -20,12 +19,20 @@ from django.utils.html import format_html
 from approvals.access import may_use_inbox
 from approvals.admin import bulk as admin_bulk
 from approvals.admin import decision as admin_decision
+from approvals.admin import search as admin_search
 from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter, SurfaceFilter
 from approvals.admin.review import describe_deadline
 from approvals.admin.scope import may_decide
+from approvals.agent_names import agent_name_expression
 from approvals.models import PauseStatus, PendingApproval, SubjectType
 from approvals.pause_kinds import decision_page_for
 from approvals.selectors import reviewable_pauses
+
+
+def agent_label(agent_id: Any, version: int | None, name: str | None) -> str:
+    """Shows 'account-bot v3' with the full id on hover; the short id when the agent is gone."""
+    shown = name or f"{str(agent_id)[:8]}…"
+    return format_html('<span title="{}">{} v{}</span>', agent_id, shown, version or "?")
 
 
 @admin.register(PendingApproval)
@@ -44,9 +51,10 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     )
     list_display_links = ("conversation",)
     list_filter = (PauseTypeFilter, SurfaceFilter, AgentFilter, OwnerFilter, OverdueFilter)
-    search_fields = ("reason", "owner__username")
+    search_fields = ("reason",)  # shows the box; what it matches is approvals.admin.search
     search_help_text = (
-        "Reason, owner's username, or a conversation, discussion, group or pause id (the full id)."
+        "Reason, owner's username or agent name (any part), or a conversation, discussion, group, agent or "
+        "pause id: whole, or the 8-character short id shown in the list."
     )
     ordering = ("paused_at", "id")
     list_per_page = 50
@@ -56,7 +64,9 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     # --- access: staff only, scoped per role; nobody adds, deletes or edits fields ----------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PendingApproval]:
-        return reviewable_pauses(user=request.user, status=PauseStatus.PENDING, model=PendingApproval)
+        # the agents' current names ride on the page's own query (approvals.agent_names)
+        pauses = reviewable_pauses(user=request.user, status=PauseStatus.PENDING, model=PendingApproval)
+        return pauses.annotate(agent_name=agent_name_expression())
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return may_use_inbox(request.user)
@@ -91,17 +101,8 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[PendingApproval], search_term: str
     ) -> tuple[QuerySet[PendingApproval], bool]:
-        """Text search, plus an exact match on a conversation, discussion, group or pause id pasted whole."""
-        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        ids = []
-        for word in search_term.split():
-            try:
-                ids.append(uuid.UUID(word))
-            except ValueError:
-                continue
-        if ids:
-            found = found | queryset.filter(Q(subject_id__in=ids) | Q(pk__in=ids) | Q(group_id__in=ids))
-        return found, may_have_duplicates
+        """Every word matches a reason, owner, agent name or id (approvals.admin.search); no join, no duplicates."""
+        return admin_search.search_pauses(queryset, search_term), False
 
     # --- columns ----------------------------------------------------------------------------------
 
@@ -124,12 +125,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def agent(self, pause: PendingApproval) -> str:
         if pause.agent_id is None:
             return "-"
-        return format_html(
-            '<span title="{}">{}… v{}</span>',
-            pause.agent_id,
-            str(pause.agent_id)[:8],
-            pause.agent_version or "?",
-        )
+        return agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_name(self, pause: PendingApproval) -> str:

@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",  # OpClass in index expressions (the inbox search's trigram index)
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",

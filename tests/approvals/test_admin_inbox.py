@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
+from conversations.models import Agent
 from tests.conftest import client_for, make_user
 from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
@@ -179,7 +180,7 @@ def test_the_inbox_shows_what_a_reviewer_needs_per_row(approver):
 
 def test_filters_by_pause_type_agent_owner_and_overdue(approver):
     carol, dave = staff("carol"), staff("dave")
-    agent_a, agent_b = uuid.uuid4(), uuid.uuid4()
+    agent_a, agent_b = Agent.objects.create(name="refund-bot").pk, Agent.objects.create(name="mail-bot").pk
     now = timezone.now()
     rule_a = rows(carol, 2, agent_id=agent_a, due_at=now + timedelta(hours=1))
     tool_b = rows(dave, 1, agent_id=agent_b, kind="TOOL_CALL", due_at=now - timedelta(minutes=1))
@@ -191,7 +192,8 @@ def test_filters_by_pause_type_agent_owner_and_overdue(approver):
     assert listed(client.get(INBOX, {"overdue": "yes"})) == {p.pk for p in tool_b}
     assert listed(client.get(INBOX, {"overdue": "no"})) == {p.pk for p in rule_a + forever}
     html = client.get(INBOX).content.decode()
-    assert str(agent_a) in html and "dave" in html  # the sidebar lists agents and owners
+    # the sidebar lists agents by name (and short id) and owners
+    assert f"?agent={agent_a}" in html and f"refund-bot ({str(agent_a)[:8]})" in html and "dave" in html
 
 
 def test_the_owner_filter_offers_only_owners_the_reviewer_may_see():
@@ -237,14 +239,21 @@ def test_the_inbox_renders_with_a_bounded_number_of_queries(role, approver, djan
     reviewer = approver if role == "approver" else carol
     client = logged_in(reviewer)
     for owner in owners:
-        rows(owner, 1, agent_id=uuid.uuid4(), due_at=timezone.now() + timedelta(minutes=5))
+        agent_id = Agent.objects.create(name=f"bot of {owner.username}").pk
+        rows(owner, 1, agent_id=agent_id, due_at=timezone.now() + timedelta(minutes=5))
     client.get(INBOX)
     with django_assert_max_num_queries(9) as few:
         assert listed(client.get(INBOX, {"overdue": "no"}))
-    for owner in owners * 12:
-        rows(owner, 1, agent_id=uuid.uuid4(), kind="TOOL_CALL", tool_names=["a", "b"])
+    for i, owner in enumerate(owners * 12):
+        agent_id = Agent.objects.create(name=f"agent {i}").pk
+        rows(owner, 1, agent_id=agent_id, kind="TOOL_CALL", tool_names=["a", "b"])
     with django_assert_max_num_queries(len(few.captured_queries)):
-        assert len(listed(client.get(INBOX))) == min(50, len(owners) * 13)
+        response = client.get(INBOX)
+        assert len(listed(response)) == min(50, len(owners) * 13)
+    assert "agent 0 v?" in response.content.decode()  # every row named, in the same number of queries
+    # a search word adds two look-ups (the users and the agents it matches: approvals.admin.search)
+    with django_assert_max_num_queries(len(few.captured_queries) + 2):
+        assert listed(client.get(INBOX, {"q": "agent"}))
 
 
 # --- the decision page ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
-from conversations.models import Conversation
+from conversations.models import Agent, Conversation
 from conversations.snapshots import snapshot
 from tests.browser.conftest import admin_login, save_screenshot
 from tests.conftest import client_for, make_user
@@ -103,10 +103,27 @@ def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation
     assert row.count() == 1
     assert REASON in row.inner_text() and "alice" in row.inner_text()
     assert "OVERDUE" in page.locator("#result_list").inner_text()
+    agent_name = Agent.objects.get(pk=pause.agent_id).name
+    assert f"{agent_name} v{pause.agent_version}" in row.inner_text()  # a name, not an id
     save_screenshot(page, "admin-inbox.png", for_docs=True)
 
-    row.locator(f'a[href$="/{pause.pk}/change/"]').click()
-    page.wait_for_url(re.compile(rf"/admin/approvals/pendingapproval/{pause.pk}/change/$"))
+    # the reviewer finds it by the agent's name, then by the short id the list shows
+    page.fill("#searchbar", agent_name)
+    with page.expect_navigation():
+        page.press("#searchbar", "Enter")
+    listed = page.locator("#result_list").inner_text()
+    assert (
+        REASON in listed and "Refund outside the policy window" not in listed
+    )  # that one's agent is unknown
+    page.fill("#searchbar", str(pause.subject_id)[:8] + "…")
+    with page.expect_navigation():
+        page.press("#searchbar", "Enter")
+    assert page.locator("#result_list tbody tr").count() == 1
+    row = page.locator("#result_list tbody tr", has=page.locator(f'[title="{pause.subject_id}"]'))
+    assert row.count() == 1
+
+    row.locator(f'a[href*="/{pause.pk}/change/"]').click()  # the link keeps the search in its query
+    page.wait_for_url(re.compile(rf"/admin/approvals/pendingapproval/{pause.pk}/change/"))
     assert page.locator("#hitl-reason").inner_text() == REASON
     assert "confirm_deletion" in page.locator("#hitl-actions").inner_text()
     assert "please delete my account" in page.locator(".hitl-turns").inner_text()

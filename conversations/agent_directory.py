@@ -1,0 +1,33 @@
+"""The agents' names, lent to the HITL core's reviewer pages (``approvals.agent_names``).
+
+Registered at startup so the admin inbox can show "account-bot v3" instead of an id, and find pauses by
+agent name, without approvals/ importing this layer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from approvals.agent_names import register_agent_directory
+from conversations.models import Agent
+
+
+class AgentNames:
+    def names_of(self, agent_ids: Iterable[uuid.UUID] | QuerySet) -> dict[uuid.UUID, str]:
+        return dict(Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name"))
+
+    def name_of_agent(self, agent_id: OuterRef) -> Subquery:
+        return Subquery(Agent.objects.filter(pk=agent_id).values("name")[:1])
+
+    def ids_named_like(self, text: str, limit: int) -> list[uuid.UUID]:
+        # Agents are few next to pauses: a scan of their names is cheap, the pauses are then found by id.
+        return list(
+            Agent.objects.filter(name__icontains=text).order_by("pk").values_list("pk", flat=True)[:limit]
+        )
+
+
+def register() -> None:
+    register_agent_directory(AgentNames())
