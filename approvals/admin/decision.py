@@ -26,7 +26,14 @@ from django.utils import timezone
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
-from approvals.admin.review import PauseReview, ReviewCall, describe_deadline, pause_review
+from approvals.admin.review import (
+    PauseReview,
+    ReviewCall,
+    describe_deadline,
+    ended_text,
+    on_timeout_text,
+    pause_review,
+)
 from approvals.admin.scope import may_read_turns
 from approvals.agent_names import agent_names
 from approvals.continuation_runs import Continued, decide_and_continue
@@ -354,6 +361,8 @@ def render_decision_page(
         "turns": turns,
         "deadline_text": deadline_text,
         "deadline_overdue": deadline_overdue,
+        "ended_text": "" if pending else ended_text(pause),
+        "on_timeout_text": on_timeout_text(pause),
         "review_turns": REVIEW_TURNS,
         "note_max": NOTE_MAX,
         "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.timesince import timesince, timeuntil
 
-from approvals.models import Pause, PauseKind
+from approvals.models import Pause, PauseKind, TimeoutPolicy, Verdict
 from approvals.pause_summaries import pause_details
 
 
@@ -33,6 +35,37 @@ def describe_deadline(due_at: datetime | None, now: datetime) -> tuple[str, bool
     if due_at < now:
         return f"overdue by {timesince(due_at, now, depth=1)}", True
     return f"{timeuntil(due_at, now, depth=2)} left", False
+
+
+TIMEOUT_DECIDER = "system:timeout"
+
+
+def ended_text(pause: Pause) -> str:
+    """What became of a pause that no longer waits, and when, for the row where a pending one shows its
+    deadline: never "no deadline" beside a policy that had one."""
+    when = pause.decided_at or pause.resolved_at
+    at = f" at {date_format(timezone.localtime(when), 'Y-m-d H:i:s T')}" if when else ""
+    if pause.verdict == Verdict.CANCELLED:
+        if pause.decided_by == TIMEOUT_DECIDER:
+            return f"timed out{at}: cancelled by its policy ({pause.timeout_policy})"
+        return f"cancelled by {pause.decided_by or 'someone'}{at}"
+    if pause.decided_by == TIMEOUT_DECIDER:
+        return f"timed out{at}: {pause.verdict or 'decided'} by its policy ({pause.timeout_policy})"
+    if pause.verdict:
+        return f"decided{at}: {pause.verdict} by {pause.decided_by or 'someone'}"
+    return f"no longer waiting ({pause.status})"
+
+
+def on_timeout_text(pause: Pause) -> str:
+    """The pause's timeout policy as it applies: a finite one with its duration, and waiting forever
+    without one (an approvalTimeout kept beside WAIT_INDEFINITELY never fires, so it is not shown)."""
+    if pause.timeout_policy in (TimeoutPolicy.AUTO_APPROVE, TimeoutPolicy.AUTO_REJECT, TimeoutPolicy.ABORT):
+        return (
+            f"{pause.timeout_policy} after {pause.approval_timeout}"
+            if pause.approval_timeout
+            else pause.timeout_policy
+        )
+    return "waits until someone decides (WAIT_INDEFINITELY)"
 
 
 @dataclass(frozen=True)
