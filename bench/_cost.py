@@ -13,6 +13,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +280,27 @@ class Window:
         """The main thread's part in both barriers (a client that never arrives breaks them)."""
         self.ready.wait(timeout=timeout)
         self.finished.wait(timeout=self.duration + timeout)
+
+    def client(
+        self, cycle: Callable[[Any], None], *, warmup: int, results: Any, scratch: Callable[[], Any]
+    ) -> None:
+        """One client thread's part: ``warmup`` cycles into throwaway results (``scratch()``), then cycles
+        into ``results`` until the window closes. A failed cycle is counted in ``results.errors`` (under
+        ``results.lock``) and the loop goes on: the figures say how many failed."""
+        for _ in range(warmup):
+            try:
+                cycle(scratch())
+            except Exception as exc:
+                with results.lock:
+                    results.errors[f"warm-up: {str(exc)[:150]}"] += 1
+        self.ready.wait()
+        while time.perf_counter() < self.until:
+            try:
+                cycle(results)
+            except Exception as exc:
+                with results.lock:
+                    results.errors[str(exc)[:160]] += 1
+        self.finished.wait()
 
 
 # --- processes ---------------------------------------------------------------------------------

@@ -97,20 +97,12 @@ def client_loop(
 ) -> None:
     alice, approver = clients(stack, in_process, services)
     try:
-        for _ in range(warmup):
-            try:
-                one_cycle(stack, alice, approver, Results())
-            except Exception as exc:
-                with results.lock:
-                    results.errors[f"warm-up: {str(exc)[:150]}"] += 1
-        window.ready.wait()
-        while time.perf_counter() < window.until:
-            try:
-                one_cycle(stack, alice, approver, results)
-            except Exception as exc:  # count and go on: the figures say how many failed
-                with results.lock:
-                    results.errors[str(exc)[:160]] += 1
-        window.finished.wait()
+        window.client(
+            lambda into: one_cycle(stack, alice, approver, into),
+            warmup=warmup,
+            results=results,
+            scratch=Results,
+        )
     finally:
         if in_process:  # this thread's connection: its backend reports its counts when it exits
             from django.db import connection

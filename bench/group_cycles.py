@@ -81,20 +81,12 @@ def one_cycle(group_id: str, alice: Any, approver: Any, results: Results) -> Non
 
 def client_loop(stack: Stack, group_id: str, window: Window, warmup: int, results: Results) -> None:
     alice, approver = stack.client("alice"), stack.client("approver")
-    for _ in range(warmup):
-        try:
-            one_cycle(group_id, alice, approver, Results())
-        except Exception as exc:
-            with results.lock:
-                results.errors[f"warm-up: {str(exc)[:150]}"] += 1
-    window.ready.wait()
-    while time.perf_counter() < window.until:
-        try:
-            one_cycle(group_id, alice, approver, results)
-        except Exception as exc:  # count and go on: the figures say how many failed
-            with results.lock:
-                results.errors[str(exc)[:160]] += 1
-    window.finished.wait()
+    window.client(
+        lambda into: one_cycle(group_id, alice, approver, into),
+        warmup=warmup,
+        results=results,
+        scratch=Results,
+    )
 
 
 def run_ours(args: argparse.Namespace, json_path: str | None) -> None:
