@@ -35,6 +35,7 @@ LAUNCH_ARGS = [
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 DOC_IMAGES = Path(settings.BASE_DIR) / "docs" / "images"
 VIEWPORT = {"width": 1680, "height": 900}
+WIDTHS = (1280, 1920)  # issue 15: every reviewer-facing point is shown at both, with a screenshot each
 TIMEOUT_MS = 15_000
 
 
@@ -115,3 +116,9 @@ def save_screenshot(page: Any, name: str, *, for_docs: bool = False) -> Path:
         DOC_IMAGES.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOC_IMAGES / name)
     return path
+
+
+def at_width(page: Any, width: int) -> Any:
+    """The page at one of WIDTHS (the height stays; full-page screenshots show the rest)."""
+    page.set_viewport_size({"width": width, "height": VIEWPORT["height"]})
+    return page

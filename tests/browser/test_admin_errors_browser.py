@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Pause
-from tests.browser.conftest import admin_login, save_screenshot
+from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
 from tests.conftest import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,7 +29,9 @@ def pending(owner, count: int) -> None:
     )
 
 
-def test_a_non_staff_user_is_told_she_has_no_reviewer_access(live_server, page):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_non_staff_user_is_told_she_has_no_reviewer_access(live_server, page, width):
+    at_width(page, width)
     make_user("alice")  # right password, no staff flag
     page.goto(f"{live_server.url}/admin/login/?next=/admin/")
     page.fill("#id_username", "alice")
@@ -39,7 +41,7 @@ def test_a_non_staff_user_is_told_she_has_no_reviewer_access(live_server, page):
     note.wait_for()
     assert "You signed in as alice, but this account has no reviewer access" in note.inner_text()
     assert "correct username and password" not in page.content()
-    save_screenshot(page, "admin-login-no-reviewer-access.png")
+    save_screenshot(page, f"admin-login-no-reviewer-access-{width}.png")
 
     page.fill("#id_username", "alice")
     page.fill("#id_password", "not-her-password")
@@ -49,7 +51,9 @@ def test_a_non_staff_user_is_told_she_has_no_reviewer_access(live_server, page):
     assert "reviewer access" not in page.content()
 
 
-def test_the_index_shows_the_reviewers_pending_count(live_server, page):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_index_shows_the_reviewers_pending_count(live_server, page, width):
+    at_width(page, width)
     carol = make_user("carol", "staff")
     approver = make_user("reviewer", "approver")
     pending(carol, 2)
@@ -58,7 +62,7 @@ def test_the_index_shows_the_reviewers_pending_count(live_server, page):
     entry = page.locator("#content-main a[href='/admin/approvals/pendingapproval/']").first
     assert entry.inner_text().strip() == "Pending approvals (5)"
     assert page.locator("#content-main a[href='/admin/django_q/schedule/add/']").count() == 0
-    save_screenshot(page, "admin-index-pending-count.png")
+    save_screenshot(page, f"admin-index-pending-count-{width}.png")
 
     carols = page.context.browser.new_context(viewport={"width": 1280, "height": 800})
     carols.set_default_timeout(15_000)

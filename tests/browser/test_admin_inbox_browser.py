@@ -12,7 +12,7 @@ from django.utils import timezone
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Agent, Conversation
 from conversations.snapshots import snapshot
-from tests.browser.conftest import admin_login, save_screenshot
+from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
 from tests.conftest import client_for, make_user
 from tests.factories import deployed_agent, paused_conversation, store_tool_batch
 from tests.queue_drain import run_queued_tasks
@@ -90,7 +90,11 @@ def open_from_inbox(page, base_url: str, pause: Pause) -> None:
     page.wait_for_url(re.compile(rf"/admin/approvals/pendingapproval/{pause.pk}/change/$"))
 
 
-def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation_continues(live_server, page):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation_continues(
+    live_server, page, width
+):
+    at_width(page, width)
     alice = make_user("alice")
     reviewer = make_user("rita", "approver")
     pause = paused(alice)
@@ -105,7 +109,9 @@ def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation
     assert "OVERDUE" in page.locator("#result_list").inner_text()
     agent_name = Agent.objects.get(pk=pause.agent_id).name
     assert f"{agent_name} v{pause.agent_version}" in row.inner_text()  # a name, not an id
-    save_screenshot(page, "admin-inbox.png", for_docs=True)
+    save_screenshot(page, f"admin-inbox-{width}.png")
+    if width == WIDTHS[0]:
+        save_screenshot(page, "admin-inbox.png", for_docs=True)
 
     # the reviewer finds it by the agent's name, then by the short id the list shows
     page.fill("#searchbar", agent_name)
@@ -128,7 +134,7 @@ def test_a_reviewer_finds_the_pause_approves_it_with_a_note_and_the_conversation
     assert "confirm_deletion" in page.locator("#hitl-actions").inner_text()
     assert "please delete my account" in page.locator(".hitl-turns").inner_text()
     page.fill("#id_note", "Checked with the account manager")
-    save_screenshot(page, "admin-decision.png")
+    save_screenshot(page, f"admin-decision-{width}.png")
 
     page.click("#hitl-approve")
     page.wait_for_url(re.compile(r"/admin/approvals/pendingapproval/$"))

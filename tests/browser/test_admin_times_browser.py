@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals.admin.times import relative_text
 from approvals.models import Pause, PauseStatus
 from tests.approvals.test_admin_times import CASES, NOW
-from tests.browser.conftest import admin_login
+from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
 from tests.conftest import client_for, make_user
 from tests.factories import deployed_agent, paused_conversation
 
@@ -40,7 +40,9 @@ def test_the_script_formats_every_case_as_the_server_does(live_server, page):
         assert said == expected == relative_text(when, now, deadline=deadline)
 
 
-def test_a_deadline_passing_while_the_page_is_open_turns_overdue_without_a_reload(live_server, page):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_deadline_passing_while_the_page_is_open_turns_overdue_without_a_reload(live_server, page, width):
+    at_width(page, width)
     page.clock.install(time=datetime.now(UTC))
     decision_page(page, live_server.url, timedelta(minutes=1, seconds=30))
     deadline = page.locator("#hitl-deadline time")
@@ -51,3 +53,4 @@ def test_a_deadline_passing_while_the_page_is_open_turns_overdue_without_a_reloa
 
     assert deadline.inner_text() == "overdue by 1 min"
     assert "hitl-overdue" in (deadline.get_attribute("class") or "")
+    save_screenshot(page, f"decision-deadline-overdue-{width}.png")
