@@ -168,3 +168,13 @@ def canary_secret(request, monkeypatch):
 def _is_transactional(request) -> bool:
     marker = request.node.get_closest_marker("django_db")
     return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter)
+    """Say where the browser tests' screenshots are (issue 15 asks for them as artifacts of every run)."""
+    from pathlib import Path
+
+    artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"
+    shots = sorted(artifacts.glob("*.png")) if artifacts.is_dir() else []
+    if shots:
+        terminalreporter.write_line(f"browser screenshots: {len(shots)} in {artifacts}/")
