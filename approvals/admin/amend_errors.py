@@ -78,7 +78,11 @@ def call_error(
     if key == "verdict":
         return PageError(verdict_field, f"{call_word}: choose Approve or Reject for this call.")
     if key == "note":
-        said = "the note for this call is too long (at most 1,024 characters)." if "exceeds" in message else message
+        said = (
+            "the note for this call is too long (at most 1,024 characters)."
+            if "exceeds" in message
+            else message
+        )
         return PageError(f"call_{amendment.call.index}_note", f"{call_word}: {said}")
     return PageError(None, f"{call_word} is no longer waiting for a decision; reload the page. ({message})")
 
@@ -92,7 +96,10 @@ def contradiction_message(tool_names: Sequence[str]) -> str:
 
 
 def page_errors(
-    errors: Sequence[dict[str, Any]], amendments: Sequence[CallAmendment], approved_calls: Sequence[str], form_fields: Any
+    errors: Sequence[dict[str, Any]],
+    amendments: Sequence[CallAmendment],
+    approved_calls: Sequence[str],
+    form_fields: Any,
 ) -> list[PageError] | None:
     """The service's tool-call errors in reviewer language; None when one is not about tool calls (the
     caller then places them as before)."""

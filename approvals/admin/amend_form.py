@@ -104,7 +104,9 @@ def call_amendment(call: ReviewCall) -> CallAmendment:
     if call.args_truncated or not isinstance(shown, dict):
         return CallAmendment(call=call, arguments=shown if isinstance(shown, dict) else None, inputs=())
     inputs = tuple(
-        ArgumentInput(key=str(key), kind=kind_of(value), name=f"call_{call.index}_arg_{position}", value=value)
+        ArgumentInput(
+            key=str(key), kind=kind_of(value), name=f"call_{call.index}_arg_{position}", value=value
+        )
         for position, (key, value) in enumerate(shown.items())
     )
     return CallAmendment(call=call, arguments=shown, inputs=inputs)
@@ -225,7 +227,9 @@ def amended_arguments(form: forms.Form, amendment: CallAmendment, *, approved: b
             return None
         json_edited = amendment.arguments is None or not _same(value, amendment.arguments)
         if json_edited and not isinstance(value, dict):
-            form.add_error(amendment.json_name, f"{call_word}: the edited arguments must be a JSON object ({{…}}).")
+            form.add_error(
+                amendment.json_name, f"{call_word}: the edited arguments must be a JSON object ({{…}})."
+            )
             return None
     if not (edited or json_edited) or form.has_error(amendment.json_name):
         return None

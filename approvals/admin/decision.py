@@ -11,7 +11,6 @@ decision, and the kind's validator checks them inside the decision service, as i
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -25,9 +24,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.access import require_decider
+from approvals.actors import actor_for_user
 from approvals.admin.amend_errors import contradiction_message, page_errors
 from approvals.admin.amend_form import add_amend_fields, amend_box, amended_arguments, call_amendment
-from approvals.actors import actor_for_user
 from approvals.admin.review import (
     PauseReview,
     ReviewCall,
@@ -158,7 +157,9 @@ class DecisionForm(forms.Form):
         about tool calls are said in reviewer language (approvals.admin.amend_errors)."""
         errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
         approved = [c.tool_name for c in self.calls if self.call_verdict(c) == Verdict.APPROVED]
-        placed = page_errors(errors, list(self.amendments.values()), approved, self.fields) if self.calls else None
+        placed = (
+            page_errors(errors, list(self.amendments.values()), approved, self.fields) if self.calls else None
+        )
         if placed is not None:
             for error in placed:
                 self.add_error(error.field, error.message)

@@ -34,7 +34,12 @@ JSON_BOX = "call_0_amended"
 def secret_call_pause(alice) -> Pause:
     calls = [
         {"callId": "call-1", "toolName": "transfer_funds", "source": "builtin", "arguments": ARGUMENTS},
-        {"callId": "call-2", "toolName": "send_email", "source": "builtin", "arguments": {"to": "a@example.org"}},
+        {
+            "callId": "call-2",
+            "toolName": "send_email",
+            "source": "builtin",
+            "arguments": {"to": "a@example.org"},
+        },
     ]
     return make_tool_call_pause(paused_pause(alice), calls)
 
@@ -179,7 +184,9 @@ def test_the_services_contradiction_error_is_said_in_reviewer_words(alice, appro
     from approvals.admin import decision as admin_decision
 
     def refuse(**kwargs):
-        message = "top-level verdict is REJECTED but toolDecisions contains an APPROVED call; set the top-level"
+        message = (
+            "top-level verdict is REJECTED but toolDecisions contains an APPROVED call; set the top-level"
+        )
         raise BadRequest(message, errors=[{"field": "toolDecisions", "message": message}])
 
     monkeypatch.setattr(admin_decision, "decide_and_continue", refuse)
