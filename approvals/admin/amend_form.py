@@ -113,7 +113,7 @@ def call_amendment(call: ReviewCall) -> CallAmendment:
 
 
 def _widget(item: ArgumentInput) -> forms.Widget:
-    attrs = {"data-shown": item.shown, "class": "hitl-amend-input"}
+    attrs = {"data-shown": item.shown, "data-argument": item.key, "class": "hitl-amend-input"}
     if item.kind == BOOLEAN:
         return forms.Select(choices=[("true", "true"), ("false", "false")], attrs=attrs)
     if item.kind == NUMBER:
@@ -137,7 +137,12 @@ def add_amend_fields(form: forms.Form, amendment: CallAmendment) -> None:
         label="All arguments as JSON (to add or remove keys)",
         initial=amendment.shown_json,
         widget=forms.Textarea(
-            attrs={"rows": 4, "cols": 80, "data-shown": amendment.shown_json, "class": "hitl-amend-json"}
+            attrs={
+                "rows": min(12, amendment.shown_json.count("\n") + 2),
+                "cols": 80,
+                "data-shown": amendment.shown_json,
+                "class": "hitl-amend-json",
+            }
         ),
     )
 
