@@ -3,7 +3,9 @@
 Order and messages as the reference's resume body rules: top-level REJECTED with an APPROVED call is a
 contradiction; each listed call must be pending, have a verdict, a note of at most 1024 characters,
 and amended arguments only when APPROVED, never on a truncated call, a JSON object of at most 32 KiB.
-Returns the audit detail of the decision: per-call verdicts, amended flags and an arguments digest —
+Amended values left as they were shown redacted take the call's original values (toolgate.amendments):
+the merged arguments replace the reviewer's text in the decision, so what is stored, run and digested is
+the same. Returns the audit detail of the decision: per-call verdicts, amended flags and an arguments digest —
 never the arguments themselves.
 """
 
@@ -21,14 +23,15 @@ from approvals.decision_input import DecisionInput, parse_verdict
 from approvals.errors import BadRequest
 from approvals.field_errors import utf16_length
 from approvals.models import Pause, Verdict
+from toolgate.amendments import AmendmentRefused, merged_amendment
 from toolgate.models import PendingToolCall
 
 NOTE_MAX = 1024
 AMENDED_MAX_BYTES = 32_768
 
 
-def _bad(message: str, field: str) -> BadRequest:
-    return BadRequest(message, errors=[{"field": field, "message": message}])
+def _bad(message: str, field: str, **extra: Any) -> BadRequest:
+    return BadRequest(message, errors=[{"field": field, "message": message, **extra}])
 
 
 def _check_entry(call_id: str, entry: Any, call: PendingToolCall) -> tuple[str, str | None]:
@@ -91,7 +94,13 @@ def _checked_amendment(call_id: str, amended: Any, verdict: str, call: PendingTo
             f"{where}.amendedArguments: {inner[0]['field']} {inner[0]['message']}",
             f"{field}.amendedArguments",
         )
-    return amended
+    try:
+        return merged_amendment(amended, parsed, call)
+    except AmendmentRefused as exc:
+        # argumentPath: where in the arguments, for a client (the admin page) to show it by that field
+        raise _bad(
+            f"{where}.amendedArguments: {exc}", f"{field}.amendedArguments", argumentPath=list(exc.path)
+        ) from None
 
 
 def _refuse_unstorable(value: Any, field: str) -> None:
@@ -126,6 +135,10 @@ def validate_tool_decision(pause: Pause, decision: DecisionInput) -> dict[str, A
                 f"no pending tool call '{call_id}'; pending: [{', '.join(calls)}]", f"toolDecisions.{call_id}"
             )
         checked[call_id] = _check_entry(call_id, entry, calls[call_id])
+    for call_id, (_, amended) in checked.items():
+        if amended is not None and amended != decisions[call_id].get("amendedArguments"):
+            # the decision stores (and the continuation runs) the merged arguments, not the marker
+            decisions[call_id] = {**decisions[call_id], "amendedArguments": amended}
     audit = []
     for call_id, call in calls.items():
         verdict, amended = checked.get(call_id, (decision.verdict, None))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.models import Pause
+from toolgate.amendments import shown_arguments
 from toolgate.journal import outcome_unknown_call_ids
 from toolgate.models import PendingToolBatch
 from toolgate.redaction import redact
@@ -39,7 +40,7 @@ def tool_pause_details(pause: Pause) -> dict[str, Any]:
                 "callId": call.call_id,
                 "toolName": call.tool_name,
                 "source": call.source,
-                "arguments": redact(call.arguments_redacted),
+                "arguments": shown_arguments(call),
                 "argsTruncated": call.args_truncated,
                 "gateReason": call.gate_reason,
                 "matchedRule": call.matched_rule or None,

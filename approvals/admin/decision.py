@@ -11,7 +11,6 @@ decision, and the kind's validator checks them inside the decision service, as i
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +25,8 @@ from django.utils import timezone
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
+from approvals.admin.amend_errors import contradiction_message, page_errors
+from approvals.admin.amend_form import add_amend_fields, amend_box, amended_arguments, call_amendment
 from approvals.admin.review import (
     PauseReview,
     ReviewCall,
@@ -90,11 +91,11 @@ class DecisionForm(forms.Form):
                 label="Note for this call",
                 widget=forms.TextInput(attrs={"size": 60}),
             )
-            self.fields[f"call_{call.index}_amended"] = forms.CharField(
-                required=False,
-                label="Amended arguments (JSON object; empty: as requested)",
-                widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
-            )
+        # the amend box of each call (approvals.admin.amend_form): an input per argument, and the JSON
+        self.amendments = {call.index: call_amendment(call) for call in self.calls}
+        self.amended: dict[int, str | None] = {}
+        for amendment in self.amendments.values():
+            add_amend_fields(self, amendment)
         for index, item in enumerate(self.items):
             # Not a ChoiceField: whatever is posted goes to the kind's validator, which refuses a bad
             # value in the words REST uses, with nothing consumed.
@@ -107,22 +108,16 @@ class DecisionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        approved_alone = []
         for call in self.calls:
-            amended = (cleaned.get(f"call_{call.index}_amended") or "").strip()
-            if not amended:
-                continue
-            try:
-                value = json.loads(amended)
-            except ValueError as exc:
-                self.add_error(f"call_{call.index}_amended", f"Not valid JSON: {exc}")
-                continue
-            except RecursionError:
-                self.add_error(f"call_{call.index}_amended", "Nested too deeply.")
-                continue
-            if not isinstance(value, dict):
-                self.add_error(f"call_{call.index}_amended", "Must be a JSON object.")
-            elif self.call_verdict(call) == Verdict.REJECTED:
-                self.add_error(f"call_{call.index}_amended", "Only an approved call can be amended.")
+            approved = self.call_verdict(call) == Verdict.APPROVED
+            self.amended[call.index] = amended_arguments(self, self.amendments[call.index], approved=approved)
+            if cleaned.get("verdict") == Verdict.REJECTED and cleaned.get(f"call_{call.index}_verdict") == (
+                Verdict.APPROVED
+            ):
+                approved_alone.append(call)
+        for call in approved_alone:  # the service refuses it too; here it is said by the call
+            self.add_error(f"call_{call.index}_verdict", contradiction_message([call.tool_name]))
         return cleaned
 
     def call_verdict(self, call: ReviewCall) -> str:
@@ -137,7 +132,7 @@ class DecisionForm(forms.Form):
                 entry: dict[str, Any] = {"verdict": self.call_verdict(call)}
                 if note := self.cleaned_data.get(f"call_{call.index}_note"):
                     entry["note"] = note
-                if amended := (self.cleaned_data.get(f"call_{call.index}_amended") or "").strip():
+                if (amended := self.amended.get(call.index)) is not None:
                     entry["amendedArguments"] = amended
                 decisions[call.call_id] = entry
             body["toolDecisions"] = decisions
@@ -158,8 +153,18 @@ class DecisionForm(forms.Form):
         }
 
     def add_service_errors(self, exc: BadRequest) -> None:
-        """Put the service's field errors next to the fields they name; the rest above the form."""
-        for error in exc.extra.get("errors") or [{"field": "", "message": exc.detail}]:
+        """Put the service's field errors next to the fields they name; the rest above the form. Errors
+        about tool calls are said in reviewer language (approvals.admin.amend_errors)."""
+        errors = exc.extra.get("errors") or [{"field": "", "message": exc.detail}]
+        approved = [c.tool_name for c in self.calls if self.call_verdict(c) == Verdict.APPROVED]
+        placed = (
+            page_errors(errors, list(self.amendments.values()), approved, self.fields) if self.calls else None
+        )
+        if placed is not None:
+            for error in placed:
+                self.add_error(error.field, error.message)
+            return
+        for error in errors:
             field, message = str(error.get("field") or ""), str(error.get("message") or exc.detail)
             target = self._form_field_for(field)
             self.add_error(target, message if target or not field else f"{field}: {message}")
@@ -174,7 +179,7 @@ class DecisionForm(forms.Form):
             call_id, _, key = service_field.removeprefix("toolDecisions.").rpartition(".")
             suffix = {"amendedArguments": "amended", "note": "note", "verdict": "verdict"}.get(key)
             for call in self.calls:
-                if call.call_id == call_id and suffix:
+                if call.call_id == call_id and suffix and f"call_{call.index}_{suffix}" in self.fields:
                     return f"call_{call.index}_{suffix}"
         return None
 
@@ -346,7 +351,7 @@ def render_decision_page(
                 call,
                 form[f"call_{call.index}_verdict"],
                 form[f"call_{call.index}_note"],
-                form[f"call_{call.index}_amended"],
+                amend_box(form, form.amendments[call.index]),
             )
             if call.decidable
             else (call, None, None, None)

@@ -134,9 +134,9 @@ def test_per_call_verdicts_and_amended_arguments_reach_the_service(alice, approv
 @pytest.mark.parametrize(
     ("amended", "verdict", "error"),
     [
-        ("{not json", "", "Not valid JSON"),
-        ("[1, 2]", "", "Must be a JSON object."),
-        ('{"amount": 1}', "REJECTED", "Only an approved call can be amended."),
+        ("{not json", "", "Call transfer_funds: the edited arguments are not valid JSON (line 1, column 2)."),
+        ("[1, 2]", "", "Call transfer_funds: the edited arguments must be a JSON object"),
+        ('{"amount": 1}', "REJECTED", "Call transfer_funds: only an approved call can be edited."),
     ],
 )
 def test_bad_amended_arguments_are_kept_on_the_form_with_the_error(alice, approver, amended, verdict, error):
@@ -175,4 +175,6 @@ def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkey
         {"expected_pause_id": str(pause.pk), "verdict": "APPROVED", "call_1_amended": '{"cc": "x"}'},
     )
     assert response.status_code == 200
-    assert response.context["form"].errors["call_1_amended"] == ["unknown argument 'cc'"]
+    assert response.context["form"].errors["call_1_amended"] == [
+        "Call send_email: the edited arguments cannot be used: unknown argument 'cc'"
+    ]

@@ -207,7 +207,7 @@ def test_a_tool_call_pause_shows_each_call_and_keeps_a_bad_amendment_on_the_form
     page.fill("#id_note", "Only up to 1,000")
     page.click("#hitl-approve")
     page.locator("#hitl-call-0 .errorlist").wait_for()
-    assert "Not valid JSON" in page.locator("#hitl-call-0 .errorlist").inner_text()
+    assert "the edited arguments are not valid JSON" in page.locator("#hitl-call-0 .errorlist").inner_text()
     assert page.input_value("#id_call_0_amended") == '{"amount": 1000'
     assert page.input_value("#id_note") == "Only up to 1,000"
     save_screenshot(page, "admin-decision-tool-call-error.png")

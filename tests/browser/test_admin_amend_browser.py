@@ -1,0 +1,60 @@
+"""A reviewer edits a tool call in a real browser: one field changed, Reset, changed again, approved; the
+tool's real request (a recorder on loopback) carries the edited value and the secret the page never showed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from approvals.models import Pause, PauseStatus
+from tests.browser.conftest import admin_login, save_screenshot
+from tests.conftest import client_for, make_user
+from tests.factories import deployed_agent, say, start
+from tests.toolgate.test_amend_redacted_fields import SECRET, secret_payments_agent, sent_bodies
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+WIDTHS = (1280, 1920)
+
+
+def paused_transfer(owner, server) -> Pause:
+    conversation_id = start(client_for(owner), deployed_agent(secret_payments_agent(server.url)))
+    assert (
+        say(client_for(owner), conversation_id, "please transfer 100 to bob").json()["state"]
+        == "AWAITING_HUMAN"
+    )
+    return Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
+
+
+def argument(page, key: str):
+    return page.locator(f'#hitl-amend-0 [data-argument="{key}"]')
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_edited_field_reaches_the_tool_with_the_untouched_secret_after_a_reset(
+    live_server, page, http_recorder, width
+):
+    alice = make_user("alice")
+    make_user("rita", "approver")
+    pause = paused_transfer(alice, http_recorder)
+    page.set_viewport_size({"width": width, "height": 900})
+    admin_login(page, live_server.url, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/admin/approvals/pendingapproval/{pause.pk}/change/")
+
+    assert SECRET not in page.content()
+    amount, token = argument(page, "amount"), argument(page, "api_token")
+    assert (amount.input_value(), token.input_value()) == ("100", "<REDACTED>")
+    amount.fill("75")
+    token.fill("oops")
+    page.click("#hitl-amend-reset-0")
+    assert (amount.input_value(), token.input_value()) == ("100", "<REDACTED>")
+    amount.fill("60")
+    page.locator("#hitl-amend-0").scroll_into_view_if_needed()
+    save_screenshot(page, f"amend-{width}.png", for_docs=width == 1280)
+
+    page.click("#hitl-approve")
+    page.wait_for_url(re.compile(r"/admin/approvals/pendingapproval/$"))
+    assert sent_bodies(http_recorder) == [{"amount": "60", "to": "bob", "token": SECRET}]
+    pause.refresh_from_db()
+    assert pause.verdict == "APPROVED" and pause.decided_by == "rita"
