@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from approvals.body_rules import body_errors, shown_text
+from approvals.errors import BadRequest
 from approvals.field_errors import utf16_length
 from approvals.models import Verdict
 from approvals.request_bodies import BodySerializer, TextField, validated_body
@@ -27,10 +28,13 @@ class DecisionInput:
     # A group TASK pause's per-task verdicts ({taskId: "APPROVED"|"REJECTED"}, as sent): checked against
     # the pause by the TASK kind's validator (groups), applied by its continuation.
     task_approvals: dict[str, Any] = field(default_factory=dict)
+    # A rejection whose note is the reviewer's instruction to the model (the admin's "Reply with
+    # guidance", built by ``guidance_decision``): the continuation frames the note as guidance.
+    guidance: bool = False
 
     def recorded_details(self) -> dict[str, Any]:
         """What the decision adds to the pause beyond verdict and note (``Pause.decision_details``)."""
-        details: dict[str, Any] = {}
+        details: dict[str, Any] = {"guidance": True} if self.guidance else {}
         if self.tool_decisions:
             details["toolDecisions"] = self.tool_decisions
         if self.task_approvals:
@@ -137,6 +141,20 @@ class DecisionBodySerializer(BodySerializer):
     def problem_detail(self, errors: list[dict[str, str]]) -> str:
         data = self.initial_data
         return decision_problem_detail(data.get("verdict") if isinstance(data, dict) else None, errors)
+
+
+GUIDANCE_REQUIRED = "Write the guidance the model should follow: a reply without it decides nothing."
+
+
+def guidance_decision(note: Any) -> DecisionInput:
+    """A reply with guidance: a rejection of the whole request whose note is the reviewer's instruction.
+
+    Rule: **guidance is never empty.** A blank note is refused (400 on ``note``) before anything is
+    touched; the note is checked like any decision's (length, body rules)."""
+    decision = parse_decision_body({"verdict": Verdict.REJECTED, "note": note})
+    if not decision.note.strip():
+        raise BadRequest(GUIDANCE_REQUIRED, errors=[{"field": "note", "message": GUIDANCE_REQUIRED}])
+    return DecisionInput(verdict=Verdict.REJECTED, note=decision.note, guidance=True)
 
 
 def parse_decision_body(data: Any) -> DecisionInput:
