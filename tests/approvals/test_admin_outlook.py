@@ -68,7 +68,15 @@ def test_the_steps_never_show_a_host_credential_query_header_or_body(alice, appr
     pause = paused_pause(alice, notifying_agent())
     html = logged_in(approver).get(page(pause)).content.decode()
     outlook = html[html.index('id="hitl-outlook"') :]
-    for secret in ("hunter2", "hooks.example", "HOOK_TOKEN", "s3cr3t", "Authorization", "p4ss", "never_fired"):
+    for secret in (
+        "hunter2",
+        "hooks.example",
+        "HOOK_TOKEN",
+        "s3cr3t",
+        "Authorization",
+        "p4ss",
+        "never_fired",
+    ):
         assert secret not in outlook, secret
 
 
