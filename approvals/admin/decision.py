@@ -282,7 +282,8 @@ def answer_response(
     """Carry out a posted response; on anything but success the page again, saying why."""
     answered = admin_responses.respond(request, pause, action)
     if answered.done:
-        messages.success(request, answered.message)
+        outcome = f" {continuation_outcome(answered.continued)}" if answered.continued else ""
+        messages.success(request, answered.message + outcome)
         opts = model_admin.opts
         return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     if answered.message:

@@ -25,10 +25,10 @@ from django.http import HttpRequest
 
 from approvals.actors import actor_for_user
 from approvals.admin.outlook import takes_guidance
-from approvals.continuation_runs import decide_and_continue
+from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import guidance_decision
 from approvals.decisions import cancel_pending_pause
-from approvals.errors import ApplicationError, BadRequest, Forbidden, WrongState
+from approvals.errors import ApplicationError, BadRequest, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType
 from approvals.self_approval import refuse_self_approval
 
@@ -55,6 +55,7 @@ class ResponseOutcome:
     guidance_error: str = ""
     confirm_cancel: bool = False
     stale: bool = False
+    continued: Continued | None = None  # the decision's continuation, for the success message
 
 
 def posted_action(request: HttpRequest) -> str | None:
@@ -78,11 +79,11 @@ def reply_with_guidance(request: HttpRequest, pause: Pause, guidance: str) -> Re
     """Reject with the reviewer's instruction as the note; an empty one decides nothing."""
     kept = {"guidance": guidance}
     if not takes_guidance(pause):
-        return ResponseOutcome(done=False, status=400, guidance_error=NO_GUIDANCE_HERE, **kept)
+        return ResponseOutcome(done=False, status=400, message=NO_GUIDANCE_HERE, **kept)
     actor = actor_for_user(request.user)
     try:
-        decision = guidance_decision(guidance)  # before anything else: bad input never consumes a pause
-        refuse_self_approval(pause=pause, actor=actor)
+        refuse_self_approval(pause=pause, actor=actor)  # as for Approve/Reject: before the input is read
+        decision = guidance_decision(guidance)  # bad input never consumes a pause
         decided = decide_and_continue(
             surface=pause.surface,
             subject_type=pause.subject_type,
@@ -102,13 +103,14 @@ def reply_with_guidance(request: HttpRequest, pause: Pause, guidance: str) -> Re
         if pause.status == PauseStatus.PENDING:
             return ResponseOutcome(done=False, status=409, message=exc.detail, **kept)
         return outcome
-    except (Forbidden, ApplicationError) as exc:
+    except ApplicationError as exc:  # Forbidden (self-approval), not deployed, …
         return ResponseOutcome(done=False, status=exc.status, message=exc.detail, **kept)
     word = SUBJECT_WORD.get(pause.subject_type, "subject")
     return ResponseOutcome(
         done=True,
         message=f"Replied with guidance: {word} {pause.subject_id} was told no, with your guidance as "
-        f"an instruction ({decided.outcome}).",
+        "its instruction.",
+        continued=decided,
     )
 
 

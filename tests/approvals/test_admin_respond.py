@@ -47,8 +47,11 @@ def test_reply_with_guidance_without_a_note_decides_nothing(alice, approver, gui
 
 def test_reply_with_guidance_tells_the_conversation_the_guidance_and_is_audited(alice, approver):
     pause = paused_pause(alice)
-    response = respond(logged_in(approver), pause, GUIDANCE)
+    client = logged_in(approver)
+    response = respond(client, pause, GUIDANCE)
     assert response.status_code == 302 and response["Location"] == INBOX
+    message = str(list(client.get(INBOX).context["messages"])[0])
+    assert message.startswith("Replied with guidance: conversation") and "It has continued." in message
     run_queued_tasks()
     pause.refresh_from_db()
     assert (pause.verdict, pause.note, pause.decision_details) == ("REJECTED", GUIDANCE, {"guidance": True})
@@ -165,6 +168,7 @@ def test_the_requester_who_may_not_approve_gets_the_cancel_button_and_may_cancel
     html = client.get(page(pause)).content.decode()
     assert 'id="hitl-only-cancel"' in html and 'id="hitl-cancel-request"' in html
     assert 'id="hitl-reply-guidance"' not in html and 'id="hitl-approve"' not in html
+    assert 'id="hitl-outlook-cancel"' in html and 'id="hitl-outlook-approve"' not in html
     refused = respond(client, pause, GUIDANCE)  # guidance is a decision: she may not make it
     assert refused.status_code == 403
     pause.refresh_from_db()
@@ -198,7 +202,10 @@ def test_a_group_pause_is_cancelled_like_the_discussion_cancel_and_takes_no_guid
     pause = Pause.objects.get(subject_id=body["discussionId"], status=PauseStatus.PENDING)
     client = logged_in(approver)
     assert 'id="hitl-reply-guidance"' not in client.get(page(pause)).content.decode()
-    assert respond(client, pause, GUIDANCE).status_code == 400
+    refused = respond(client, pause, GUIDANCE)
+    assert (
+        refused.status_code == 400 and "Reply with guidance is for a conversation" in refused.content.decode()
+    )
     assert cancel(client, pause, confirm="yes").status_code == 302
     pause.refresh_from_db()
     assert pause.status == PauseStatus.CANCELLED
