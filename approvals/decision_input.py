@@ -27,10 +27,13 @@ class DecisionInput:
     # A group TASK pause's per-task verdicts ({taskId: "APPROVED"|"REJECTED"}, as sent): checked against
     # the pause by the TASK kind's validator (groups), applied by its continuation.
     task_approvals: dict[str, Any] = field(default_factory=dict)
+    # A rejection whose note is the reviewer's instruction to the model (the admin's "Reply with
+    # guidance", built by ``guidance_decision``): the continuation frames the note as guidance.
+    guidance: bool = False
 
     def recorded_details(self) -> dict[str, Any]:
         """What the decision adds to the pause beyond verdict and note (``Pause.decision_details``)."""
-        details: dict[str, Any] = {}
+        details: dict[str, Any] = {"guidance": True} if self.guidance else {}
         if self.tool_decisions:
             details["toolDecisions"] = self.tool_decisions
         if self.task_approvals:
@@ -94,6 +97,38 @@ class VerdictField(serializers.Field):
         return verdict
 
 
+class FlagField(serializers.BooleanField):
+    """true or false and nothing else (DRF's BooleanField would take "yes" or 1)."""
+
+    default_error_messages = {"invalid": "must be true or false"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+GUIDANCE_REQUIRED = "Write the guidance the model should follow: a reply without it decides nothing."
+
+
+def guidance_errors(*, verdict: str, note: str, tool_decisions: Any) -> list[dict[str, str]]:
+    """What is wrong with a reply with guidance (``guidance: true``), as ``[{"field", "message"}]``.
+
+    Rule: **guidance is never empty, and it answers the whole request.** It is a rejection (verdict
+    REJECTED) whose note is not blank, with no per-call verdicts: every call, or the rule's remaining
+    steps, is declined with the one instruction."""
+    errors = []
+    if verdict != Verdict.REJECTED:
+        errors.append({"field": "guidance", "message": "only a rejection (verdict REJECTED) gives guidance"})
+    if not note.strip():
+        errors.append({"field": "note", "message": GUIDANCE_REQUIRED})
+    if tool_decisions:
+        errors.append(
+            {"field": "toolDecisions", "message": "guidance answers the whole request: no per-call decisions"}
+        )
+    return errors
+
+
 @extend_schema_serializer(component_name="Decision")
 class DecisionBodySerializer(BodySerializer):
     """The decision body of every surface: what REST documents is what every surface checks."""
@@ -118,6 +153,25 @@ class DecisionBodySerializer(BodySerializer):
         help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (JSON object text)}',
     )
 
+    guidance = FlagField(
+        required=False,
+        default=False,
+        help_text="true: a reply with guidance, a rejection whose note the model (or the conversation) reads "
+        'as the reviewer\'s instruction ("The reviewer declined and gave guidance: …"); needs verdict '
+        "REJECTED, a non-blank note and no toolDecisions",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("guidance") and (
+            errors := guidance_errors(
+                verdict=attrs["verdict"],
+                note=attrs.get("note") or "",
+                tool_decisions=attrs.get("toolDecisions"),
+            )
+        ):
+            raise serializers.ValidationError({e["field"]: [e["message"]] for e in errors})
+        return attrs
+
     def validate_note(self, note: str | None) -> str:
         if note is None:
             return ""
@@ -139,7 +193,18 @@ class DecisionBodySerializer(BodySerializer):
         return decision_problem_detail(data.get("verdict") if isinstance(data, dict) else None, errors)
 
 
+def guidance_decision(note: Any) -> DecisionInput:
+    """The admin's reply with guidance: the REST body ``{"verdict": "REJECTED", "note", "guidance": true}``,
+    parsed by REST's parser (a blank note is a 400 on ``note`` before anything is touched)."""
+    return parse_decision_body({"verdict": Verdict.REJECTED, "note": note, "guidance": True})
+
+
 def parse_decision_body(data: Any) -> DecisionInput:
     """The decision in ``data``, or a 400 naming each bad field (nothing is touched before this)."""
     body = validated_body(DecisionBodySerializer, data)
-    return DecisionInput(verdict=body["verdict"], note=body["note"], tool_decisions=body["toolDecisions"])
+    return DecisionInput(
+        verdict=body["verdict"],
+        note=body["note"],
+        tool_decisions=body["toolDecisions"],
+        guidance=body["guidance"],
+    )

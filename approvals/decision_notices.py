@@ -11,6 +11,14 @@ from __future__ import annotations
 from approvals.models import Pause, Verdict
 
 HUMAN_REJECTION_TEXT = "This action was rejected by a human reviewer."
+GUIDANCE_TEXT = "The reviewer declined and gave guidance: {note}"
+
+
+def is_guidance(pause: Pause) -> bool:
+    """A human's rejection whose note is an instruction (approvals.decision_input.guidance_decision)."""
+    return bool((pause.decision_details or {}).get("guidance")) and not pause.automated and bool(pause.note)
+
+
 TIMEOUT_DECIDER = "system:timeout"
 
 
@@ -28,4 +36,6 @@ def rejection_text(pause: Pause) -> str:
     """The output a rejected rule pause posts instead of the rest of its turn."""
     if pause.automated:
         return automated_decision_text(pause)
+    if is_guidance(pause):
+        return f"{HUMAN_REJECTION_TEXT} {GUIDANCE_TEXT.format(note=pause.note)}"
     return HUMAN_REJECTION_TEXT + (f" Reason: {pause.note}" if pause.note else "")

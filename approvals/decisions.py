@@ -33,6 +33,7 @@ from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
 from hitl_project import rows
 
 CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
+REPLY_WITH_GUIDANCE = "reply_with_guidance"  # the audit detail's reviewerAction of a guidance decision
 
 
 def open_pause_of(subject_type: str, subject_id: uuid.UUID) -> Pause | None:
@@ -217,6 +218,7 @@ def record_decision(
                 "agentVersion": pause.agent_version,
                 "owner": pause.owner.get_username() if pause.owner_id else None,
                 **kind_detail,
+                **({"reviewerAction": REPLY_WITH_GUIDANCE} if decision.guidance else {}),
             },
         )
         if not here:
@@ -238,10 +240,13 @@ def continues_inline() -> bool:
     return bool(settings.HITL_CONTINUE_INLINE)
 
 
-def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRACEFUL") -> bool:
+def cancel_pending_pause(
+    *, pause: Pause, actor: Actor, mode: str = "CANCEL_GRACEFUL", detail: dict[str, Any] | None = None
+) -> bool:
     """End a pending pause without a decision (cancel, end of conversation, ABORT timeout, retention).
 
-    Runs in the caller's transaction; returns False when the pause was no longer pending.
+    Runs in the caller's transaction; returns False when the pause was no longer pending. ``detail``: what
+    the caller adds to the audit entry (the admin's ``reviewerAction``).
     """
     with transaction.atomic():
         won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
@@ -268,7 +273,7 @@ def cancel_pending_pause(*, pause: Pause, actor: Actor, mode: str = "CANCEL_GRAC
             verdict=Verdict.CANCELLED,
             pause_id=pause.id,
             epoch=pause.epoch,
-            detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface},
+            detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface, **(detail or {})},
         )
         announce_settled(pause)
     return True

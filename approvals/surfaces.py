@@ -63,6 +63,15 @@ class SurfaceHandler(Protocol):
         """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,
         for a reviewer deciding ``pause`` (the caller checks the reviewer may read them)."""
 
+    # Optional (approvals.admin.outlook asks with getattr; a surface without them shows no such line):
+
+    def approve_steps(self, pause: Pause) -> list[str] | None:
+        """Labels of what approving ``pause`` runs next (e.g. "notify → POST /notify"), allow-listed and
+        redacted, never a secret or a raw header; None when the surface cannot say."""
+
+    def latest_inputs(self, subject_ids: list[object]) -> dict[object, str]:
+        """The latest input of each subject, in one query (the caller checks the reviewer may read it)."""
+
 
 _HANDLERS: dict[str, SurfaceHandler] = {}
 

@@ -12,6 +12,7 @@ from approvals.audit import append_audit_entry
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
+from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
 from conversations.local_turns import runs_in_one_transaction
@@ -127,6 +128,16 @@ class ConversationSurface:
             {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
             for row in list(rows)[::-1]
         ]
+
+    # --- the reviewer's outlook (approvals.admin.outlook): read-only, allow-listed ---------------------
+
+    def approve_steps(self, pause: Pause) -> list[str] | None:
+        """What approving a RULE pause runs, as labels (conversations.approval_outlook)."""
+        return approval_outlook.approve_steps(pause)
+
+    def latest_inputs(self, subject_ids: list[object]) -> dict[object, str]:
+        """The requester's latest input of each conversation, in one query."""
+        return approval_outlook.latest_inputs(subject_ids)
 
 
 def register() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from approvals import metrics
 from approvals.audit import append_audit_entry
-from approvals.decision_notices import automated_decision_text
+from approvals.decision_notices import automated_decision_text, is_guidance
 from approvals.models import Pause, SubjectType, Verdict
 from toolgate import journal
 from toolgate.decision_validation import effective_verdict
@@ -31,6 +31,11 @@ logger = logging.getLogger(__name__)
 REJECTION_INSTRUCTION = (
     "The reviewer declined this action. Do not retry this exact call; explain the situation "
     "to the user and offer alternatives."
+)
+# A reply with guidance (approvals.decision_notices.is_guidance): the note is the reviewer's instruction.
+GUIDANCE_INSTRUCTION = (
+    "The reviewer declined this call and gave guidance: {note} Treat the reviewer's guidance as an "
+    "instruction and follow it; do not retry this exact call unless the guidance asks for it."
 )
 AUTOMATED_REJECTION_ADVICE = (
     "Do not retry this exact call; explain the situation to the user and offer alternatives."
@@ -137,6 +142,8 @@ def rejection_instruction(pause: Pause) -> str:
     (approvals/decision_notices.py). The status stays REJECTED_BY_REVIEWER, as the reference fixes it."""
     if pause.automated:
         return f"{automated_decision_text(pause)} {AUTOMATED_REJECTION_ADVICE}"
+    if is_guidance(pause):
+        return GUIDANCE_INSTRUCTION.format(note=pause.note)
     return REJECTION_INSTRUCTION
 
 

@@ -22,6 +22,9 @@ from django.urls import reverse
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
 from approvals.admin.decision import SUBJECT_WORD, decided_message
+from approvals.admin.outlook import latest_inputs, short_input
+from approvals.admin.scope import may_read_turns
+from approvals.agent_names import agent_name_expression
 from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
@@ -130,6 +133,7 @@ def render_confirmation(
     own = [p for p in rule if is_self_approval(p, request.user.pk)]
     rule = [p for p in rule if p not in own]
     context = {
+        "rows": confirmation_rows(request.user, rule),
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
         "title": f"{'Approve' if verdict == Verdict.APPROVED else 'Reject'} {len(rule)} rule pause(s)?",
@@ -148,10 +152,51 @@ def render_confirmation(
     return TemplateResponse(request, TEMPLATE, context, status=400 if errors else 200)
 
 
+@dataclass(frozen=True)
+class ConfirmationRow:
+    """One pause of the confirmation, told apart from the others: who asked, what, of which agent."""
+
+    pause: Pause
+    agent: str
+    requester_input: str
+
+
+def with_names(pauses: QuerySet) -> QuerySet:
+    """The pauses with their owners and their agents' current names, in the page's one query (the
+    inbox's own queryset carries the names already)."""
+    pauses = pauses.select_related("owner")
+    if "agent_name" in pauses.query.annotations:
+        return pauses
+    return pauses.annotate(agent_name=agent_name_expression())
+
+
+def _agent_text(pause: Pause) -> str:
+    """'account-bot v3'; the short id when the agent is gone (as the inbox shows it)."""
+    if not pause.agent_id:
+        return "-"
+    name = getattr(pause, "agent_name", None) or f"{str(pause.agent_id)[:8]}…"
+    return f"{name} v{pause.agent_version or '?'}"
+
+
+def confirmation_rows(user: Any, pauses: list[Pause]) -> list[ConfirmationRow]:
+    """Each pause with its agent's name and version and its requester's latest input (clamped), read for
+    the whole page at once (one query per surface); the input only where the reviewer may read turns."""
+    readable = [pause for pause in pauses if may_read_turns(user, pause)]
+    inputs = latest_inputs(readable)
+    return [
+        ConfirmationRow(
+            pause=pause,
+            agent=_agent_text(pause),
+            requester_input=short_input(inputs.get(pause.pk)) if pause in readable else "",
+        )
+        for pause in pauses
+    ]
+
+
 def _confirm(
     model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet, verdict: str
 ) -> HttpResponse | None:
-    pauses = list(queryset.order_by("paused_at", "id")[: BULK_MAX + 1])
+    pauses = list(with_names(queryset).order_by("paused_at", "id")[: BULK_MAX + 1])
     if not pauses:  # decided meanwhile, or not this reviewer's: the queryset is scoped and PENDING only
         model_admin.message_user(
             request, "None of the selected pauses is pending for you: nothing to decide.", messages.WARNING
@@ -202,9 +247,9 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     try:
         decision = parse_decision_body({"verdict": verdict, "note": note})
     except BadRequest as exc:
-        shown = reviewable_pauses(user=request.user, status=PauseStatus.PENDING, ids=pause_ids).order_by(
-            "paused_at", "id"
-        )
+        shown = with_names(
+            reviewable_pauses(user=request.user, status=PauseStatus.PENDING, ids=pause_ids)
+        ).order_by("paused_at", "id")
         errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [
             exc.detail
         ]

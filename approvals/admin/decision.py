@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
+from approvals.admin import outlook as admin_outlook
+from approvals.admin import responses as admin_responses
 from approvals.admin.amend_errors import contradiction_message, page_errors
 from approvals.admin.amend_form import add_amend_fields, amend_box, amended_arguments, call_amendment
 from approvals.admin.review import (
@@ -273,6 +275,35 @@ def not_found_page(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespons
     return TemplateResponse(request, NOT_FOUND_TEMPLATE, context, status=404)
 
 
+# --- reply with guidance / cancel the request (approvals.admin.responses; issue 15, point 7) -------------
+def answer_response(
+    model_admin: ModelAdmin,
+    request: HttpRequest,
+    pause: Pause,
+    review: PauseReview,
+    section: PageSection | None,
+    action: str,
+) -> HttpResponse:
+    """Carry out a posted response; on anything but success the page again, saying why."""
+    answered = admin_responses.respond(request, pause, action)
+    if answered.done:
+        outcome = f" {continuation_outcome(answered.continued)}" if answered.continued else ""
+        messages.success(request, answered.message + outcome)
+        opts = model_admin.opts
+        return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+    if answered.message:
+        messages.error(request, answered.message)
+    items = section.items if section else ()
+    form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
+    section = None if answered.stale else section  # read again: what the reviewer may read changed
+    return render_decision_page(
+        model_admin, request, pause, review, form, answered.status, section, response=answered
+    )
+
+
+# --- end of reply with guidance / cancel --------------------------------------------------------------
+
+
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     try:
         pause = find_pause(request, object_id)
@@ -285,6 +316,9 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
     if request.method != "POST":
         form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
         return render_decision_page(model_admin, request, pause, review, form, status, section)
+
+    if action := admin_responses.posted_action(request):  # reply with guidance / cancel (issue 15, point 7)
+        return answer_response(model_admin, request, pause, review, section, action)
 
     form = DecisionForm(request.POST, calls=review.calls, items=items)
     if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
@@ -322,6 +356,7 @@ def render_decision_page(
     form: DecisionForm,
     status: int,
     section: PageSection | None = None,
+    response: admin_responses.ResponseOutcome | None = None,
 ) -> HttpResponse:
     section = section or page_section(request, pause)
     turns = None
@@ -372,4 +407,9 @@ def render_decision_page(
         "note_max": NOTE_MAX,
         "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
     }
+    # --- what each button does, the requester's input, the response box (issue 15, points 5 and 7) ---
+    context["outlook"] = admin_outlook.decision_outlook(pause, review, section) if pending else None
+    context["requester_input"] = admin_outlook.requester_input(turns, section)
+    context.update(admin_responses.response_context(response, pending=pending, pause=pause))
+    # --- end ---
     return TemplateResponse(request, TEMPLATE, context, status=status)
