@@ -174,6 +174,23 @@ class Pause(models.Model):
                 condition=Q(status__in=DECIDED_STATUSES),
                 name="pause_decided_owner",
             ),
+            # Its search (approvals.admin.search, the inbox's): each arm of the OR needs an index over
+            # decided pauses too, or PostgreSQL reads them all (a reason search: 270 ms at 100,000).
+            GinIndex(
+                OpClass(Upper("reason"), name="gin_trgm_ops"),
+                condition=Q(status__in=DECIDED_STATUSES),
+                name="pause_decided_reason_trgm",
+            ),
+            models.Index(
+                fields=["agent_id", "-decided_at"],
+                condition=Q(status__in=DECIDED_STATUSES),
+                name="pause_decided_agent",
+            ),
+            models.Index(
+                fields=["group_id"],
+                condition=Q(status__in=DECIDED_STATUSES, surface="group"),
+                name="pause_decided_group",
+            ),
         ]
 
     def __str__(self) -> str:

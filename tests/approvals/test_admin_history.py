@@ -193,3 +193,15 @@ def test_the_history_renders_with_a_bounded_number_of_queries(role, approver, dj
             assert listed(response)
     newest = f"agent {len(owners) * 12 - 1} v?"
     assert newest in client.get(HISTORY, EVERYONE).content.decode()  # named in the same queries
+
+
+def test_the_pager_stops_counting_at_its_cap_and_says_more_than(approver, monkeypatch):
+    from approvals.admin import history  # local import: the cap under test
+
+    monkeypatch.setattr(history, "COUNT_CAP", 5)
+    decided(staff("carol"), 7, by=approver)
+    client = logged_in(approver)
+    html = client.get(HISTORY).content.decode()
+    assert "more than 5 decided approvals" in html
+    assert "7 decided approvals" not in client.get(HISTORY, {"verdict": "REJECTED"}).content.decode()
+    assert "0 decided approvals" in client.get(HISTORY, {"verdict": "REJECTED"}).content.decode()
