@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString
 from approvals.access import may_use_inbox
 from approvals.admin import search as admin_search
 from approvals.admin.audit import ACTOR_BADGE_STYLE
-from approvals.admin.decision import not_found_page
+from approvals.admin.decision import SUBJECT_WORD, not_found_page
 from approvals.admin.history_filters import (
     AutomatedFilter,
     DecidedByFilter,
@@ -90,16 +90,9 @@ def history_not_found(model_admin: admin.ModelAdmin, request: HttpRequest) -> Ht
 
 @admin.register(DecidedApproval)
 class DecidedApprovalAdmin(admin.ModelAdmin):
-    list_display = (
-        "decided",
-        "subject",
-        "agent",
-        "reason_line",
-        "verdict_shown",
-        "decided_by_shown",
-        "note_line",
-        "automated_badge",
-    )
+    # Five columns, two lines at most, so the whole row fits beside the admin's two sidebars at 1280 px:
+    # when and who, what was decided (and by a person or not), which conversation (and agent), why, the note.
+    list_display = ("decided", "verdict_shown", "subject", "reason_line", "note_line")
     list_display_links = None  # the subject links to the decision page, not to a change form
     list_filter = (
         DecidedByFilter,
@@ -154,13 +147,19 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
             subject_id = subject_id_in(request)
         except ValueError:
             return history_not_found(self, request)
-        if subject_id is not None and not self.subject_visible(request, subject_id):
+        if subject_id is None:
+            return super().changelist_view(request, extra_context)
+        subject_type = self.visible_subject_type(request, subject_id)
+        if subject_type is None:
             return history_not_found(self, request)  # unknown and someone else's: the same page
-        return super().changelist_view(request, extra_context)
+        title = f"All pauses of {SUBJECT_WORD.get(subject_type, 'Subject').lower()} {subject_id}"
+        return super().changelist_view(request, {**(extra_context or {}), "title": title})
 
-    def subject_visible(self, request: HttpRequest, subject_id: uuid.UUID) -> bool:
+    def visible_subject_type(self, request: HttpRequest, subject_id: uuid.UUID) -> str | None:
+        """The subject's type if this reviewer may see one of its pauses, else None: one query."""
         pauses = reviewable_pauses(user=request.user, model=DecidedApproval)
-        return pauses.filter(subject_type__in=SubjectType.values, subject_id=subject_id).exists()
+        found = pauses.filter(subject_type__in=SubjectType.values, subject_id=subject_id)
+        return found.values_list("subject_type", flat=True).first()
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
@@ -189,49 +188,57 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="decided", ordering="decided_at")
     def decided(self, pause: DecidedApproval) -> SafeString:
-        return time_html(pause.decided_at, empty="not yet")
+        when = time_html(pause.decided_at, empty="not yet")
+        if not pause.decided_by:
+            return when
+        by = pause.decided_by
+        return format_html(
+            '{}<br><span class="hitl-decided-by" title="{}" style="{}">by {}</span>',
+            when,
+            by,
+            CLAMP_STYLE.format(9),
+            by,
+        )
+
+    @admin.display(description="verdict", ordering="verdict")
+    def verdict_shown(self, pause: DecidedApproval) -> SafeString:
+        if pause.status == PauseStatus.PENDING:
+            return format_html('<span class="hitl-verdict">{}</span>', "waiting")
+        return format_html(
+            '<span class="hitl-verdict">{}</span><br>{}',
+            pause.verdict or pause.status,
+            automated_badge(pause),
+        )
 
     @admin.display(description="conversation", ordering="subject_id")
     def subject(self, pause: DecidedApproval) -> SafeString:
         word = "discussion " if pause.subject_type == SubjectType.DISCUSSION else ""
-        return format_html(
+        link = format_html(
             '<a href="{}" class="hitl-history-open">{}<span title="{}">{}…</span></a>',
             reverse(DECISION_PAGE, args=[pause.pk]),
             word,
             pause.subject_id,
             str(pause.subject_id)[:8],
         )
-
-    @admin.display(description="agent", ordering="agent_id")
-    def agent(self, pause: DecidedApproval) -> str:
         if pause.agent_id is None:
-            return "-"
-        return agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
+            return link
+        agent = agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
+        return format_html(
+            '{}<br><span class="hitl-agent" style="{}">{}</span>', link, CLAMP_STYLE.format(9), agent
+        )
 
     @admin.display(description="reason", ordering="reason")
     def reason_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.reason, 24)
-
-    @admin.display(description="verdict", ordering="verdict")
-    def verdict_shown(self, pause: DecidedApproval) -> str:
-        if pause.status == PauseStatus.PENDING:
-            return "waiting"
-        return pause.verdict or pause.status
-
-    @admin.display(description="decided by", ordering="decided_by")
-    def decided_by_shown(self, pause: DecidedApproval) -> str:
-        return pause.decided_by or "-"
+        return clamped(pause.reason, 10)
 
     @admin.display(description="note")
     def note_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.note, 18)
+        return clamped(pause.note, 8)
 
-    @admin.display(description="automated")
-    def automated_badge(self, pause: DecidedApproval) -> SafeString:
-        """The audit ledger's neutral badge: Django's boolean icon is a red ✖ that reads as "failed"."""
-        if pause.status == PauseStatus.PENDING:
-            return format_html("{}", "-")
-        word = "automated" if is_automated(pause) else "person"
-        return format_html(
-            '<span class="hitl-actor-kind hitl-actor-{}" style="{}">{}</span>', word, ACTOR_BADGE_STYLE, word
-        )
+
+def automated_badge(pause: DecidedApproval) -> SafeString:
+    """The audit ledger's neutral badge: Django's boolean icon is a red ✖ that reads as "failed"."""
+    word = "automated" if is_automated(pause) else "person"
+    return format_html(
+        '<span class="hitl-actor-kind hitl-actor-{}" style="{}">{}</span>', word, ACTOR_BADGE_STYLE, word
+    )

@@ -95,6 +95,7 @@ def test_the_history_lists_no_pending_pause_one_subjects_lists_all_its_pauses(ap
     assert response.context["cl"].result_list[0].pk == pending.pk  # what still waits is on top
     html = response.content.decode()
     assert "waiting" in html and "CANCELLED" in html
+    assert f"All pauses of conversation {subject}" in html
 
 
 # --- columns --------------------------------------------------------------------------------------
@@ -109,7 +110,7 @@ def test_each_row_says_when_who_verdict_note_and_opens_the_decision_page(approve
     assert "account-bot v3" in html
     assert 'class="hitl-time"' in html and "min ago" in html  # the shared time format
     assert 'title="ok by phone"' in html and 'title="needs a look"' in html  # clamped, whole on hover
-    assert ">APPROVED<" in html and ">approver<" in html
+    assert ">APPROVED<" in html and ">approver<" in html and ">by approver<" in html
     assert 'class="hitl-actor-kind hitl-actor-person"' in html
     assert "approvals/hitl_times.js" in html
 
