@@ -45,15 +45,26 @@ from approvals.selectors import reviewable_pauses
 DECISION_PAGE = "admin:approvals_pendingapproval_change"
 NOT_FOUND_TEMPLATE = "admin/approvals/decidedapproval/not_found.html"
 COUNT_CAP = 1_000  # rows counted for the pager: 20 pages of 50; filters and search find older ones
-CLAMP_STYLE = "display:block;max-width:{}em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
+CLAMP_STYLE = "display:block;max-width:{};white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
+NARROWEST = 1280  # px: the row fits beside both admin sidebars from here; wider screens widen the text
 
 
-def clamped(text: str, width_em: int) -> SafeString:
+def clamp_width(width_em: int, share: float = 0.0) -> str:
+    """``width_em`` at 1280 px, plus ``share`` of every pixel the window has beyond that."""
+    if not share:
+        return f"{width_em}em"
+    return f"max({width_em}em, calc({width_em}em + (100vw - {NARROWEST}px) * {share}))"
+
+
+def clamped(text: str, width_em: int, share: float = 0.0) -> SafeString:
     """One line, cut with an ellipsis; the whole text on hover."""
     if not text:
         return format_html("{}", "-")
     return format_html(
-        '<span class="hitl-clamp" title="{}" style="{}">{}</span>', text, CLAMP_STYLE.format(width_em), text
+        '<span class="hitl-clamp" title="{}" style="{}">{}</span>',
+        text,
+        CLAMP_STYLE.format(clamp_width(width_em, share)),
+        text,
     )
 
 
@@ -196,7 +207,7 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
             '{}<br><span class="hitl-decided-by" title="{}" style="{}">by {}</span>',
             when,
             by,
-            CLAMP_STYLE.format(9),
+            CLAMP_STYLE.format(clamp_width(9)),
             by,
         )
 
@@ -224,16 +235,19 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
             return link
         agent = agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
         return format_html(
-            '{}<br><span class="hitl-agent" style="{}">{}</span>', link, CLAMP_STYLE.format(9), agent
+            '{}<br><span class="hitl-agent" style="{}">{}</span>',
+            link,
+            CLAMP_STYLE.format(clamp_width(9)),
+            agent,
         )
 
     @admin.display(description="reason", ordering="reason")
     def reason_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.reason, 10)
+        return clamped(pause.reason, 10, share=0.45)
 
     @admin.display(description="note")
     def note_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.note, 8)
+        return clamped(pause.note, 8, share=0.3)
 
 
 def automated_badge(pause: DecidedApproval) -> SafeString:

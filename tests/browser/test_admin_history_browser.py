@@ -3,7 +3,11 @@ decided by me first, with its verdict and note, and every pause of the conversat
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from approvals.models import Pause, PauseStatus
 from tests.browser.conftest import admin_login, save_screenshot
@@ -60,3 +64,29 @@ def test_a_reviewer_finds_their_decision_and_the_conversations_history(live_serv
     assert page.locator("#result_list tbody tr").count() == 1
     assert str(conversation_id)[:8] in page.locator("#result_list").inner_text()
     save_screenshot(page, f"history-conversation-{width}.png")
+
+    # the widest row we make still fits: a group discussion timed out days ago, long reason and note
+    long_ago = timezone.now() - timedelta(days=3, hours=4)
+    Pause.objects.create(
+        surface="group",
+        kind="PHASE",
+        subject_type="discussion",
+        subject_id=uuid.uuid4(),
+        owner=owner,
+        group_id=uuid.uuid4(),
+        agent_id=uuid.UUID(agent_id),
+        agent_version=12,
+        status=PauseStatus.RESOLVED,
+        reason="Publishing the quarterly numbers needs the finance lead's sign-off " * 3,
+        paused_at=long_ago,
+        verdict="REJECTED",
+        note="No reviewer decided in time; rejected by the timeout policy " * 3,
+        decided_by="system:timeout",
+        automated=True,
+        decided_at=long_ago + timedelta(minutes=15),
+    )
+    page.goto(f"{base}/admin/approvals/decidedapproval/?decided_by=all")
+    assert page.locator("#result_list tbody tr").count() == 3
+    assert page.locator(".hitl-actor-automated").inner_text() == "automated"
+    assert page.locator(".results").evaluate("box => box.scrollWidth <= box.clientWidth")
+    save_screenshot(page, f"history-everyone-{width}.png")
