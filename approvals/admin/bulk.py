@@ -4,6 +4,10 @@ Each pause is decided by its own ``decide_pause`` call (its own transaction and 
 that was decided meanwhile or cannot be continued does not stop the others. Tool-call (and phase and
 task) pauses are never decided in bulk: the reviewer opens each one. A pause the reviewer may not
 decide because they raised it (allowSelfApproval=false) is left out, and refused by the service if posted.
+
+A selection or a confirmation naming a malformed id, or a pause this reviewer may not see, is answered
+with the decision page's styled 404 and decides nothing: the same page for an unknown id and someone
+else's pause (no existence oracle), where Django would fail on a malformed id with a server error.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import ModelAdmin
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -21,7 +26,7 @@ from django.urls import reverse
 
 from approvals.access import require_decider
 from approvals.actors import actor_for_user
-from approvals.admin.decision import SUBJECT_WORD, decided_message
+from approvals.admin.decision import SUBJECT_WORD, decided_message, not_found_page
 from approvals.admin.outlook import latest_inputs, short_input
 from approvals.admin.scope import may_read_turns
 from approvals.agent_names import agent_name_expression
@@ -222,6 +227,27 @@ def reject_selected(model_admin: ModelAdmin, request: HttpRequest, queryset: Que
     return _confirm(model_admin, request, queryset, Verdict.REJECTED)
 
 
+def names_hidden_pause(user: Any, values: list[str]) -> bool:
+    """True when one of the posted ids is malformed or names no pause ``user`` may see (any status, so a
+    pause decided meanwhile is still reported as such): one query."""
+    values = values[: BULK_MAX + 1]  # a longer selection is refused for its size anyway
+    try:
+        ids = {uuid.UUID(str(value)) for value in values}
+    except ValueError:
+        return True
+    return bool(ids) and reviewable_pauses(user=user, ids=list(ids)).count() != len(ids)
+
+
+def refused_selection(model_admin: ModelAdmin, request: HttpRequest) -> HttpResponse | None:
+    """The styled 404 for a list selection that names a malformed id or a pause this reviewer may not see;
+    None when the selection is sound ("select all" selects the scoped list itself: nothing to check)."""
+    if request.POST.get(ACTION_CHECKBOX_NAME) is None or request.POST.get("select_across") == "1":
+        return None
+    if names_hidden_pause(request.user, request.POST.getlist(ACTION_CHECKBOX_NAME)):
+        return not_found_page(model_admin, request)
+    return None
+
+
 def _posted_ids(request: HttpRequest) -> list[uuid.UUID]:
     ids: list[uuid.UUID] = []
     for value in request.POST.getlist("pause_ids")[:BULK_MAX]:
@@ -238,6 +264,8 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     """The confirmation page's POST: validate the note once, then decide each confirmed pause."""
     if request.method != "POST" or not model_admin.has_change_permission(request):
         return HttpResponseRedirect(_changelist(model_admin))
+    if names_hidden_pause(request.user, request.POST.getlist("pause_ids")):
+        return not_found_page(model_admin, request)  # before anything is read or decided
     verdict = parse_verdict(request.POST.get("verdict"))
     pause_ids = _posted_ids(request)
     if verdict is None or not pause_ids:

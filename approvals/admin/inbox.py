@@ -98,6 +98,10 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def bulk_decide_view(self, request: HttpRequest) -> HttpResponse:
         return admin_bulk.bulk_decide_view(self, request)
 
+    def response_action(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        # a malformed or hidden id in the selection is the styled 404 (Django fails on a malformed one)
+        return admin_bulk.refused_selection(self, request) or super().response_action(request, queryset)
+
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[PendingApproval], search_term: str
     ) -> tuple[QuerySet[PendingApproval], bool]:
