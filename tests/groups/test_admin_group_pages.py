@@ -159,7 +159,7 @@ def test_a_task_pause_page_shows_the_group_phase_each_awaiting_task_and_the_tran
         "panel (" + body["groupId"] + ")",  # the group, by name
         "Build (EXECUTE), index 1",
         "AUTO_REJECT after PT30M",
-        "minutes left",
+        'data-deadline="1">in 29 min</time>',  # the live time format (approvals.admin.times)
         "Draft the release notes",  # the question
         "RETRY: it goes back to its assignee with your note and runs again",
         "Tasks awaiting approval",
