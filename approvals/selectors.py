@@ -4,10 +4,11 @@ and its filters' choices, a subject's pause, and one pause by its id."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from approvals.access import may_use_inbox, sees_every_pause
 from approvals.models import Pause, PauseStatus
@@ -118,6 +119,19 @@ def owners_with_pending_pauses(*, user: Any, limit: int) -> list[tuple[int, str]
         .values_list("pk", "username")[:limit]
     )
     return list(owners)
+
+
+def pending_summary(*, user: Any, since: datetime) -> dict[str, Any]:
+    """What the admin inbox polls for new work (``approvals.admin.inbox_updates``): how many PENDING pauses
+    ``user`` may decide, how many of them paused after ``since``, and the newest one's time; one aggregate
+    query inside the reviewer's scope, so no count ever covers a pause they may not see."""
+    return (
+        reviewable_pauses(user=user, status=PauseStatus.PENDING)
+        .order_by()
+        .aggregate(
+            pending=Count("pk"), new=Count("pk", filter=Q(paused_at__gt=since)), newest=Max("paused_at")
+        )
+    )
 
 
 def pause_status(*, pause_id: uuid.UUID | str) -> str | None:

@@ -164,7 +164,7 @@ def test_the_inbox_shows_what_a_reviewer_needs_per_row(approver):
         "TOOL_CALL",
         "Refund over the limit",
         "refund, notify",
-        "14 minutes left",
+        "in 14 min",
         "AUTO_REJECT",
         "Late one",
         "OVERDUE",
