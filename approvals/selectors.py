@@ -108,17 +108,11 @@ def agents_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
     )
 
 
-def owners_with_pending_pauses(*, user: Any, limit: int) -> list[tuple[int, str]]:
-    """The first ``limit`` owners (id and username, by username) of the PENDING pauses the admin inbox
-    shows ``user``: one query, the pauses a subquery."""
+def owners_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
+    """The first ``limit`` owners (users, by username) of the PENDING pauses the admin inbox shows ``user``:
+    unevaluated, the pauses a subquery, so the sidebar reads them in the same query as its agents."""
     pending = reviewable_pauses(user=user, status=PauseStatus.PENDING)
-    owners = (
-        get_user_model()
-        .objects.filter(pk__in=pending.values("owner_id"))
-        .order_by("username")
-        .values_list("pk", "username")[:limit]
-    )
-    return list(owners)
+    return get_user_model().objects.filter(pk__in=pending.values("owner_id")).order_by("username")[:limit]
 
 
 def pending_summary(*, user: Any, since: datetime) -> dict[str, Any]:
