@@ -35,7 +35,12 @@ def test_a_reviewer_counts_only_the_pauses_they_may_decide():
     assert ask(logged_in(admin), shown_at)["pending"] == 5
     theirs = ask(logged_in(carol), shown_at)
     assert theirs["pending"] == 2 and theirs["new"] == 1  # dave's pauses are nowhere in carol's answer
-    assert ask(logged_in(staff("erin")), shown_at) == {"pending": 0, "new": 0, "newest": None, "marker": "0:-"}
+    assert ask(logged_in(staff("erin")), shown_at) == {
+        "pending": 0,
+        "new": 0,
+        "newest": None,
+        "marker": "0:-",
+    }
 
 
 def test_new_counts_pauses_paused_after_the_list_was_shown_and_the_marker_moves():
