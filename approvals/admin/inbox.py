@@ -64,6 +64,9 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     ordering = ("paused_at", "id")
     list_per_page = 50
     show_full_result_count = False
+    # Django's "Show counts" would run a COUNT per filter choice (up to 50 agents and 50 owners) over every
+    # pending pause: far past the page's query budget at 100,000 pending
+    show_facets = admin.ShowFacets.NEVER
     actions = (admin_bulk.approve_selected, admin_bulk.reject_selected)
 
     # --- access: staff only, scoped per role; nobody adds, deletes or edits fields ----------------

@@ -82,3 +82,12 @@ def test_below_the_cap_the_exact_count_is_shown(approver):
     rows(staff("carol"), 3)
     html = logged_in(approver).get(INBOX).content.decode()
     assert "3 pending approvals" in html and "more than" not in html
+
+
+def test_the_sidebar_offers_no_counts_per_choice(approver):
+    rows(staff("carol"), 2)
+    client = logged_in(approver)
+    assert "Show counts" not in client.get(INBOX).content.decode()
+    with CaptureQueriesContext(connection) as captured:
+        client.get(INBOX, {"_facets": "True"})  # asked for by URL, still not computed
+    assert len(captured.captured_queries) <= BUDGET
