@@ -95,17 +95,11 @@ def reviewable_pauses(
     return decidable_by(user, pauses)
 
 
-def agents_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
-    """The first ``limit`` agent ids (in id order) of the PENDING pauses the admin inbox shows ``user``.
-
-    Unevaluated, so the agents' names are read with it in one query (``approvals.agent_names``)."""
-    return (
-        reviewable_pauses(user=user, status=PauseStatus.PENDING)
-        .exclude(agent_id=None)
-        .order_by("agent_id")
-        .values_list("agent_id", flat=True)
-        .distinct()[:limit]
-    )
+def pending_agent_ids(*, user: Any) -> QuerySet:
+    """The agent ids of the PENDING pauses the admin inbox shows ``user``, unevaluated: a subquery for the
+    sidebar, which walks the (few) agents and probes the pauses' agent index for each, instead of reading
+    every pending pause's agent id to find the distinct ones (28 ms at 100,000 pending with one agent)."""
+    return reviewable_pauses(user=user, status=PauseStatus.PENDING).exclude(agent_id=None).values("agent_id")
 
 
 def owners_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:

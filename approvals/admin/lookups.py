@@ -22,7 +22,7 @@ from django.db.models.functions import Cast
 from django.http import HttpRequest
 
 from approvals.agent_names import NAMED_LIKE_LIMIT, agent_row_querysets
-from approvals.selectors import agents_with_pending_pauses, owners_with_pending_pauses
+from approvals.selectors import owners_with_pending_pauses, pending_agent_ids
 
 OWNER, AGENT = "owner", "agent"
 
@@ -67,13 +67,15 @@ def sidebar_choices(request: HttpRequest, *, limit: int) -> Found:
     """The owner and agent filters' choices, for both filters in one query (kept on the request).
 
     The first ``limit`` owners by username and agents by id of the pending pauses the reviewer may see;
-    an agent no directory knows any more is not offered."""
+    an agent no directory knows any more is not offered. Both walk the small table (users, agents) and
+    probe the pending pauses' owner or agent index for each row."""
     cached = getattr(request, "_hitl_sidebar_choices", None)
     if cached is None:
-        agent_ids = agents_with_pending_pauses(user=request.user, limit=limit)
+        agent_ids = pending_agent_ids(user=request.user)
         parts = [tagged(owners_with_pending_pauses(user=request.user, limit=limit), OWNER, "username")]
         parts += [
-            tagged(rows.filter(pk__in=agent_ids), AGENT, "agent_name") for rows in agent_row_querysets()
+            tagged(rows.filter(pk__in=agent_ids).order_by("pk")[:limit], AGENT, "agent_name")
+            for rows in agent_row_querysets()
         ]
         (cached,) = sorted_out(read_together(parts))
         request._hitl_sidebar_choices = cached  # type: ignore[attr-defined]
