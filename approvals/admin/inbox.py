@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import gettext
 
 from approvals.access import may_use_inbox
 from approvals.admin import bulk as admin_bulk
@@ -130,6 +132,16 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         return admin_search.search_pauses(queryset, search_term), False
 
     # --- columns ----------------------------------------------------------------------------------
+
+    def action_checkbox(self, pause: PendingApproval) -> str:
+        """Django's row checkbox, the same HTML, without a form widget rendered through the template engine
+        per row (the list's largest Python cost at 50 rows)."""
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            ACTION_CHECKBOX_NAME,
+            pause.pk,
+            format_html(gettext("Select this object for an action - {}"), str(pause)),
+        )
 
     @admin.display(description="conversation", ordering="subject_id")
     def conversation(self, pause: PendingApproval) -> str:

@@ -91,3 +91,15 @@ def test_the_sidebar_offers_no_counts_per_choice(approver):
     with CaptureQueriesContext(connection) as captured:
         client.get(INBOX, {"_facets": "True"})  # asked for by URL, still not computed
     assert len(captured.captured_queries) <= BUDGET
+
+
+def test_the_row_checkbox_is_djangos_own_html_rendered_without_a_widget():
+    from django.contrib import admin
+
+    from approvals.admin.inbox import PendingApprovalAdmin
+    from approvals.models import PendingApproval
+
+    (pause,) = rows(staff("carol"), 1)
+    inbox = PendingApprovalAdmin(PendingApproval, admin.site)
+    pending = PendingApproval.objects.get(pk=pause.pk)
+    assert inbox.action_checkbox(pending) == admin.ModelAdmin.action_checkbox(inbox, pending)
