@@ -3,6 +3,11 @@
 A thin adapter: the list is a query over Pause scoped inside SQL (approvals.selectors.reviewable_pauses); opening a row
 shows the decision page (approvals.admin.decision) and the bulk actions decide through
 approvals.admin.bulk. Nothing here changes a pause except through ``decide_pause``.
+
+The list (templates/admin/approvals/pendingapproval/change_list.html) puts the deadline and timeout policy
+first and keeps its times live (approvals.admin.times); its script polls ``updates/``
+(approvals.admin.inbox_updates) to announce new pauses. Its query budget is 9 (approvals.admin.lookups,
+approvals.admin.paging).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from approvals.admin import decision as admin_decision
 from approvals.admin import search as admin_search
 from approvals.admin.filters import AgentFilter, OverdueFilter, OwnerFilter, PauseTypeFilter, SurfaceFilter
 from approvals.admin.inbox_updates import POLL_SECONDS, inbox_updates_view
-from approvals.admin.paging import COUNT_CAP, CappedCountPaginator
+from approvals.admin.paging import CappedCountPaginator
 from approvals.admin.scope import may_decide
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
@@ -107,7 +112,6 @@ class PendingApprovalAdmin(admin.ModelAdmin):
             "hitl_updates_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_updates"),
             "hitl_shown_at": timezone.now().isoformat(),
             "hitl_poll_ms": POLL_SECONDS * 1000,
-            "hitl_count_cap": COUNT_CAP,
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
