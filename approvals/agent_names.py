@@ -29,6 +29,10 @@ class AgentDirectory(Protocol):
     def ids_named_like(self, text: str, limit: int) -> list[uuid.UUID]:
         """Ids of at most ``limit`` agents whose name contains ``text`` (case-insensitive), in one query."""
 
+    def agent_rows(self) -> QuerySet:
+        """The agents, unevaluated, each annotated with ``agent_name``: the core narrows and shapes it into
+        a part of one of its own queries (approvals.admin.lookups), so a page asks once, not per directory."""
+
 
 _DIRECTORIES: list[AgentDirectory] = []
 
@@ -58,6 +62,11 @@ def agent_name_expression() -> Expression:
     if not found:
         return Value(None, output_field=CharField())
     return found[0] if len(found) == 1 else Coalesce(*found)
+
+
+def agent_row_querysets() -> list[QuerySet]:
+    """Each registered directory's agents (``AgentDirectory.agent_rows``), for a query that combines them."""
+    return [directory.agent_rows() for directory in _DIRECTORIES]
 
 
 def agent_ids_named_like(text: str, limit: int = NAMED_LIKE_LIMIT) -> list[uuid.UUID]:

@@ -4,10 +4,11 @@ and its filters' choices, a subject's pause, and one pause by its id."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from approvals.access import may_use_inbox, sees_every_pause
 from approvals.models import Pause, PauseStatus
@@ -94,30 +95,31 @@ def reviewable_pauses(
     return decidable_by(user, pauses)
 
 
-def agents_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
-    """The first ``limit`` agent ids (in id order) of the PENDING pauses the admin inbox shows ``user``.
+def pending_agent_ids(*, user: Any) -> QuerySet:
+    """The agent ids of the PENDING pauses the admin inbox shows ``user``, unevaluated: a subquery for the
+    sidebar, which walks the (few) agents and probes the pauses' agent index for each, instead of reading
+    every pending pause's agent id to find the distinct ones (28 ms at 100,000 pending with one agent)."""
+    return reviewable_pauses(user=user, status=PauseStatus.PENDING).exclude(agent_id=None).values("agent_id")
 
-    Unevaluated, so the agents' names are read with it in one query (``approvals.agent_names``)."""
+
+def owners_with_pending_pauses(*, user: Any, limit: int) -> QuerySet:
+    """The first ``limit`` owners (users, by username) of the PENDING pauses the admin inbox shows ``user``:
+    unevaluated, the pauses a subquery, so the sidebar reads them in the same query as its agents."""
+    pending = reviewable_pauses(user=user, status=PauseStatus.PENDING)
+    return get_user_model().objects.filter(pk__in=pending.values("owner_id")).order_by("username")[:limit]
+
+
+def pending_summary(*, user: Any, since: datetime) -> dict[str, Any]:
+    """What the admin inbox polls for new work (``approvals.admin.inbox_updates``): how many PENDING pauses
+    ``user`` may decide, how many of them paused after ``since``, and the newest one's time; one aggregate
+    query inside the reviewer's scope, so no count ever covers a pause they may not see."""
     return (
         reviewable_pauses(user=user, status=PauseStatus.PENDING)
-        .exclude(agent_id=None)
-        .order_by("agent_id")
-        .values_list("agent_id", flat=True)
-        .distinct()[:limit]
+        .order_by()
+        .aggregate(
+            pending=Count("pk"), new=Count("pk", filter=Q(paused_at__gt=since)), newest=Max("paused_at")
+        )
     )
-
-
-def owners_with_pending_pauses(*, user: Any, limit: int) -> list[tuple[int, str]]:
-    """The first ``limit`` owners (id and username, by username) of the PENDING pauses the admin inbox
-    shows ``user``: one query, the pauses a subquery."""
-    pending = reviewable_pauses(user=user, status=PauseStatus.PENDING)
-    owners = (
-        get_user_model()
-        .objects.filter(pk__in=pending.values("owner_id"))
-        .order_by("username")
-        .values_list("pk", "username")[:limit]
-    )
-    return list(owners)
 
 
 def pause_status(*, pause_id: uuid.UUID | str) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from approvals.agent_names import register_agent_directory
 from conversations.models import Agent
@@ -27,6 +27,9 @@ class AgentNames:
         return list(
             Agent.objects.filter(name__icontains=text).order_by("pk").values_list("pk", flat=True)[:limit]
         )
+
+    def agent_rows(self) -> QuerySet:
+        return Agent.objects.annotate(agent_name=F("name"))
 
 
 def register() -> None:

@@ -1,7 +1,7 @@
 """Sidebar filters of the admin.
 
 The inbox's filters: pause type, surface (1:1 or group), overdue, agent and owner (the last two list their choices with one
-query each). The audit ledger's filters: typed-in ids and actors, and verdicts. A ledger of millions
+query for both: approvals.admin.lookups). The audit ledger's filters: typed-in ids and actors, and verdicts. A ledger of millions
 of entries has too many subjects, pauses and actors to list as links, so those filters are a text
 box; a malformed id matches nothing and says why instead of failing the page.
 """
@@ -17,10 +17,9 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from approvals.agent_names import agent_names
+from approvals.admin.lookups import sidebar_choices
 from approvals.audit_selectors import audit_entries, recorded_verbs
 from approvals.models import AuditEntry, Pause, PauseKind, Surface, Verdict
-from approvals.selectors import agents_with_pending_pauses, owners_with_pending_pauses
 
 CHOICES_SHOWN = 50  # a sidebar is no place for thousands of entries: search finds the rest
 
@@ -68,10 +67,11 @@ class AgentFilter(admin.SimpleListFilter):
     parameter_name = "agent"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        # One query: the agents' names, the pending pauses' agent ids a subquery. An agent whose row is gone
-        # is not offered (its pauses still list, by short id, and search finds them by id).
-        names = agent_names(agents_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN))
-        by_name = sorted(names.items(), key=lambda item: (item[1].lower(), str(item[0])))
+        # Read with the owner filter's choices in one query (approvals.admin.lookups), the pending pauses' agent
+        # ids a subquery. An agent whose row is gone is not offered (its pauses still list, by short id, and
+        # search finds them by id).
+        agents = sidebar_choices(request, limit=CHOICES_SHOWN).agents
+        by_name = sorted(agents, key=lambda item: (item[1].lower(), str(item[0])))
         return [(str(agent_id), agent_choice(agent_id, name)) for agent_id, name in by_name]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
@@ -94,7 +94,7 @@ class OwnerFilter(admin.SimpleListFilter):
     parameter_name = "owner"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        owners = owners_with_pending_pauses(user=request.user, limit=CHOICES_SHOWN)
+        owners = sidebar_choices(request, limit=CHOICES_SHOWN).owners
         return [(str(pk), username) for pk, username in owners]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:

@@ -7,10 +7,10 @@ digits (the short id the list shows, "089e1c0c", with or without the "…").
 
 Why not ``search_fields``: Django's search ORs ``reason`` with the joined ``owner__username`` in one
 WHERE clause, which no index can serve, so PostgreSQL walked every pending pause (385 ms at 100,000).
-Here the owners and agents that match are looked up first (one small query each, on the users' and
-agents' tables) and the pauses are then found by id, so each arm of the OR has an index of its own
+Here the owners and agents that match are looked up first (two small SELECTs on the users' and agents'
+tables, sent as one UNION ALL: approvals.admin.lookups) and the pauses are then found by id, so each arm of the OR has an index of its own
 (``pause_pending_reason_trgm``, ``pause_pending_owner_inbox``, ``pause_pending_agent``, the id indexes)
-and PostgreSQL combines them (BitmapOr). The two look-ups are queries of their own on purpose: as a
+and PostgreSQL combines them (BitmapOr). The look-ups are not subqueries of the pauses' query on purpose: as a
 subquery (``= ANY(ARRAY(SELECT …))``) the planner cannot see how few pauses the ids match and walks the
 ``paused_at`` index instead, filtering every pending pause (tried).
 """
@@ -20,11 +20,10 @@ from __future__ import annotations
 import re
 import uuid
 
-from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.utils.text import smart_split, unescape_string_literal
 
-from approvals.agent_names import agent_ids_named_like
+from approvals.admin.lookups import Found, named_like
 from approvals.models import Pause, SubjectType, Surface
 
 SHORT_ID_DIGITS = 8  # the list shows ids as their first 8 hex digits
@@ -36,27 +35,24 @@ def search_pauses(queryset: QuerySet[Pause], search_term: str) -> QuerySet[Pause
     """``queryset`` narrowed to the pauses every word of ``search_term`` matches (see the module doc).
 
     Words split as in Django's admin search: a quoted phrase ("over the limit") is one word."""
+    words = []
     for bit in smart_split(search_term):
         if bit[:1] in ('"', "'") and len(bit) > 1 and bit[-1] == bit[0]:
             bit = unescape_string_literal(bit)
         if bit.strip():
-            queryset = queryset.filter(word_matches(bit))
+            words.append(bit)
+    # the users and agents every word names: one round trip for the whole search
+    for word, named in zip(words, named_like(words, limit=OWNERS_MATCHED), strict=True):
+        queryset = queryset.filter(word_matches(word, named))
     return queryset
 
 
-def word_matches(word: str) -> Q:
+def word_matches(word: str, named: Found) -> Q:
     matches = Q(reason__icontains=word)
-    owner_ids = list(
-        get_user_model()
-        .objects.filter(username__icontains=word)
-        .order_by("pk")
-        .values_list("pk", flat=True)[:OWNERS_MATCHED]
-    )
-    if owner_ids:
-        matches |= Q(owner_id__in=owner_ids)
-    agent_ids = agent_ids_named_like(word)
-    if agent_ids:
-        matches |= Q(agent_id__in=agent_ids)
+    if named.owners:
+        matches |= Q(owner_id__in=[pk for pk, _name in named.owners])
+    if named.agents:
+        matches |= Q(agent_id__in=[pk for pk, _name in named.agents])
     id_range = uuid_range(word)
     if id_range is not None:
         matches |= (
