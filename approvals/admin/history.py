@@ -159,7 +159,7 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
         except ValueError:
             return history_not_found(self, request)
         if subject_id is None:
-            return super().changelist_view(request, extra_context)
+            return super().changelist_view(request, {"title": "Decided approvals", **(extra_context or {})})
         subject_type = self.visible_subject_type(request, subject_id)
         if subject_type is None:
             return history_not_found(self, request)  # unknown and someone else's: the same page

@@ -21,7 +21,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from approvals.access import may_use_inbox
@@ -109,6 +109,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         # what the page script needs to ask for new work (approvals.admin.inbox_updates); no query
         context = {
+            "title": "Pending approvals",  # not Django's "Select pending approval to change"
             "hitl_updates_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_updates"),
             "hitl_shown_at": timezone.now().isoformat(),
             "hitl_poll_ms": POLL_SECONDS * 1000,
@@ -190,11 +191,19 @@ class PendingApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="reason", ordering="reason")
     def reason_line(self, pause: PendingApproval) -> str:
-        """One clamped line; the whole reason on hover, and expanded by a click or Enter (the page script)."""
+        """One clamped line; the whole reason on hover, and expanded by a click or Enter (the page script).
+
+        Under it, who asked and which agent: shown only where the owner and agent columns are dropped
+        (narrower screens, inbox_list.css), so a reviewer at 1280 px still reads names, not ids."""
+        who = [self.owner_name(pause)]
+        if pause.agent_id is not None:
+            who.append(self.agent(pause))
         return format_html(
-            '<span class="hitl-reason" title="{}" tabindex="0" role="button" aria-expanded="false">{}</span>',
+            '<span class="hitl-reason" title="{}" tabindex="0" role="button" aria-expanded="false">{}</span>'
+            '<span class="hitl-reason-who">{}</span>',
             pause.reason,
             pause.reason,
+            format_html_join(" · ", "{}", ((part,) for part in who)),
         )
 
     @admin.display(description="tools")

@@ -105,6 +105,11 @@ def test_deadline_and_policy_stay_in_view_and_the_reason_is_one_line(live_server
     )
     assert one_line <= 1.6, f"the reason is {one_line:.1f} lines high at {width} px"
     assert reason.get_attribute("title") == LONG_REASON  # the whole text on hover
+    # names, not ids, at every width: in their own columns, or under the reason where those are dropped
+    row = page.locator("#result_list tbody tr", has_text="Refund of 1,250 EUR")
+    for name in ("carol", "account-bot v3"):
+        shown = [cell for cell in row.locator("td").all() if cell.is_visible() and name in cell.inner_text()]
+        assert shown, f"{name} is not shown at {width} px"
     save_screenshot(page, f"inbox-list-{width}.png", for_docs=width == 1280)
 
     reason.click()  # expanded in place, and back
