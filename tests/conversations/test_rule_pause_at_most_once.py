@@ -40,9 +40,9 @@ CHILD = (
 )
 
 
-def notifying_bot(server: LoopbackServer) -> dict:
-    """The account bot whose approved deletion fires two http calls: /notify (answers at once), then
-    /audit-sink (held open by the server when the test wants the crash window)."""
+def notifying_bot(server: LoopbackServer, prefix: str = "") -> dict:
+    """The account bot whose approved deletion fires two http calls: /notify, then /audit-sink (either
+    held open by the server when the test wants the crash window there); ``prefix`` keeps rounds apart."""
     document = account_bot()
     document["workflows"][0]["tasks"].insert(
         2,
@@ -56,7 +56,7 @@ def notifying_bot(server: LoopbackServer) -> dict:
                     "actions": ["confirm_deletion"],
                     "request": {
                         "method": "POST",
-                        "path": "/notify",
+                        "path": f"{prefix}/notify",
                         "headers": {"Authorization": "Bearer sk-live-abcdefghijklmnopqrstuvwx"},
                         "body": {"text": "account deleted"},
                     },
@@ -64,7 +64,11 @@ def notifying_bot(server: LoopbackServer) -> dict:
                 {
                     "name": "call_audit_sink",
                     "actions": ["confirm_deletion"],
-                    "request": {"method": "POST", "path": "/audit-sink", "body": {"event": "deleted"}},
+                    "request": {
+                        "method": "POST",
+                        "path": f"{prefix}/audit-sink",
+                        "body": {"event": "deleted"},
+                    },
                 },
             ],
         },
@@ -92,9 +96,9 @@ def eventually(check, *, timeout: float = 20.0, what: str) -> None:
         time.sleep(0.05)
 
 
-def crash_the_continuation(pause_id: str, server: LoopbackServer) -> None:
-    """Run the queued continuation in a child process and SIGKILL it while /audit-sink is in flight, then
-    let its 1 s lease run out and run the crash recovery sweep: the pause is PENDING again."""
+def crash_the_continuation(pause: Pause, server: LoopbackServer, held_path: str) -> None:
+    """Run the queued continuation in a child process and SIGKILL it while ``held_path`` is in flight,
+    then let its 1 s lease run out and run the crash recovery sweep: the pause is PENDING again."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -105,11 +109,11 @@ def crash_the_continuation(pause_id: str, server: LoopbackServer) -> None:
         "HITL_HTTP_TIMEOUT_SECONDS": "60",
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, pause_id], cwd=ROOT, env=env, start_new_session=True
+        [sys.executable, "-c", CHILD, str(pause.pk)], cwd=ROOT, env=env, start_new_session=True
     )
     try:
-        eventually(lambda: ("POST", "/audit-sink") in sent(server), what="the held call to reach the server")
-        entry = JournalEntry.objects.get(tool_name="call_audit_sink")
+        eventually(lambda: ("POST", held_path) in sent(server), what="the held call to reach the server")
+        entry = JournalEntry.objects.get(pause_epoch=pause.epoch, path=held_path)
         assert entry.status == JournalStatus.EXECUTING  # the claim committed before the request was sent
     finally:
         os.killpg(child.pid, signal.SIGKILL)
@@ -120,15 +124,19 @@ def crash_the_continuation(pause_id: str, server: LoopbackServer) -> None:
         timeout=10,
         what="recovery to restore the pause",
     )
-    assert Pause.objects.get(pk=pause_id).status == PauseStatus.PENDING
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
 
 
-def crashed_pause(alice_client, approver_client, server: LoopbackServer) -> tuple[str, Pause]:
-    server.respond("/audit-sink", json_body={"ok": True}, delay_seconds=HELD_SECONDS)
-    conversation_id = paused_conversation(alice_client, deployed_agent(notifying_bot(server)))
+def crashed_pause(
+    alice_client, approver_client, server: LoopbackServer, *, held: str = "audit-sink", prefix: str = ""
+) -> tuple[str, Pause]:
+    """A paused conversation approved once, its continuation killed while ``{prefix}/{held}`` was in
+    flight, and restored to PENDING by recovery."""
+    server.respond(f"{prefix}/{held}", json_body={"ok": True}, delay_seconds=HELD_SECONDS)
+    conversation_id = paused_conversation(alice_client, deployed_agent(notifying_bot(server, prefix)))
     pause = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
     resume(approver_client, conversation_id, "first approval")
-    crash_the_continuation(str(pause.id), server)
+    crash_the_continuation(pause, server, f"{prefix}/{held}")
     return conversation_id, pause
 
 
@@ -218,3 +226,29 @@ def test_a_rule_pause_with_no_interrupted_run_shows_no_outcome_unknown(alice_cli
 
 def pause_step_outputs(conversation_id: str) -> dict:
     return ConversationStep.objects.filter(conversation_id=conversation_id).order_by("-index").first().outputs
+
+
+ROUNDS = int(os.environ.get("HITL_AT_MOST_ONCE_ROUNDS", "1"))
+
+
+def test_crash_rounds_never_send_a_rule_http_call_twice(alice_client, approver_client, loopback_server):
+    """The harness (full size: bench/rule_pause_at_most_once.py sets HITL_AT_MOST_ONCE_ROUNDS): each round
+    kills a continuation while one of its two calls is in flight (the first call in even rounds, the
+    second in odd ones), recovers, approves again; every call reaches the server at most once, and a call
+    the dead run never claimed is sent exactly once by the second."""
+    sends = 0
+    for round_number in range(ROUNDS):
+        prefix, held = f"/r{round_number}", ("notify", "audit-sink")[round_number % 2]
+        conversation_id, pause = crashed_pause(
+            alice_client, approver_client, loopback_server, held=held, prefix=prefix
+        )
+        resume(approver_client, conversation_id, "second approval")
+        run_queued_tasks()
+        paths = [path for _, path in sent(loopback_server) if path.startswith(f"{prefix}/")]
+        assert sorted(paths) == [f"{prefix}/audit-sink", f"{prefix}/notify"], (round_number, paths)
+        outputs = pause_step_outputs(conversation_id)
+        unknown = "call_notify" if held == "notify" else "call_audit_sink"
+        assert outputs[unknown].get("outcomeUnknown") is True, (round_number, outputs)
+        assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
+        sends += len(paths)
+    print(f"\nat-most-once rounds: {ROUNDS} crashes, {sends} requests for {2 * ROUNDS} calls, 0 sent twice")
