@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -96,6 +97,15 @@ def eventually(check, *, timeout: float = 20.0, what: str) -> None:
         time.sleep(0.05)
 
 
+def database_url_of_this_test() -> str:
+    """The database this test runs on (wherever tests/conftest.py found or started PostgreSQL)."""
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "", safe="") + (
+        f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
+    )
+    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def crash_the_continuation(pause: Pause, server: LoopbackServer, held_path: str) -> None:
     """Run the queued continuation in a child process and SIGKILL it while ``held_path`` is in flight,
     then let its 1 s lease run out and run the crash recovery sweep: the pause is PENDING again."""
@@ -103,7 +113,7 @@ def crash_the_continuation(pause: Pause, server: LoopbackServer, held_path: str)
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}",
+        "DATABASE_URL": database_url_of_this_test(),
         "HITL_CONTINUATION_LEASE_SECONDS": "1",
         "HITL_LEASE_RENEW_SECONDS": "0.2",
         "HITL_HTTP_TIMEOUT_SECONDS": "60",
