@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 DecisionValidator = Callable[["Pause", "DecisionInput"], dict[str, Any]]
 # The approver-facing pauseDetails of a pause.
 DetailsProvider = Callable[["Pause"], dict[str, Any]]
+# The side-effecting steps an earlier, interrupted continuation of a pause claimed and never recorded
+# (toolgate's step journal registers it): allow-listed, redacted entries, e.g. {step, method, path, claimedAt}.
+OutcomeUnknownReader = Callable[["Pause"], list[dict[str, Any]]]
 
 Facts = tuple[tuple[str, str], ...]  # (label, text) rows
 
@@ -82,6 +85,7 @@ class DecisionPage(Protocol):
 _VALIDATORS: dict[str, DecisionValidator] = {}
 _DETAILS: dict[str, DetailsProvider] = {}
 _PAGES: dict[str, DecisionPage] = {}
+_OUTCOME_UNKNOWN: list[OutcomeUnknownReader] = []
 
 
 def register_decision_validator(kind: str, validator: DecisionValidator) -> None:
@@ -94,6 +98,16 @@ def register_details_provider(kind: str, provider: DetailsProvider) -> None:
 
 def register_decision_page(kind: str, page: DecisionPage) -> None:
     _PAGES[kind] = page
+
+
+def register_outcome_unknown_reader(reader: OutcomeUnknownReader) -> None:
+    if reader not in _OUTCOME_UNKNOWN:
+        _OUTCOME_UNKNOWN.append(reader)
+
+
+def outcome_unknown_steps(pause: Pause) -> list[dict[str, Any]]:
+    """What every registered journal says is of unknown outcome for ``pause`` (empty when none is)."""
+    return [entry for reader in _OUTCOME_UNKNOWN for entry in reader(pause)]
 
 
 def decision_validator_for(kind: str) -> DecisionValidator | None:

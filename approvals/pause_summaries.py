@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from approvals.models import Pause, PauseKind, Verdict
-from approvals.pause_kinds import details_provider_for
+from approvals.pause_kinds import details_provider_for, outcome_unknown_steps
 from approvals.pauses import FINITE_POLICIES
 
 # What approval-status shows for each pause field when nothing awaits a decision.
@@ -65,7 +65,9 @@ def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def pause_details(pause: Pause, *, step_actions: list[str] | None = None) -> dict[str, Any]:
-    """The reference's pauseDetails: RULE {type, reason, actions}; TOOL_CALL per-call summaries."""
+    """The reference's pauseDetails: RULE {type, reason, actions, outcomeUnknown}; TOOL_CALL per-call
+    summaries. A RULE pause's ``outcomeUnknown`` lists the steps an earlier, interrupted run of its
+    continuation claimed and never recorded (they are never sent again), empty otherwise."""
     provider = details_provider_for(pause.kind)
     if provider is not None:
         return provider(pause)
@@ -78,7 +80,12 @@ def pause_details(pause: Pause, *, step_actions: list[str] | None = None) -> dic
             "outcomeUnknown": list(details.get("outcomeUnknown", [])),
         }
     actions = step_actions if step_actions is not None else (pause.details or {}).get("actions", [])
-    return {"type": PauseKind.RULE, "reason": pause.reason, "actions": list(actions)}
+    return {
+        "type": PauseKind.RULE,
+        "reason": pause.reason,
+        "actions": list(actions),
+        "outcomeUnknown": outcome_unknown_steps(pause),
+    }
 
 
 def decision_summary(pause: Pause) -> dict[str, Any] | None:

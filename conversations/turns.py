@@ -72,6 +72,7 @@ from hitl_project import rows
 from toolgate.batches import store_batch
 from toolgate.models import PendingToolBatch
 from toolgate.no_progress import act_on_trip, record_trip
+from toolgate.step_journal import Continuing
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,9 @@ def renew_turn(conversation_id: object, until: datetime) -> int:
     return Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).update(turn_alive_until=until)
 
 
-def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnContext:
+def _turn_context(
+    conversation: Conversation, document: dict[str, Any], continuing: Pause | None = None
+) -> TurnContext:
     return TurnContext(
         agent_document=document,
         conversation_id=str(conversation.id),
@@ -108,6 +111,7 @@ def _turn_context(conversation: Conversation, document: dict[str, Any]) -> TurnC
         environment=conversation.environment,
         check_cancelled=cancel_check(conversation.pk),
         talk_to_agent=_talk_to_nested_agent,
+        continuing=Continuing.of(continuing) if continuing is not None else None,
     )
 
 
@@ -502,7 +506,7 @@ def _prepared(
         logger.exception("continuation of pause %s could not be prepared", pause.id)
         raise ContinuationNotStarted(failure_text(exc)) from exc
     document = version.document
-    turn = _turn_context(conversation, document)
+    turn = _turn_context(conversation, document, continuing=pause)
 
     def run_and_commit() -> Committed:
         outcome: LifecycleOutcome | Exception = Completed()

@@ -23,15 +23,21 @@ class ToolgateConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals.models import PauseKind
-        from approvals.pause_kinds import register_decision_validator, register_details_provider
+        from approvals.pause_kinds import (
+            register_decision_validator,
+            register_details_provider,
+            register_outcome_unknown_reader,
+        )
         from toolgate import (
             checks,  # noqa: F401  (registers the checks of the secret store and pinning keys)
             log_redaction,
         )
         from toolgate.decision_validation import validate_tool_decision
+        from toolgate.step_journal import outcome_unknown_steps
         from toolgate.tool_pause_details import tool_pause_details
 
         register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
         register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)
+        register_outcome_unknown_reader(outcome_unknown_steps)
         post_migrate.connect(_ensure_journal_schedule, sender=self)
         log_redaction.install()

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from approvals.durations import positive_duration
-from toolgate.models import JournalEntry, JournalStatus
+from toolgate.models import JournalEntry, JournalStatus, JournalStepKind
 
 RESULT_MAX_BYTES = 32_768
 
@@ -29,7 +29,15 @@ def cap_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
 
 
 def claim(
-    *, conversation_id: uuid.UUID, pause_epoch: uuid.UUID, call_id: str, tool_name: str, decided_by: str
+    *,
+    conversation_id: uuid.UUID,
+    pause_epoch: uuid.UUID,
+    call_id: str,
+    tool_name: str,
+    decided_by: str,
+    step_kind: str = JournalStepKind.TOOL_CALL,
+    method: str = "",
+    path: str = "",
 ) -> bool:
     """True when this attempt may run the call; False when an earlier attempt claimed it."""
     try:
@@ -40,6 +48,9 @@ def claim(
                 call_id=call_id,
                 tool_name=tool_name,
                 decided_by=decided_by,
+                step_kind=step_kind,
+                method=method,
+                path=path,
                 claimed_at=timezone.now(),
             )
     except IntegrityError:
@@ -60,7 +71,9 @@ def entry_for(*, pause_epoch: uuid.UUID, call_id: str) -> JournalEntry | None:
 
 def outcome_unknown_call_ids(pause_epoch: uuid.UUID) -> list[str]:
     return list(
-        JournalEntry.objects.filter(pause_epoch=pause_epoch, status=JournalStatus.EXECUTING)
+        JournalEntry.objects.filter(
+            pause_epoch=pause_epoch, status=JournalStatus.EXECUTING, step_kind=JournalStepKind.TOOL_CALL
+        )
         .order_by("claimed_at")
         .values_list("call_id", flat=True)
     )

@@ -77,13 +77,25 @@ class JournalStatus(models.TextChoices):
     EXECUTED = "EXECUTED"
 
 
+class JournalStepKind(models.TextChoices):
+    TOOL_CALL = "TOOL_CALL"  # an approved tool call (toolgate.resume)
+    HTTP_CALL = "HTTP_CALL"  # an httpcalls task's call run by a continuation (toolgate.step_journal)
+
+
 class JournalEntry(models.Model):
-    """At most once: an approved call is claimed (EXECUTING) before it runs, its result recorded after."""
+    """At most once: a side-effecting step of a continuation (an approved tool call, an http call run after
+    a decision) is claimed (EXECUTING) before it runs, its result recorded after."""
 
     conversation_id = models.UUIDField()
     pause_epoch = models.UUIDField()
-    call_id = models.CharField(max_length=200)
-    tool_name = models.CharField(max_length=200)
+    call_id = models.CharField(max_length=200)  # the tool call's id, or toolgate.step_journal.step_key
+    tool_name = models.CharField(max_length=200)  # the tool, or the http call's name
+    step_kind = models.CharField(
+        max_length=16, choices=JournalStepKind.choices, default=JournalStepKind.TOOL_CALL
+    )
+    # An http call's declared method and path template, redacted (never the rendered request).
+    method = models.CharField(max_length=16, blank=True, default="")
+    path = models.CharField(max_length=500, blank=True, default="")
     status = models.CharField(max_length=16, choices=JournalStatus.choices, default=JournalStatus.EXECUTING)
     result = models.TextField(blank=True, default="")
     decided_by = models.CharField(max_length=191, blank=True, default="")

@@ -181,6 +181,19 @@ def pause_review(pause: Pause) -> PauseReview:
         reason=pause.reason,
         actions=[str(a) for a in details.get("actions") or []],
         calls=[],
-        outcome_unknown=[],
+        outcome_unknown=[step_notice(raw) for raw in _entries(details, "outcomeUnknown")],
         executed_ungated=[],
+    )
+
+
+def step_notice(raw: Any) -> ReviewNotice:
+    """A rule pause's step of unknown outcome (pause_details: {step, method, path, claimedAt}, redacted)."""
+    step = raw if isinstance(raw, dict) else {"step": raw}
+    target = f"{step.get('method') or ''} {step.get('path') or ''}".strip()
+    claimed = f", claimed at {step['claimedAt']}" if step.get("claimedAt") else ""
+    return ReviewNotice(
+        call_id="",
+        tool_name=str(step.get("step") or ""),
+        text=f"{target}{claimed}: an earlier run of this continuation sent it and never recorded a result; "
+        "the outcome is unknown and it is not sent again".lstrip(": "),
     )

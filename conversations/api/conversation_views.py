@@ -399,7 +399,7 @@ APPROVAL_STATUS = inline_serializer(
         "deadline": serializers.DateTimeField(allow_null=True, help_text="null when waiting indefinitely"),
         "pauseDetails": serializers.DictField(
             allow_null=True,
-            help_text="RULE {type, reason, actions}; TOOL_CALL "
+            help_text="RULE {type, reason, actions, outcomeUnknown}; TOOL_CALL "
             "{type, calls, executedUngatedCalls, "
             "outcomeUnknown}",
         ),

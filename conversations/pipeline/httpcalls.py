@@ -15,6 +15,9 @@ Rules:
 - A cancel of the turn stops it before each call, and before each retry of a call in flight.
 - ``fireAndForget`` calls are sent with a short timeout and their body is never read; they store
   ``{"sent": true, "status": <int or null>}``.
+- In a continuation of a decided pause (``turn.continuing``) each call is a step of the execution journal
+  (toolgate.step_journal): claimed before it runs, its result recorded after; a second run of the same
+  continuation replays a recorded call and never sends a claimed one again (``outcomeUnknown``).
 - What was sent, every attempt, is appended to ``data["httpcalls:requests"]`` through the one redaction
   filter (toolgate.redaction): URL, header and query values, and the body; the request actually sent is
   untouched.
@@ -29,6 +32,7 @@ from conversations.pipeline.registry import TurnContext
 from toolgate.http_calls import CallEffects, run_http_call
 from toolgate.http_requests import BuiltRequest, without_secrets
 from toolgate.redaction import redact, redact_headers, redact_query_pairs, redact_uri
+from toolgate.step_journal import journaled
 
 
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:
@@ -49,18 +53,28 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
                 {**sent_record(name, built), "attempt": attempt}
             )
 
-        step.outputs[name] = run_http_call(
-            task,
-            call,
-            memory.template_data(),
-            caller_token=caller_token,
-            effects=CallEffects(
-                set_property=memory.set_property,
-                store_attempt=store,
-                record_sent=record,
-                before_retry=turn.stop_if_cancelled,
-            ),
-        )
+        def send(
+            set_property: Any, call: dict[str, Any] = call, store: Any = store, record: Any = record
+        ) -> Any:
+            return run_http_call(
+                task,
+                call,
+                memory.template_data(),
+                caller_token=caller_token,
+                effects=CallEffects(
+                    set_property=set_property,
+                    store_attempt=store,
+                    record_sent=record,
+                    before_retry=turn.stop_if_cancelled,
+                ),
+            )
+
+        if turn.continuing is None:
+            step.outputs[name] = send(memory.set_property)
+        else:
+            step.outputs[name] = journaled(
+                turn.continuing, task, call, set_property=memory.set_property, run=send
+            )
 
 
 def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from conversations.pipeline.memory import ConversationMemory
 
 if TYPE_CHECKING:
     from conversations.lifecycle import PauseRequest, ResumePoint
+    from toolgate.step_journal import Continuing
 
 
 @dataclass
@@ -36,6 +37,9 @@ class TurnContext:
     # Talks to another deployed agent in a nested conversation (conversations.nested_agents.talk_to_agent,
     # with the turn services it runs on); set by the services that run a stored conversation's turn.
     talk_to_agent: Callable[..., dict[str, Any]] | None = None
+    # The decided pause this turn continues (None for a new turn): its http calls go through the step
+    # journal (toolgate.step_journal), so a second run of the same continuation never sends one twice.
+    continuing: Continuing | None = None
 
     def stop_if_cancelled(self) -> None:
         if self.check_cancelled is not None:

@@ -130,6 +130,7 @@ def test_approval_status_summary_shapes_pause_details_for_a_rule_pause(alice_cli
         "type": "RULE",
         "reason": "Account deletion requires manager sign-off",
         "actions": ["PAUSE_CONVERSATION", "confirm_deletion"],
+        "outcomeUnknown": [],
     }
     assert "conversation" not in status
 
