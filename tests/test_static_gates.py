@@ -50,7 +50,9 @@ def bandit_findings(targets: tuple[str, ...] = BANDIT_TARGETS) -> list[str]:
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:
-        raise AssertionError(f"bandit did not run (exit {result.returncode}): {result.stderr[-2000:]}") from None
+        raise AssertionError(
+            f"bandit did not run (exit {result.returncode}): {result.stderr[-2000:]}"
+        ) from None
     findings = [
         f"{r['filename']}:{r['line_number']} {r['test_id']} ({r['issue_severity']}): {r['issue_text']}"
         for r in report["results"]
@@ -83,6 +85,12 @@ def pip_audit_problems(*args: str) -> list[str]:
             f"service (PyPI)? It said:\n{last}"
         ) from None
     problems = []
+    audited = [d for d in report["dependencies"] if "skip_reason" not in d]
+    if not audited:
+        problems.append(
+            f"pip-audit audited none of {len(report['dependencies'])} dependencies: the vulnerability service "
+            "(PyPI's per-version JSON) answered none of them, so nothing was checked"
+        )
     for dependency in report["dependencies"]:
         name, version = dependency["name"], dependency.get("version", "?")
         if "skip_reason" in dependency:
@@ -98,7 +106,9 @@ def pip_audit_problems(*args: str) -> list[str]:
 
 
 def test_bandit_finds_nothing_in_the_projects_code() -> None:
-    assert bandit_findings() == []
+    findings = bandit_findings()
+
+    assert not findings, f"{len(findings)} finding(s):\n" + "\n".join(findings)
 
 
 def test_pip_audit_finds_no_unaccepted_vulnerability_in_the_installed_dependencies() -> None:
