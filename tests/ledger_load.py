@@ -3,7 +3,7 @@
 ``run_load`` starts ``threads`` real threads on real PostgreSQL connections. Each does ``ops`` operations,
 chosen at random: open a pause on a fresh conversation (``open_pause``: the ``hitl.pause`` entry), decide
 a random open one (``decide_pause``), cancel one (``cancel_pending_pause``), or append a plain entry to a
-random subject (``append_audit_entry``). Decides and cancels of one pause race each other; the loser gets
+random subject (``append_audit_entry``: half of them to a few hot chains all threads share). Decides and cancels of one pause race each other; the loser gets
 WrongState / False and writes nothing. ``check_ledger`` then states what must hold: the chains verify
 (the service and ``manage.py hitl_audit_verify``), every subject's sequences are 1..n with no gap or
 duplicate, every decision or cancel that won has exactly one ``hitl.approval`` entry and every pause
@@ -163,7 +163,8 @@ class _Load:
         return "cancelled" if won else "lost"
 
     def note_one(self, rng: random.Random, worker: int, index: int) -> str:
-        subject = rng.choice(self.opened + self.plain)
+        # Half to a few hot chains every thread appends to at once, half to the pauses' chains.
+        subject = rng.choice(self.plain if rng.random() < 0.5 else self.opened)
         with transaction.atomic():
             append_audit_entry(
                 subject_type=SubjectType.CONVERSATION,
