@@ -2,14 +2,14 @@
 
 ``run_load`` starts ``threads`` real threads on real PostgreSQL connections. Each does ``ops`` operations,
 chosen at random: open a pause on a fresh conversation (``open_pause``: the ``hitl.pause`` entry), decide
-a random open one (``decide_pause``), cancel one (``cancel_pending_pause``), or append a plain entry to a
-random subject (``append_audit_entry``: half of them to a few hot chains all threads share). Decides and cancels of one pause race each other; the loser gets
-WrongState / False and writes nothing. ``check_ledger`` then states what must hold: the chains verify
-(the service and ``manage.py hitl_audit_verify``), every subject's sequences are 1..n with no gap or
-duplicate, every decision or cancel that won has exactly one ``hitl.approval`` entry and every pause
-exactly one ``hitl.pause`` entry, and the plain appends are all there. ``tamper_and_detect`` edits the
-ledger by raw SQL in five ways (as a superuser can, triggers off) and checks that the command names
-the first bad sequence of each.
+a random open one (``decide_pause``), cancel one (``cancel_pending_pause``), or append a plain entry
+(``append_audit_entry``: half of them to a few hot chains all threads share). Decides and cancels of one
+pause race each other; the loser gets WrongState / False and writes nothing. ``check_ledger`` then
+states what must hold: the chains verify (the service and ``manage.py hitl_audit_verify``), every
+subject's sequences are 1..n with no gap or duplicate, every decision or cancel that won has exactly
+one ``hitl.approval`` entry and every pause exactly one ``hitl.pause`` entry, and the plain appends are
+all there. ``tamper_and_detect`` edits the ledger by raw SQL in five ways (as a superuser can, triggers
+off) and checks that the command names the first bad sequence of each.
 
 Shared by tests/approvals/test_audit_ledger_load.py (fast size) and bench/audit_ledger_load.py (full).
 """
