@@ -78,7 +78,7 @@ def _pause_with_owner(after_where: str, params: list[Any]) -> Pause | None:
 def _pause_with_owner_sql(after_where: str) -> str:
     user_model = get_user_model()
     return (
-        f"SELECT {rows.select_list(Pause, 'p')}, {rows.select_list(user_model, 'u')} FROM {rows.table(Pause)} p "
+        f"SELECT {rows.select_list(Pause, 'p')}, {rows.select_list(user_model, 'u')} FROM {rows.table(Pause)} p "  # nosec B608  # identifiers from model metadata, values are parameters
         f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" WHERE {after_where}'
     )
 

@@ -118,7 +118,7 @@ def _deployed_sql(newest: bool) -> str:
     which = 'ORDER BY v."version" DESC LIMIT 1' if newest else 'AND v."version" = %s'
     deployed = _still_deployed_sql(agent='v."agent_id"', version='v."version"', environment="%s")
     return (
-        f"SELECT {rows.select_list(AgentVersion, 'v')}, {rows.select_list(Agent, 'a')} "
+        f"SELECT {rows.select_list(AgentVersion, 'v')}, {rows.select_list(Agent, 'a')} "  # nosec B608  # identifiers from model metadata, values are parameters
         f'FROM {rows.table(AgentVersion)} v JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" '
         f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL '
         f"AND {deployed} {which}"
@@ -129,7 +129,7 @@ def _still_deployed_sql(*, agent: str, version: str, environment: str) -> str:
     """The SQL condition "that agent's version is deployed in that environment" (a Deployment row exists),
     over the given column expressions; ``_still_deployed`` is the same condition for the ORM."""
     return (
-        f'EXISTS (SELECT 1 FROM {rows.table(Deployment)} d WHERE d."agent_id" = {agent} '
+        f'EXISTS (SELECT 1 FROM {rows.table(Deployment)} d WHERE d."agent_id" = {agent} '  # nosec B608  # identifiers from model metadata, values are parameters
         f'AND d."version" = {version} AND d."environment" = {environment})'
     )
 
@@ -241,7 +241,7 @@ def _conversation_and_version_sql() -> str:
         agent='c."agent_id"', version='c."agent_version"', environment='c."environment"'
     )
     return (
-        f"SELECT {rows.select_list(Conversation, 'c')}, {rows.select_list(AgentVersion, 'v')}, "
+        f"SELECT {rows.select_list(Conversation, 'c')}, {rows.select_list(AgentVersion, 'v')}, "  # nosec B608  # identifiers from model metadata, values are parameters
         f"{rows.select_list(Agent, 'a')} FROM {rows.table(Conversation)} c "
         f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
         f"AND {deployed} "

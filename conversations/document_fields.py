@@ -242,7 +242,7 @@ def expect_action_names(
 
 _REFERENCE_START = re.compile(r"\$\{(vault|env|caller):")
 _SECRET_REFERENCE = re.compile(r"\$\{(?:vault|env):[A-Za-z0-9_.-]{1,128}\}")
-_CALLER_TOKEN = "${caller:token}"
+_CALLER_TOKEN = "${caller:token}"  # nosec B105  # a placeholder's name, not a password
 
 
 def check_secret_references(

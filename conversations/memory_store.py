@@ -67,8 +67,8 @@ def _live(conversation_id: Any) -> QuerySet[ConversationStep]:
 def _step_count_minus(conversation_id: Any, count: int) -> RawSQL:
     """The conversation's ``step_count`` minus ``count``, read by primary key in the statement that uses it."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
-    return RawSQL(
-        f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)',
+    return RawSQL(  # nosec B611  # constant SQL, values are parameters
+        f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)',  # nosec B608  # identifiers from model metadata, values are parameters
         [count, conversation_id],
         output_field=IntegerField(),
     )
@@ -101,7 +101,7 @@ _WITHOUT_PROPERTIES = ("properties",)
 def _newest_steps_sql() -> str:
     """``newest_live`` written out: the index range [step_count - count, step_count), oldest first."""
     return (
-        f"SELECT {rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "
+        f"SELECT {rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "  # nosec B608  # identifiers from model metadata, values are parameters
         f'JOIN {rows.table(Conversation)} c ON c."id" = s."conversation_id" '
         f'WHERE s."conversation_id" = %s AND NOT s."undone" AND s."index" >= c."step_count" - %s '
         f'AND s."index" < c."step_count" ORDER BY s."index"'
@@ -134,7 +134,7 @@ def _search_steps(conversation_id: Any, before_index: int | None) -> Any:
                 if needle in " ".join([text, *out]).lower()
             ][-limit:]
         else:
-            haystack = Lower(RawSQL(_SEARCHED_TEXT, [], output_field=TextField()))
+            haystack = Lower(RawSQL(_SEARCHED_TEXT, [], output_field=TextField()))  # nosec B611  # constant SQL, values are parameters
             found = list(
                 rows.annotate(at=StrIndex(haystack, Lower(Value(needle))))
                 .filter(at__gt=0)
@@ -295,7 +295,7 @@ def save_step(
             table = connection.ops.quote_name(Conversation._meta.db_table)
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',
+                    f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',  # nosec B608  # identifiers from model metadata, values are parameters
                     [conversation.pk],
                 )
                 index = cursor.fetchone()[0] - 1

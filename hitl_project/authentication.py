@@ -32,7 +32,7 @@ def _token_with_roles_sql() -> str:
     quote = connection.ops.quote_name
     group_model = groups.related_model
     return (
-        f"SELECT {select_list(Token, 't')}, {select_list(user_model, 'u')}, "
+        f"SELECT {select_list(Token, 't')}, {select_list(user_model, 'u')}, "  # nosec B608  # identifiers from model metadata, values are parameters
         f"ARRAY(SELECT g.{quote('name')} FROM {table(group_model)} g JOIN {table(through)} ug "
         f"ON ug.{quote(groups.m2m_reverse_name())} = g.{quote(group_model._meta.pk.column)} "
         f"WHERE ug.{quote(groups.m2m_column_name())} = u.{quote(user_model._meta.pk.column)}) "

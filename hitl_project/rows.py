@@ -133,7 +133,7 @@ def _insert_sql(model: type[Model], returns_key: bool) -> str:
     fields = [field for field in meta.concrete_fields if not (returns_key and field is meta.pk)]
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
     returning = f" RETURNING {connection.ops.quote_name(meta.pk.column)}" if returns_key else ""
-    return f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}){returning}"
+    return f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}){returning}"  # nosec B608  # identifiers from model metadata, values are parameters
 
 
 def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any]) -> int:
@@ -156,7 +156,7 @@ def delete(model: type[Model], *, where: dict[str, Any]) -> int:
         return model.objects.filter(**_orm_filter(where)).delete()[0]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))}",
+            f"DELETE FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))}",  # nosec B608  # identifiers from model metadata, values are parameters
             _where_params(model, where),
         )
         return cursor.rowcount
@@ -203,4 +203,4 @@ def _where_sql(model: type[Model], shape: WhereShape) -> str:
 def _update_sql(model: type[Model], names: tuple[str, ...], shape: WhereShape) -> str:
     meta, quote = model._meta, connection.ops.quote_name
     assignments = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in names)
-    return f"UPDATE {table(model)} SET {assignments} WHERE {_where_sql(model, shape)}"
+    return f"UPDATE {table(model)} SET {assignments} WHERE {_where_sql(model, shape)}"  # nosec B608  # identifiers from model metadata, values are parameters

@@ -44,6 +44,14 @@ def test_production_settings_pass_check_deploy_without_warnings():
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
 
 
+def test_a_weakened_https_setting_fails_deploy_check():
+    """The gate can fail: any warning of Django's checklist (here security.W008) is a failure."""
+    result = check_deploy(SECURE_SSL_REDIRECT="false")
+
+    assert result.returncode != 0
+    assert "(security.W008)" in result.stderr, result.stderr
+
+
 def test_invalid_fernet_key_fails_deploy_check():
     good, bad = Fernet.generate_key().decode(), "not-a-fernet-key-0123456789"
 

@@ -135,7 +135,7 @@ def test_already_approved_call_ids_are_never_re_gated() -> None:
 
 
 def test_a_call_must_have_an_id_before_it_is_gated() -> None:
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="has no id"):
         classify(
             [ToolCall(id="", name="delete_account")],
             {"requireApproval": ["*"]},
