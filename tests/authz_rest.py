@@ -458,7 +458,7 @@ def method_cells(world: World) -> list[dict[str, Any]]:
                 continue
             for role in ROLES:
                 subject = (
-                    world.subject(endpoint.subject, endpoint.states[0], fresh=True)
+                    world.subject(endpoint.subject, endpoint.states[0], fresh=False)
                     if endpoint.subject not in (None, "archive")
                     else None
                 )
