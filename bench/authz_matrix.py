@@ -1,7 +1,7 @@
 """S1 at full size: the authorization matrix with every subject state and every method of every path.
 
 Runs tests/test_authorization_matrix.py::test_full_authorization_matrix (REST with ownerless subjects,
-HITL timers and every undocumented method; the admin; MCP) against real PostgreSQL, then prints the
+HITL jobs and every undocumented method; the admin; MCP) against real PostgreSQL, then prints the
 table as markdown and the figure: cells run, cells matching the one table (tests/authz_table.py).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<db> python bench/authz_matrix.py [--table-only]

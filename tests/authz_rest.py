@@ -133,7 +133,7 @@ def _group(world: World, state: str) -> str:
 
 def _schedule(world: World, state: str) -> int:
     name = f"authz-{uuid.uuid4().hex[:12]}"
-    if state == "hitl timer":
+    if state == "hitl job":
         name = f"hitl-authz-{uuid.uuid4().hex[:12]}"  # HITL's by its name (schedules.protection)
     return Schedule.objects.create(
         name=name, func="approvals.maintenance_tasks.noop", schedule_type=Schedule.MINUTES, minutes=60
@@ -315,7 +315,7 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
     "GET /schedulestore/schedules": Endpoint("staff", "/schedulestore/schedules"),
     "POST /schedulestore/schedules": Endpoint("staff", "/schedulestore/schedules", body=SCHEDULE),
     "GET /schedulestore/schedules/{schedule_id}": Endpoint(
-        "staff", "/schedulestore/schedules/{s}", "schedule"
+        "staff (read)", "/schedulestore/schedules/{s}", "schedule"
     ),
     "PUT /schedulestore/schedules/{schedule_id}": Endpoint(
         "staff", "/schedulestore/schedules/{s}", "schedule", body={"minutes": 30}
@@ -362,7 +362,7 @@ DECIDED_MATTERS = {
     for name, e in REST_ENDPOINTS.items()
     if e.rule == "reads turns" or "approve" in name or "resume" in name
 }
-FULL_STATES = {"conversation": ("ownerless",), "discussion": ("ownerless",), "schedule": ("hitl timer",)}
+FULL_STATES = {"conversation": ("ownerless",), "discussion": ("ownerless",), "schedule": ("hitl job",)}
 
 
 def _slack_body(world: World, *, named: bool) -> dict[str, Any]:
@@ -426,7 +426,7 @@ def run_cell(world: World, name: str, endpoint: Endpoint, role: str, state: str)
 
 
 def rest_cells(world: World, *, full: bool = False) -> list[dict[str, Any]]:
-    """Every (operation, state, role) cell; ``full`` adds ownerless subjects and HITL timers."""
+    """Every (operation, state, role) cell; ``full`` adds ownerless subjects and HITL jobs."""
     cells = []
     for name, endpoint in REST_ENDPOINTS.items():
         states = (

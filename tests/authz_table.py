@@ -42,8 +42,9 @@ ACCESS: dict[str, dict[str, Any]] = {
     # create, change, delete, deploy, undeploy, import, export agents; groups' writes; secrets; Slack
     # integrations; operator relays
     "admin": {**dict.fromkeys(ROLES, 403), **_ANON, "admin": OK},
-    # the audit ledger and its export; the schedule store
+    # the audit ledger and its export; the schedule store (reading one schedule: "staff (read)")
     "staff": {**_ANON, "owner": 403, "other": 403, "staff": OK, "approver": OK, "admin": OK},
+    "staff (read)": {**_ANON, "owner": 403, "other": 403, "staff": OK, "approver": OK, "admin": OK},
     # say, undo, redo, endConversation
     "owner or admin": {
         **_ANON,
@@ -86,18 +87,19 @@ SUBJECT_RULES = frozenset({"owner or admin", "decider", "reads turns"})
 
 
 # The full size's further states: a subject nobody owns (open to admins and approvers only: the "owner"
-# role is then just another user), and a HITL timer in the schedule store (hidden from non-admins: 404,
-# no existence oracle; admins change it, and its fire is a 409 for everyone).
-FULL_STATES = ("ownerless", "hitl timer")
-_HITL_TIMER = {**_ANON, "owner": 403, "other": 403, "staff": 404, "approver": 404, "admin": OK}
+# role is then just another user), and a HITL job in the schedule store (docs/schedules.md: not listed
+# and read as 404 by non-admins; changing, deleting, enabling, disabling or firing it is a 403 for them).
+FULL_STATES = ("ownerless", "hitl job")
+_HITL_JOB = {**_ANON, "owner": 403, "other": 403, "staff": 403, "approver": 403, "admin": OK}
+_HITL_JOB_READ = {**_HITL_JOB, "staff": 404, "approver": 404}
 
 
 def expected(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
     """The outcome the docs promise ``role`` for an endpoint of ``rule`` on a subject in ``state``."""
     if state == "unknown" and rule in SUBJECT_RULES:
         return _UNKNOWN_ID[role]
-    if state == "hitl timer":
-        return _HITL_TIMER[role]
+    if state == "hitl job":
+        return (_HITL_JOB_READ if rule == "staff (read)" else _HITL_JOB)[role]
     if state == "ownerless":
         role, state = ("other" if role == "owner" else role), "pending"
     outcome = ACCESS[rule][role]

@@ -38,7 +38,7 @@ def test_rest_authorization_matrix_matches_the_docs_in_every_cell(db, capsys):
 @pytest.mark.skipif(not os.environ.get("HITL_AUTHZ_FULL"), reason="the full size: bench/authz_matrix.py")
 @pytest.mark.usefixtures("continuations_queued")
 def test_full_authorization_matrix(db, capsys, monkeypatch):
-    """REST with ownerless subjects, HITL timers and every undocumented method, then the admin and MCP; the
+    """REST with ownerless subjects, HITL jobs and every undocumented method, then the admin and MCP; the
     markdown table is written to $HITL_AUTHZ_FULL."""
     # the tool dispatch closes stale connections (a server's habit): inside the test's transaction, keep it
     monkeypatch.setattr("mcp_surface.server.close_old_connections", lambda: None)
