@@ -175,3 +175,19 @@ def _assert_the_caller_decided(subject_id: Any, username: str) -> None:
         AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval").values_list("actor", flat=True)
     )
     assert actors == {username}
+
+
+def test_every_mcp_tool_refuses_an_argument_it_does_not_declare():
+    """The MCP tools' arguments are bodies too: an unknown one (an actor field included) is refused
+    naming it, before the tool runs; the advertised schema says additionalProperties false."""
+    import pydantic
+
+    from mcp_surface.server import build_server
+
+    tools = build_server()._tool_manager.list_tools()
+    assert len(tools) >= 11
+    for tool in tools:
+        assert tool.parameters.get("additionalProperties") is False, tool.name
+        for extra in (EXTRA, *SPOOFS):
+            with pytest.raises(pydantic.ValidationError, match=extra):
+                tool.fn_metadata.arg_model.model_validate({extra: "alice"})
