@@ -22,7 +22,7 @@ class BodySerializer(serializers.Serializer):
     an object is an error naming ``not_an_object`` (field, message)."""
 
     ignored_fields: frozenset[str] = frozenset()
-    takes_unknown_fields = False  # True where clients of the original send more (login, metric relays)
+    takes_unknown_fields = False  # True only for token login: credentials, nothing is written
     not_an_object: tuple[str, str] = ("body", "not an object")
     unknown_field: str = "unknown field"  # the message naming a field the body does not take
 

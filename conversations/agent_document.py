@@ -26,6 +26,7 @@ from conversations.document_fields import (
     expect_unique,
     is_request_header_value,
     readable_document,
+    refuse_unknown_keys,
     warn_unknown_keys,
 )
 from conversations.pipeline.memory import PAUSE_CONVERSATION
@@ -61,7 +62,7 @@ def validate_agent_document(doc: object) -> DocumentReport:
     doc = readable_document(report, doc, "agent")
     if doc is None:
         return report
-    warn_unknown_keys(report, doc, "", DOCUMENT_KEYS, "top-level")
+    refuse_unknown_keys(report, doc, "", DOCUMENT_KEYS, "top-level")
     expect_string(report, doc.get("name"), "name", non_empty=True, max_length=NAME_MAX)
     expect_string(report, doc.get("description"), "description", required=False)
     workflows = expect_list(report, doc.get("workflows"), "workflows", non_empty=True)

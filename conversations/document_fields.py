@@ -216,6 +216,21 @@ def warn_unknown_keys(
             report.warn(child(path, key), f"'{key}' is not a {what} field and is ignored")
 
 
+def refuse_unknown_keys(
+    report: DocumentReport, obj: dict, path: str, known: tuple[str, ...], what: str
+) -> None:
+    """A key the contract does not have is an error naming it, with the near miss and the allowed keys: a
+    body's unknown field is never silently dropped, nor stored (S2, mass assignment)."""
+    for key in obj:
+        if key in known:
+            continue
+        hint = near_miss(key, known) if isinstance(key, str) else None
+        suggestion = f"did you mean '{hint}'? " if hint else ""
+        report.error(
+            child(path, key), f"'{key}' is not a {what} field ({suggestion}allowed: {', '.join(known)})"
+        )
+
+
 def lint_action_name(report: DocumentReport, name: str, path: str) -> None:
     """Warn when an action nearly spells a reserved action: it looks like a pause but never pauses."""
     reserved = near_miss(name, RESERVED_ACTIONS)

@@ -218,4 +218,18 @@ def build_server() -> MCPServer:
             ctx, conversations.chat_managed, agent_id=agentId, message=message, environment=environment
         )
 
+    refuse_unknown_arguments(server)
     return server
+
+
+def refuse_unknown_arguments(server: MCPServer) -> None:
+    """A tool call with an argument the tool does not declare is refused naming it ("Extra inputs are not
+    permitted"), as a REST body's unknown field is (S2): the SDK's argument models drop extras silently
+    by default, so a misspelt ``notes`` or a ``decidedBy`` would vanish. The advertised input schema says
+    so too (``additionalProperties: false``). The SDK keeps its tools in ``_tool_manager``: no public
+    accessor gives the argument models."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False

@@ -35,9 +35,9 @@ class CanaryResultView(APIView):
 
     @extend_schema_serializer(component_name="CanaryResult")
     class InputSerializer(BodySerializer):
-        """A canary's outcome; a duration that is not a finite number >= 0 is not observed."""
+        """A canary's outcome; a duration that is not a finite number >= 0 is not observed. Any other field
+        is a 400 naming it (S2: a write takes only what its contract says)."""
 
-        takes_unknown_fields = True
         outcome = serializers.CharField(
             help_text="pass, fail or unknown (case-insensitive)",
             error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
@@ -73,9 +73,9 @@ class GateStatusView(APIView):
 
     @extend_schema_serializer(component_name="GateStatus")
     class InputSerializer(BodySerializer):
-        """Whether the gate was verified: true or false, nothing that merely looks like one."""
+        """Whether the gate was verified: true or false, nothing that merely looks like one; any other
+        field is a 400 naming it."""
 
-        takes_unknown_fields = True
         verified = serializers.BooleanField(
             error_messages={key: "must be a boolean" for key in ("required", "null", "invalid")}
         )

@@ -426,9 +426,9 @@ class ScheduleEnableView(APIView):
 
     @extend_schema_serializer(component_name="ScheduleEnableInput")
     class InputSerializer(BodySerializer):
-        """An optional count of runs; a body that is not an object sets none, as does one without it."""
+        """An optional count of runs; a body that is not an object sets none, as does one without it. Any
+        other field is a 400 naming it."""
 
-        takes_unknown_fields = True
         repeats = serializers.IntegerField(
             min_value=-1,
             required=False,

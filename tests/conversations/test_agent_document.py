@@ -123,10 +123,13 @@ def test_workflows_must_be_a_non_empty_list(workflows: object) -> None:
     assert fields(errors_of(doc)) == ["workflows"]
 
 
-def test_an_unknown_top_level_key_is_a_warning_not_an_error() -> None:
-    report = validate_agent_document(agent(colour="blue"))
-    assert report.ok
-    assert fields(report.warnings) == ["colour"]
+def test_an_unknown_top_level_key_is_refused_naming_it_and_the_allowed_keys() -> None:
+    """S2 (mass assignment): a body's field outside the contract is never stored; a near miss is named."""
+    report = validate_agent_document(agent(colour="blue", hitlconfig={}))
+    assert not report.ok
+    assert fields(report.errors) == ["colour", "hitlconfig"]
+    assert "did you mean 'hitlConfig'?" in report.errors[1].message
+    assert "allowed: name, description, workflows, hitlConfig" in report.errors[0].message
 
 
 def test_hitl_config_errors_are_reported_with_the_hitl_config_path() -> None:
