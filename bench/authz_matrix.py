@@ -24,7 +24,7 @@ def main() -> int:
         table = Path(scratch) / "matrix.md"
         env = {**os.environ, "HITL_AUTHZ_FULL": str(table), "PYTHONPATH": str(ROOT)}
         run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEST],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "fullsize", TEST],
             cwd=ROOT,
             env=env,
             capture_output=True,

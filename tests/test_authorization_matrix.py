@@ -35,7 +35,7 @@ def test_rest_authorization_matrix_matches_the_docs_in_every_cell(db, capsys):
     assert wrong == [], "\n".join(wrong)
 
 
-@pytest.mark.skipif(not os.environ.get("HITL_AUTHZ_FULL"), reason="the full size: bench/authz_matrix.py")
+@pytest.mark.fullsize  # bench/authz_matrix.py runs it (-m fullsize); ./scripts/test leaves it out
 @pytest.mark.usefixtures("continuations_queued")
 def test_full_authorization_matrix(db, capsys, monkeypatch):
     """REST with ownerless subjects, HITL jobs and every undocumented method, then the admin and MCP; the
