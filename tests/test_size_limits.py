@@ -63,13 +63,18 @@ def _amended_arguments(clients: dict[str, Any], size: int):
     frame = json.dumps({"amount": 100, "to": ""})
     amended = json.dumps({"amount": 100, "to": "b" * (size - len(frame))})
     assert len(amended.encode()) == size
-    body = {"verdict": "APPROVED", "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": amended}}}
+    body = {
+        "verdict": "APPROVED",
+        "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": amended}},
+    }
     response = clients["approver"].post(f"/agents/{conversation_id}/resume", body, format="json")
     return response, _pending(conversation_id)
 
 
 def _require_pattern(clients: dict[str, Any], size: int):
-    document = payments_agent("http://127.0.0.1:9", tool_approvals={"requireApproval": ["t" * (size - 1) + "*"]})
+    document = payments_agent(
+        "http://127.0.0.1:9", tool_approvals={"requireApproval": ["t" * (size - 1) + "*"]}
+    )
     before = Agent.objects.count()
     response = clients["admin"].post("/agentstore/agents", document, format="json")
     return response, lambda: Agent.objects.count() == before
@@ -78,14 +83,21 @@ def _require_pattern(clients: dict[str, Any], size: int):
 LIMITS = [
     Limit("resume note (rest-api.md: ≤ 4096 characters)", "note", 4096, _resume_note),
     Limit("say input (rest-api.md: at most 16,384 characters)", "input", 16_384, _say_input),
-    Limit("amendedArguments (tool-gating.md: at most 32 KiB)", "amendedArguments", 32_768, _amended_arguments),
+    Limit(
+        "amendedArguments (tool-gating.md: at most 32 KiB)", "amendedArguments", 32_768, _amended_arguments
+    ),
     Limit("tool approval pattern (tool-gating.md: 256 characters)", "requireApproval", 256, _require_pattern),
 ]
 
 
 @pytest.fixture
 def clients(alice_client, approver_client, admin_client, http_recorder) -> dict[str, Any]:
-    return {"alice": alice_client, "approver": approver_client, "admin": admin_client, "recorder": http_recorder}
+    return {
+        "alice": alice_client,
+        "approver": approver_client,
+        "admin": admin_client,
+        "recorder": http_recorder,
+    }
 
 
 @pytest.mark.parametrize("limit", LIMITS, ids=lambda limit: limit.field)
@@ -95,7 +107,9 @@ def test_a_value_at_the_documented_limit_is_accepted(limit: Limit, clients):
 
 
 @pytest.mark.parametrize("limit", LIMITS, ids=lambda limit: limit.field)
-def test_one_over_the_documented_limit_is_refused_naming_the_field_and_consumes_nothing(limit: Limit, clients):
+def test_one_over_the_documented_limit_is_refused_naming_the_field_and_consumes_nothing(
+    limit: Limit, clients
+):
     response, nothing_consumed = limit.send(clients, limit.maximum + 1)
     assert response.status_code in (400, 413), response.content[:400]
     assert limit.field in response.content.decode(), response.content[:400]

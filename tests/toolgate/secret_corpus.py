@@ -28,7 +28,9 @@ def _run(alphabet: str, length: int) -> str:
     # mixed enough to look like a real key (at least one digit and one letter)
     while True:
         value = "".join(_random.choice(alphabet) for _ in range(length))
-        if all(any(test(c) for c in value) for test in (str.isdigit, str.isalpha) if any(map(test, alphabet))):
+        if all(
+            any(test(c) for c in value) for test in (str.isdigit, str.isalpha) if any(map(test, alphabet))
+        ):
             return value
 
 
@@ -95,7 +97,12 @@ SHAPES: tuple[Shape, ...] = (
     _key("slack-bot-token", "xoxb-", f"{_run('0123456789', 12)}-{_run('0123456789', 13)}-{_run(ALNUM, 24)}"),
     _key("slack-user-token", "xoxp-", f"{_run('0123456789', 12)}-{_run('0123456789', 13)}-{_run(HEX, 32)}"),
     _key("slack-app-token", "xapp-", f"1-A{_run(UPPER_DIGITS, 10)}-{_run('0123456789', 13)}-{_run(HEX, 64)}"),
-    _key("slack-webhook", "https://hooks.slack.com/services/", f"T{_run(UPPER_DIGITS, 8)}/B{_run(UPPER_DIGITS, 8)}/{_run(ALNUM, 24)}", "POST to {key}"),
+    _key(
+        "slack-webhook",
+        "https://hooks.slack.com/services/",
+        f"T{_run(UPPER_DIGITS, 8)}/B{_run(UPPER_DIGITS, 8)}/{_run(ALNUM, 24)}",
+        "POST to {key}",
+    ),
     _key("stripe-live-secret", "sk_live_", _run(ALNUM, 99)),
     _key("stripe-test-secret", "sk_test_", _run(ALNUM, 99)),
     _key("stripe-restricted", "rk_live_", _run(ALNUM, 99)),
@@ -116,10 +123,19 @@ SHAPES: tuple[Shape, ...] = (
     _key("databricks", "dapi", _run(HEX, 32)),
     # the same keys where they are met: a JSON-escaped line, a header, an env file, a config map
     _key("openai-after-json-escape", "sk-", _run(ALNUM, 48), "first line\\n{key}"),
-    _key("github-in-git-remote", "ghp_", _run(ALNUM, 36), "git push https://x-access-token:{key}@github.com/o/r"),
+    _key(
+        "github-in-git-remote",
+        "ghp_",
+        _run(ALNUM, 36),
+        "git push https://x-access-token:{key}@github.com/o/r",
+    ),
     _key("aws-in-env-file", "AKIA", _run(UPPER_DIGITS, 16), "AWS_ACCESS_KEY_ID={key}\nAWS_REGION=eu-west-1"),
     Shape("aws-secret-access-key-env", f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
-    Shape("aws-secret-access-key-json", json.dumps({"AccessKeyId": "AKIA" + AWS_KEY_ID, "SecretAccessKey": AWS_SECRET}), AWS_SECRET),
+    Shape(
+        "aws-secret-access-key-json",
+        json.dumps({"AccessKeyId": "AKIA" + AWS_KEY_ID, "SecretAccessKey": AWS_SECRET}),
+        AWS_SECRET,
+    ),
     # headers
     Shape("authorization-bearer", f"Authorization: Bearer {BEARER}", BEARER),
     Shape("bearer-in-prose", f"call it with bearer {BEARER} please", BEARER),
@@ -140,9 +156,17 @@ SHAPES: tuple[Shape, ...] = (
     Shape("pem-json-escaped-under-another-key", json.dumps({"pem": RSA_PEM}), RSA_LINE),
     # URLs with credentials
     Shape("https-user-password", f"https://deploy:{URL_PASSWORD}@registry.example.com/v2/", URL_PASSWORD),
-    Shape("postgres-url", f"DATABASE_URL=postgres://app:{URL_PASSWORD}x@db.internal:5432/app", URL_PASSWORD + "x"),
+    Shape(
+        "postgres-url",
+        f"DATABASE_URL=postgres://app:{URL_PASSWORD}x@db.internal:5432/app",
+        URL_PASSWORD + "x",
+    ),
     Shape("redis-url-password-only", f"redis://:{URL_PASSWORD}y@cache:6379/0", URL_PASSWORD + "y"),
-    Shape("amqp-url-in-json", json.dumps({"broker": f"amqp://guest:{URL_PASSWORD}z@mq:5672//"}), URL_PASSWORD + "z"),
+    Shape(
+        "amqp-url-in-json",
+        json.dumps({"broker": f"amqp://guest:{URL_PASSWORD}z@mq:5672//"}),
+        URL_PASSWORD + "z",
+    ),
     # connection strings
     Shape(
         "azure-storage-connection-string",
@@ -154,15 +178,27 @@ SHAPES: tuple[Shape, ...] = (
         f"Endpoint=sb://acme.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={AZURE_KEY[:44]}",
         AZURE_KEY[:44],
     ),
-    Shape("azure-sas-signature", f"https://acme.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig={AZURE_KEY[:43]}%3D", AZURE_KEY[:43]),
+    Shape(
+        "azure-sas-signature",
+        f"https://acme.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig={AZURE_KEY[:43]}%3D",
+        AZURE_KEY[:43],
+    ),
     # credential names in query strings, forms, JSON, env files and code
-    Shape("password-in-query", f"https://api.example.com/login?user=al&password={PLAIN_PASSWORD}", PLAIN_PASSWORD),
+    Shape(
+        "password-in-query",
+        f"https://api.example.com/login?user=al&password={PLAIN_PASSWORD}",
+        PLAIN_PASSWORD,
+    ),
     Shape("api-key-in-query", f"GET /v1/data?page=2&api_key={_run(HEX, 32)}", ""),
     Shape("access-token-in-form", f"grant_type=refresh&access_token={_run(ALNUM, 30)}", ""),
     Shape("client-secret-in-json", json.dumps({"client_id": "web", "client_secret": _run(ALNUM, 32)}), ""),
     Shape("password-in-json", json.dumps({"user": "alice", "password": PLAIN_PASSWORD}), PLAIN_PASSWORD),
     Shape("passwd-in-yaml", f"db:\n  passwd: {PLAIN_PASSWORD}", PLAIN_PASSWORD),
-    Shape("twilio-auth-token-env", f"TWILIO_ACCOUNT_SID=AC{_run(HEX, 32)}\nTWILIO_AUTH_TOKEN={_run(HEX, 32)}", ""),
+    Shape(
+        "twilio-auth-token-env",
+        f"TWILIO_ACCOUNT_SID=AC{_run(HEX, 32)}\nTWILIO_AUTH_TOKEN={_run(HEX, 32)}",
+        "",
+    ),
     Shape("django-secret-key", f"SECRET_KEY = 'django-insecure-{_run(ALNUM, 40)}'", ""),
     Shape("private-key-json-number", '{"signing_key": 12345678901234567890}', "12345678901234567890"),
     Shape("python-repr", f"{{'api_key': '{_run(ALNUM, 32)}'}}", ""),
@@ -214,8 +250,13 @@ NEAR_MISSES: tuple[NearMiss, ...] = (
     NearMiss("prefix-named-in-docs", "GitHub tokens start with ghp_ and Slack bot tokens with xoxb-."),
     NearMiss("akia-in-a-word", "the AKIAPOLIS suburb of AKIA"),
     NearMiss("eyj-mention", "base64 JSON starts with eyJ, e.g. eyJhbGciOi."),
-    NearMiss("pem-public-key", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----"),
-    NearMiss("pem-certificate", "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----"),
+    NearMiss(
+        "pem-public-key",
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----",
+    ),
+    NearMiss(
+        "pem-certificate", "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----"
+    ),
     NearMiss("iso-timestamp-and-ip", "2026-12-02T00:26:44Z from 192.168.10.20:443"),
     NearMiss("version-and-semver", "released v1.2.3-rc.4+build.567 to staging"),
     NearMiss("password-policy-prose", "Your password must be at least twelve characters long."),

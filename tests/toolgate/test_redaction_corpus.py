@@ -92,7 +92,10 @@ def _megabyte_of(unit: str) -> str:
     [
         # Prefixes without a body, bodies that never close, URL authorities that never reach "@":
         # returning at all is the check on backtracking (no timing is asserted), and nothing changes.
-        *((unit, _megabyte_of(unit)) for unit in ("eyJ", "eyJa.", "://a:", "://:", "ghp_", "SG.a", "AKIA-", "xAKIA")),
+        *(
+            (unit, _megabyte_of(unit))
+            for unit in ("eyJ", "eyJa.", "://a:", "://:", "ghp_", "SG.a", "AKIA-", "xAKIA")
+        ),
         ("-----BEGIN RSA PRIVATE KEY-----", "-----BEGIN RSA PRIVATE KEY-----" + REDACTED),
         ("-----BEGIN X-----", _megabyte_of("-----BEGIN X-----")),
         ("x://u:p@", ("x://u:" + REDACTED + "@") * (1_000_000 // 8)),

@@ -52,7 +52,10 @@ def _agent(target_url: str) -> dict:
     arguments = {"amount": 1, "to": "bob", "api_key": ARGUMENT_CANARY}
     script = [
         AFTER_TOOLS,
-        {"when": {"inputContains": "transfer"}, "toolCalls": [{"id": "c1", "name": "transfer_funds", "arguments": arguments}]},
+        {
+            "when": {"inputContains": "transfer"},
+            "toolCalls": [{"id": "c1", "name": "transfer_funds", "arguments": arguments}],
+        },
     ]
     document = payments_agent(target_url, script=script)
     request = document["workflows"][0]["tasks"][1]["calls"][0]["request"]
@@ -82,14 +85,20 @@ def test_planted_secrets_reach_the_loopback_server_and_no_surface_log_or_audit_e
     shown = _surfaces(approver_client, admin_client, admin_user, conversation_id, pause)
     mcp_results = [
         json.dumps(list_pending_approvals(approver), default=str),
-        json.dumps(get_approval_status(approver, conversation_id=conversation_id, detail="full"), default=str),
+        json.dumps(
+            get_approval_status(approver, conversation_id=conversation_id, detail="full"), default=str
+        ),
     ]
     card = json.dumps(
-        approval_card(pause, integration_name="ops", agent_name="payments-bot", subject=conversation_id, buttons=True)
+        approval_card(
+            pause, integration_name="ops", agent_name="payments-bot", subject=conversation_id, buttons=True
+        )
     )
     assert "transfer_funds" in card  # the card shows the call
 
-    resumed = approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
+    resumed = approver_client.post(
+        f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json"
+    )
     assert resumed.status_code == 200, resumed.content
     run_queued_tasks()
     alice_client.get(f"/agents/{conversation_id}")
