@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from approvals.models import Pause, PauseStatus
+from conversations.agents import create_agent
 from conversations.models import Agent
-from tests.factories import deployed_agent, paused_conversation, say, start
+from groups.models import Group
+from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
 from tests.toolgate.agents import payments_agent
 
 pytestmark = pytest.mark.django_db
@@ -71,6 +73,35 @@ def _amended_arguments(clients: dict[str, Any], size: int):
     return response, _pending(conversation_id)
 
 
+def _pause_reason(clients: dict[str, Any], size: int):
+    approvals = {"requireApproval": ["transfer_*"], "pauseReason": "r" * size}
+    document = payments_agent("http://127.0.0.1:9", tool_approvals=approvals)
+    before = Agent.objects.count()
+    response = clients["admin"].post("/agentstore/agents", document, format="json")
+    return response, lambda: Agent.objects.count() == before
+
+
+def _call_note(clients: dict[str, Any], size: int):
+    document = payments_agent(clients["recorder"].url)
+    conversation_id = start(clients["alice"], deployed_agent(document))
+    assert say(clients["alice"], conversation_id, "transfer now").json()["state"] == "AWAITING_HUMAN"
+    body = {"verdict": "APPROVED", "toolDecisions": {"call-1": {"verdict": "APPROVED", "note": "n" * size}}}
+    response = clients["approver"].post(f"/agents/{conversation_id}/resume", body, format="json")
+    return response, _pending(conversation_id)
+
+
+def _group_name(clients: dict[str, Any], size: int):
+    members = [str(create_agent(document=account_bot(name=f"member-{n}")).agent_id) for n in range(2)]
+    document = {
+        "name": "g" * size,
+        "members": [{"agentId": member} for member in members],
+        "phases": [{"name": "Opinions", "type": "OPINION"}, {"name": "Wrap-up", "type": "SYNTHESIS"}],
+    }
+    before = Group.objects.count()
+    response = clients["admin"].post("/groupstore/groups", document, format="json")
+    return response, lambda: Group.objects.count() == before
+
+
 def _require_pattern(clients: dict[str, Any], size: int):
     document = payments_agent(
         "http://127.0.0.1:9", tool_approvals={"requireApproval": ["t" * (size - 1) + "*"]}
@@ -87,6 +118,9 @@ LIMITS = [
         "amendedArguments (tool-gating.md: at most 32 KiB)", "amendedArguments", 32_768, _amended_arguments
     ),
     Limit("tool approval pattern (tool-gating.md: 256 characters)", "requireApproval", 256, _require_pattern),
+    Limit("pauseReason (tool-gating.md: ≤ 500 characters)", "pauseReason", 500, _pause_reason),
+    Limit("per-call note (API.md: ≤ 1024)", "toolDecisions", 1024, _call_note),
+    Limit("group name (groups.md: at most 200 characters)", "name", 200, _group_name),
 ]
 
 
