@@ -7,13 +7,16 @@ nested repetition, values scanned once), so a hostile megabyte of input takes we
 
 Rules of ``redact`` (free text, JSON, form and query text):
 
-- **Key shapes.** ``sk-ant-`` followed by ≥ 20 of ``[A-Za-z0-9_-]`` → ``sk-ant-<REDACTED>`` (Anthropic);
-  ``sk-`` followed by ≥ 20 of them → ``sk-<REDACTED>`` (OpenAI, ``sk-proj-…`` included). The ``sk`` must
-  start a word, a JSON escape such as ``\\n`` counting as a word break (``task-…`` is not a key).
+- **Key shapes.** Secrets known by their own form (``toolgate.secret_shapes``): vendor keys after their
+  prefix (``sk-<REDACTED>``, ``sk-ant-<REDACTED>``, ``ghp_<REDACTED>``, ``AKIA<REDACTED>``, …; the prefix
+  must start a word, so ``task-…`` is no key), JWTs, PEM private key bodies, the password of
+  ``scheme://user:password@host``.
 - **Bearer tokens.** ``Bearer`` (any case), whitespace (or its JSON escape ``\\t``, ``\\n``, ``\\r``,
   at any depth), ≥ 20 of ``[A-Za-z0-9-_.+/=]`` → ``Bearer <REDACTED>`` (the original spacing is kept).
-- **Credential key names.** A key ending in ``api_key``/``api-key``/``apikey``, ``token``, ``secret(s)``,
-  ``password``, ``authorization`` or ``credential(s)`` (any case: ``access_token``, ``clientSecret``,
+- **Credential key names.** A key ending in ``api_key``/``api-key``/``apikey``, ``secret_key``,
+  ``private_key``, ``access_key``, ``account_key``, ``signing_key`` (``_``, ``-`` or nothing between),
+  ``token``, ``secret(s)``, ``password``/``passwd``/``passphrase``, ``authorization``, ``credential(s)`` or
+  ``sig`` (an Azure SAS signature) (any case: ``access_token``, ``clientSecret``,
   ``x-api-key``; not ``token_count`` or ``tokens``), optionally closed by a quote (escaped at any depth:
   ``\\"api_key\\"`` inside a JSON string), then ``:``, ``=`` or ``=>``:
 
@@ -48,6 +51,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, quote_plus, unquote_plus
 
+from toolgate.secret_shapes import shape_spans
+
 REDACTED = "<REDACTED>"
 MIN_SECRET_LENGTH = 8
 MIN_KNOWN_SECRET_LENGTH = 4
@@ -64,12 +69,12 @@ SENSITIVE_NAME_PARTS = (
     "cookie",
 )
 
-# "sk" starts a word: after a non-alphanumeric or a JSON escape (``\nsk-…``), never inside ``task-…``.
-_KEY_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[bfnrt])|(?<=\\u[0-9A-Fa-f]{4}))"
-_ANTHROPIC_KEY = re.compile(_KEY_START + r"sk-ant-(?P<secret>[A-Za-z0-9_-]{20,}+)")
-_OPENAI_KEY = re.compile(_KEY_START + r"sk-(?!ant-[A-Za-z0-9_-]{20})(?P<secret>[A-Za-z0-9_-]{20,}+)")
 _BEARER_TOKEN = re.compile(r"(?i:bearer)(?:\s|\\++[tnr])++(?P<secret>[A-Za-z0-9\-_.+/=]{20,}+)")
-_CREDENTIAL_WORD = r"(?:api[_-]?key|token|secrets?|password|authorization|credentials?)"
+# Factored by first letter: the scan tries one branch per position, not every word.
+_CREDENTIAL_WORD = (
+    r"(?:a(?:pi[_-]?key|cc(?:ess|ount)[_-]?key|uthorization)|s(?:ecret(?:s|[_-]?key)?+|ig(?:ning[_-]?key)?+)"
+    r"|p(?:ass(?:word|wd|phrase)|rivate[_-]?key)|token|credentials?+)"
+)
 _CREDENTIAL_KEY = re.compile(
     _CREDENTIAL_WORD + r"(?![A-Za-z0-9_-])(?P<keyquote>\\*+[\"'])?+[ \t]*+(?:=>|[:=])[ \t]*+", re.IGNORECASE
 )
@@ -116,12 +121,8 @@ def _secret_spans(text: str) -> list[_Span]:
 
 
 def _key_shape_spans(text: str) -> list[_Span]:
-    """OpenAI ``sk-…`` and Anthropic ``sk-ant-…`` keys: the part after the prefix."""
-    return [
-        _Span(match.start("secret"), match.end("secret"))
-        for pattern in (_ANTHROPIC_KEY, _OPENAI_KEY)
-        for match in pattern.finditer(text)
-    ]
+    """Secrets known by their form (``toolgate.secret_shapes``): vendor keys, JWTs, PEM bodies, URL passwords."""
+    return [_Span(start, end) for start, end in shape_spans(text)]
 
 
 def _bearer_token_spans(text: str) -> list[_Span]:
@@ -370,9 +371,9 @@ def _redact_query_segment(segment: str) -> str:
 
 
 def is_credential_key(name: str) -> bool:
-    """Whether a JSON key names a credential: it ends (any case) in ``api_key``/``api-key``/``apikey``,
-    ``token``, ``secret(s)``, ``password``, ``authorization`` or ``credential(s)`` — the key-name rule of
-    ``redact``, so ``access_token`` is one and ``token_count`` is not."""
+    """Whether a JSON key names a credential: it ends (any case) in one of the credential words of
+    ``redact``'s key-name rule (``api_key``, ``private_key``, ``token``,
+    ``password``, …), so ``access_token`` is one and ``token_count`` is not."""
     return bool(_CREDENTIAL_KEY_NAME.search(name))
 
 

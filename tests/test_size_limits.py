@@ -1,0 +1,159 @@
+"""S5 (b): every size limit the docs state is enforced with a 4xx naming the field.
+
+One row per documented limit: a value just at the limit is accepted, one unit over is refused with a
+400 whose body names the field, and the refusal consumed nothing (the pause is still pending, no
+conversation step was taken, no agent was stored).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from approvals.models import Pause, PauseStatus
+from conversations.agents import create_agent
+from conversations.models import Agent
+from groups.models import Group
+from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
+from tests.toolgate.agents import payments_agent
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass(frozen=True)
+class Limit:
+    """``send(clients, size)`` makes the request with a value of ``size`` units and returns the response
+    and a check that nothing was consumed (called only on a refusal)."""
+
+    name: str
+    field: str
+    maximum: int
+    send: Callable[[dict[str, Any], int], tuple[Any, Callable[[], bool]]]
+
+
+def _pending(conversation_id: str) -> Callable[[], bool]:
+    return lambda: Pause.objects.filter(subject_id=conversation_id, status=PauseStatus.PENDING).count() == 1
+
+
+def _resume_note(clients: dict[str, Any], size: int):
+    conversation_id = paused_conversation(clients["alice"])
+    response = clients["approver"].post(
+        f"/agents/{conversation_id}/resume", {"verdict": "APPROVED", "note": "n" * size}, format="json"
+    )
+    return response, _pending(conversation_id)
+
+
+def _say_input(clients: dict[str, Any], size: int):
+    conversation_id = start(clients["alice"], deployed_agent())
+
+    def step_count() -> int:
+        return clients["alice"].get(f"/agents/{conversation_id}").json()["stepCount"]
+
+    before = step_count()
+    response = say(clients["alice"], conversation_id, "x" * size)
+    return response, lambda: step_count() == before
+
+
+def _amended_arguments(clients: dict[str, Any], size: int):
+    document = payments_agent(clients["recorder"].url)
+    conversation_id = start(clients["alice"], deployed_agent(document))
+    assert say(clients["alice"], conversation_id, "transfer now").json()["state"] == "AWAITING_HUMAN"
+    frame = json.dumps({"amount": 100, "to": ""})
+    amended = json.dumps({"amount": 100, "to": "b" * (size - len(frame))})
+    assert len(amended.encode()) == size
+    body = {
+        "verdict": "APPROVED",
+        "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": amended}},
+    }
+    response = clients["approver"].post(f"/agents/{conversation_id}/resume", body, format="json")
+    return response, _pending(conversation_id)
+
+
+def _pause_reason(clients: dict[str, Any], size: int):
+    approvals = {"requireApproval": ["transfer_*"], "pauseReason": "r" * size}
+    document = payments_agent("http://127.0.0.1:9", tool_approvals=approvals)
+    before = Agent.objects.count()
+    response = clients["admin"].post("/agentstore/agents", document, format="json")
+    return response, lambda: Agent.objects.count() == before
+
+
+def _call_note(clients: dict[str, Any], size: int):
+    document = payments_agent(clients["recorder"].url)
+    conversation_id = start(clients["alice"], deployed_agent(document))
+    assert say(clients["alice"], conversation_id, "transfer now").json()["state"] == "AWAITING_HUMAN"
+    body = {"verdict": "APPROVED", "toolDecisions": {"call-1": {"verdict": "APPROVED", "note": "n" * size}}}
+    response = clients["approver"].post(f"/agents/{conversation_id}/resume", body, format="json")
+    return response, _pending(conversation_id)
+
+
+def _group_name(clients: dict[str, Any], size: int):
+    members = [str(create_agent(document=account_bot(name=f"member-{n}")).agent_id) for n in range(2)]
+    document = {
+        "name": "g" * size,
+        "members": [{"agentId": member} for member in members],
+        "phases": [{"name": "Opinions", "type": "OPINION"}, {"name": "Wrap-up", "type": "SYNTHESIS"}],
+    }
+    before = Group.objects.count()
+    response = clients["admin"].post("/groupstore/groups", document, format="json")
+    return response, lambda: Group.objects.count() == before
+
+
+def _require_pattern(clients: dict[str, Any], size: int):
+    document = payments_agent(
+        "http://127.0.0.1:9", tool_approvals={"requireApproval": ["t" * (size - 1) + "*"]}
+    )
+    before = Agent.objects.count()
+    response = clients["admin"].post("/agentstore/agents", document, format="json")
+    return response, lambda: Agent.objects.count() == before
+
+
+LIMITS = [
+    Limit("resume note (rest-api.md: ≤ 4096 characters)", "note", 4096, _resume_note),
+    Limit("say input (rest-api.md: at most 16,384 characters)", "input", 16_384, _say_input),
+    Limit(
+        "amendedArguments (tool-gating.md: at most 32 KiB)", "amendedArguments", 32_768, _amended_arguments
+    ),
+    Limit("tool approval pattern (tool-gating.md: 256 characters)", "requireApproval", 256, _require_pattern),
+    Limit("pauseReason (tool-gating.md: ≤ 500 characters)", "pauseReason", 500, _pause_reason),
+    Limit("per-call note (API.md: ≤ 1024)", "toolDecisions", 1024, _call_note),
+    Limit("group name (groups.md: at most 200 characters)", "name", 200, _group_name),
+]
+
+
+@pytest.fixture
+def clients(alice_client, approver_client, admin_client, http_recorder) -> dict[str, Any]:
+    return {
+        "alice": alice_client,
+        "approver": approver_client,
+        "admin": admin_client,
+        "recorder": http_recorder,
+    }
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=lambda limit: limit.field)
+def test_a_value_at_the_documented_limit_is_accepted(limit: Limit, clients):
+    response, _ = limit.send(clients, limit.maximum)
+    assert response.status_code in (200, 201), response.content[:400]
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=lambda limit: limit.field)
+def test_one_over_the_documented_limit_is_refused_naming_the_field_and_consumes_nothing(
+    limit: Limit, clients
+):
+    response, nothing_consumed = limit.send(clients, limit.maximum + 1)
+    assert response.status_code in (400, 413), response.content[:400]
+    assert limit.field in response.content.decode(), response.content[:400]
+    assert nothing_consumed()
+
+
+@pytest.mark.parametrize("limit", ["0", "1001", "999999999999"])
+def test_list_limits_are_clamped_not_refused_as_api_md_says(limit: str, approver_client):
+    """API.md: "Limits are clamped, not refused: limit to 1..1000" — the one documented bound without a 4xx."""
+    paused_conversation(approver_client)
+    response = approver_client.get(f"/agents/pending-approvals?limit={limit}")
+    assert response.status_code == 200
+    assert 1 <= len(response.json()) <= 1000
