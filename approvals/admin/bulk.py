@@ -40,6 +40,7 @@ from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
 BULK_MAX = 100
 TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"
 DECIDED, ALREADY_DECIDED, REFUSED = "decided", "already decided", "refused"
+TOO_MANY = f"pause_ids: select at most {BULK_MAX} pauses for one bulk decision; nothing was decided."
 
 
 @dataclass(frozen=True)
@@ -207,11 +208,8 @@ def _confirm(
             request, "None of the selected pauses is pending for you: nothing to decide.", messages.WARNING
         )
         return None
-    if len(pauses) > BULK_MAX:
-        model_admin.message_user(
-            request, f"Select at most {BULK_MAX} pauses for one bulk decision.", messages.ERROR
-        )
-        return None
+    if len(pauses) > BULK_MAX:  # a 400 page saying so, nothing offered to confirm
+        return render_confirmation(model_admin, request, verdict=verdict, pauses=[], errors=[TOO_MANY])
     return render_confirmation(model_admin, request, verdict=verdict, pauses=pauses)
 
 
@@ -267,6 +265,10 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     if names_hidden_pause(request.user, request.POST.getlist("pause_ids")):
         return not_found_page(model_admin, request)  # before anything is read or decided
     verdict = parse_verdict(request.POST.get("verdict"))
+    if len(set(request.POST.getlist("pause_ids"))) > BULK_MAX:  # refused whole, never cut to the first 100
+        return render_confirmation(
+            model_admin, request, verdict=verdict or Verdict.APPROVED, pauses=[], errors=[TOO_MANY]
+        )
     pause_ids = _posted_ids(request)
     if verdict is None or not pause_ids:
         model_admin.message_user(request, "Nothing was decided: no verdict or no pauses.", messages.ERROR)

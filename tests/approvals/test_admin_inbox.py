@@ -524,7 +524,19 @@ def test_bulk_refuses_a_too_long_note_before_deciding_anything(alice, approver):
 def test_bulk_selection_is_capped(approver):
     pauses = rows(staff("carol"), 101)
     response = select(logged_in(approver), "approve_selected", pauses)
-    assert response.status_code == 302
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "select at most 100 pauses" in html and 'id="hitl-bulk-form"' not in html
+    assert Pause.objects.filter(status=PauseStatus.PENDING).count() == 101
+
+
+def test_bulk_confirmation_of_more_than_100_pauses_is_refused_whole_not_cut_to_100(approver):
+    pauses = rows(staff("carol"), 101)
+    response = logged_in(approver).post(
+        BULK, {"verdict": "APPROVED", "pause_ids": [str(p.pk) for p in pauses]}
+    )
+    assert response.status_code == 400
+    assert "select at most 100 pauses" in response.content.decode()
     assert Pause.objects.filter(status=PauseStatus.PENDING).count() == 101
 
 
