@@ -247,36 +247,49 @@ def cancel_pending_pause(
 
     Runs in the caller's transaction; returns False when the pause was no longer pending. ``detail``: what
     the caller adds to the audit entry (the admin's ``reviewerAction``).
+
+    A cancel that lost leaves the pause unlocked: a compare-and-set that waited for a decision committing
+    keeps the row locked although it changed nothing (PostgreSQL locks the new row version before it
+    rechecks the condition), and a canceller that went on to stop the running turn then held the pause
+    while waiting for the conversation that the continuation holds, which waits for the pause: a
+    deadlock. Rolling the lost attempt's savepoint back releases the lock.
     """
-    with transaction.atomic():
-        won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
-            status=PauseStatus.CANCELLED,
-            verdict=Verdict.CANCELLED,
-            decided_by=actor.name,
-            decided_by_user=actor.user_id,
-            automated=actor.automated,
-            decided_at=timezone.now(),
-            resolved_at=timezone.now(),
-            due_at=None,
-        )
-        if not won:
-            return False
-        pause.refresh_from_db()
-        disarm_timer(pause)
-        handler_for(pause.surface).on_cancelled(pause, mode=mode)
-        append_audit_entry(
-            subject_type=pause.subject_type,
-            subject_id=pause.subject_id,
-            verb="hitl.approval",
-            actor=actor.name,
-            automated=actor.automated,
-            verdict=Verdict.CANCELLED,
-            pause_id=pause.id,
-            epoch=pause.epoch,
-            detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface, **(detail or {})},
-        )
-        announce_settled(pause)
+    try:
+        with transaction.atomic():
+            won = Pause.objects.filter(pk=pause.pk, status=PauseStatus.PENDING).update(
+                status=PauseStatus.CANCELLED,
+                verdict=Verdict.CANCELLED,
+                decided_by=actor.name,
+                decided_by_user=actor.user_id,
+                automated=actor.automated,
+                decided_at=timezone.now(),
+                resolved_at=timezone.now(),
+                due_at=None,
+            )
+            if not won:
+                raise _CancelLost
+            pause.refresh_from_db()
+            disarm_timer(pause)
+            handler_for(pause.surface).on_cancelled(pause, mode=mode)
+            append_audit_entry(
+                subject_type=pause.subject_type,
+                subject_id=pause.subject_id,
+                verb="hitl.approval",
+                actor=actor.name,
+                automated=actor.automated,
+                verdict=Verdict.CANCELLED,
+                pause_id=pause.id,
+                epoch=pause.epoch,
+                detail={"mode": mode, "pauseType": pause.kind, "surface": pause.surface, **(detail or {})},
+            )
+            announce_settled(pause)
+    except _CancelLost:
+        return False
     return True
+
+
+class _CancelLost(Exception):
+    """Rolls back the savepoint of a cancel whose compare-and-set found the pause no longer pending."""
 
 
 def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: bool = False) -> bool:

@@ -192,14 +192,18 @@ def cancel_discussion(
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
     actor = _acting(user, actor)
     with transaction.atomic():
+        # The pending pause first, then the discussion: the order a decision locks them in. Locking the
+        # discussion first deadlocked with a decision (a reviewer's or the timer's) committing meanwhile.
+        if _cancel_pending(discussion.pk, actor):
+            discussion.refresh_from_db()
+            return discussion
         locked = GroupConversation.objects.select_for_update().get(pk=discussion.pk)
         if locked.state in TERMINAL_STATES:
             raise WrongState(
                 f"Nothing to cancel: the discussion already ended (current state: {locked.state})",
                 current_state=locked.state,
             )
-        pause = open_pause_of(SubjectType.DISCUSSION, locked.pk)
-        if pause is None or not cancel_pending_pause(pause=pause, actor=actor):
+        if not _cancel_pending(locked.pk, actor):  # a gate the discussion reached since the first look
             now = timezone.now()
             GroupConversation.objects.filter(pk=locked.pk, cancel_requested_at__isnull=True).update(
                 cancel_requested_at=now, cancel_requested_by=actor.name
@@ -218,3 +222,8 @@ def cancel_discussion(
             )
     discussion.refresh_from_db()
     return discussion
+
+
+def _cancel_pending(discussion_id: Any, actor: Actor) -> bool:
+    pause = open_pause_of(SubjectType.DISCUSSION, discussion_id)
+    return pause is not None and cancel_pending_pause(pause=pause, actor=actor)

@@ -166,7 +166,9 @@ def _fail_rejected(discussion: GroupConversation, pause: Pause, events: ev.Event
                 + (f": {pause.note}" if pause.note else ""),
             )
         )
-        finish_pause(pause=pause, outcome="completed")
+        # the discussion, then the pause: the order of every other continuation and of a cancel, which
+        # deadlocked with this one when it took the pause first
         finish(run, DiscussionState.FAILED)
+        finish_pause(pause=pause, outcome="completed")
     run.emit(ev.GROUP_COMPLETE, state=DiscussionState.FAILED, verdict=pause.verdict, note=pause.note)
     return discussion
