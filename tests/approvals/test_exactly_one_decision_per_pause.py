@@ -1,0 +1,48 @@
+"""Exactly one decision per pause, all surfaces at once (issue 16, R1): the harness of tests/decision_race.py
+on real PostgreSQL with eight real threads per round. Fast size here; the full size is
+``bench/decision_races.py`` (the ``fullsize`` test below, and over HTTP with two web processes)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.decision_race import World, run_rounds, tool_server
+from tests.slack.conftest import FakeSlack
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST_ROUNDS = int(os.environ.get("DECISION_RACE_FAST_ROUNDS", "100"))
+
+
+@pytest.fixture
+def world(settings):
+    slack = FakeSlack()
+    slack.thread.start()
+    settings.HITL_SLACK_API_URL = slack.url
+    tools = tool_server()
+    try:
+        yield World.build(tool_server_url=tools.url, slack=slack)
+    finally:
+        tools.server.shutdown()
+        tools.server.server_close()
+        slack.server.shutdown()
+        slack.server.server_close()
+
+
+def _exactly_one_decision_per_pause(world: World, rounds: int) -> None:
+    summary = run_rounds(world, rounds)
+    print(summary.report())
+    assert len(summary.rounds) == rounds
+    assert summary.histogram == {1: rounds}, summary.report()
+    assert summary.bad_rounds == [], summary.report()
+
+
+def test_exactly_one_decision_per_pause_with_eight_surfaces_racing(world):
+    _exactly_one_decision_per_pause(world, FAST_ROUNDS)
+
+
+@pytest.mark.fullsize
+def test_exactly_one_decision_per_pause_with_eight_surfaces_racing_full_size(world):
+    _exactly_one_decision_per_pause(world, int(os.environ.get("DECISION_RACE_ROUNDS", "500")))

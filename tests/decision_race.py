@@ -1,0 +1,484 @@
+"""Exactly one decision per pause, on every surface at once (issue 16, R1): the harness.
+
+Each round opens one pending pause (a RULE pause of a 1:1 conversation, a TOOL_CALL pause of a scripted
+model, or a group discussion waiting for sign-off), then releases eight racers on it with one
+``threading.Barrier``, each on a surface of its own: REST resume (approve), REST resume (reject), REST
+cancel, the admin decision page, the timer (``fire_timeout``, as the q-cluster task calls it), MCP resume
+and MCP cancel (the tool services run as the MCP server runs them, ``mcp_surface.server._call``) and a
+Slack button click (signed with slack_sdk's signing, posted to the interactions endpoint). The racers are
+eight real threads that live for the whole run, each with its own PostgreSQL connection (closed when the
+run ends), so a round costs one barrier, not eight connections.
+
+A round is judged twice: from the database (the pause is no longer pending and has exactly one
+``hitl.approval`` audit entry, whose actor names the winner) and from the answers (the winner's surface
+said it decided; every other racer got a clear lost-race answer: 409, ``WRONG_STATE``/``CONFLICT``, the
+timer's ``no-op``, Slack's "already resolved" card; or, for a cancel that came after the decision, the
+cancel request it made; never a 500 or an exception).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db import connections
+from django.test import Client
+from rest_framework.test import APIClient
+from slack_sdk.signature import SignatureVerifier
+
+from approvals.models import AuditEntry, Pause, PauseStatus
+from approvals.timers import fire_timeout
+from conversations import turns
+from conversations.selectors import talk_on_version
+from groups.discussions import start_discussion
+from mcp_surface import conversation_tools, group_tools
+from mcp_surface.server import _call
+from slack_surface.messages import ALREADY_RESOLVED
+from tests.conftest import client_for, make_user
+from tests.factories import account_bot, deployed_agent
+from tests.groups.members import answering, group
+from tests.toolgate.agents import payments_agent
+
+TIMEOUT = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT5M"}
+SIGNING_SECRET = "slack-signing-secret-for-the-races"
+INBOX = "/admin/approvals/pendingapproval/"
+RACERS = 8
+# the round's kind, by round number: every fourth a group discussion, every fourth (offset 2) a tool call
+KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP")
+
+# what each racer's answer may be: a decision won or lost; a cancel accepted (200: it ended the pending
+# pause, or the decided continuation before it started; the answer does not say which), a cancel request
+# (202, or a discussion told to stop: the decision came first), or lost (409)
+WON, LOST, CANCELLED, LATE_CANCEL = "won", "lost", "cancelled", "cancel-request"
+
+
+@dataclass
+class World:
+    """Everything a round reuses: accounts and their clients, agents, the group, the Slack integration."""
+
+    owner: Any
+    clients: dict[str, Any]
+    users: dict[str, Any]
+    rule_agent: str
+    tool_agent: str
+    group_id: str
+    slack_name: str
+    slack: Any  # the fake Slack Web API the card updates go to (tests.slack.conftest.FakeSlack)
+
+    @classmethod
+    def build(cls, *, tool_server_url: str, slack: Any) -> World:
+        from slack_surface.integrations import IntegrationInput, create_integration
+        from toolgate.secret_store import set_secret
+
+        owner = make_user("alice")
+        users = {name: make_user(name, "approver") for name in ("ann", "ben", "cid", "dee")}
+        users["alice"] = owner
+        slack_admin = make_user("slackbot", "admin")
+        rule_document = account_bot()
+        rule_document["hitlConfig"].update(TIMEOUT)
+        rule_agent = deployed_agent(rule_document)
+        tool_agent = deployed_agent(payments_agent(tool_server_url, hitl_config=TIMEOUT))
+        group_id = group(
+            [(answering("pat", "Ship it."), "Optimist")],
+            [
+                {"name": "Opinions", "type": "OPINION", "requiresApproval": True},
+                {"name": "Decision", "type": "SYNTHESIS"},
+            ],
+            hitlConfig=TIMEOUT,
+        )
+        set_secret(name="races.slack.signing", value=SIGNING_SECRET)
+        set_secret(name="races.slack.bot", value="xoxb-races")
+        create_integration(
+            name="races",
+            data=IntegrationInput(
+                agent_id=rule_agent,
+                environment="production",
+                conversation_owner=None,
+                signing_secret="${vault:races.slack.signing}",
+                bot_token="${vault:races.slack.bot}",
+                approval_channel="CRACES",
+                approver_user_ids="USLACKER",
+            ),
+            creator=slack_admin,
+        )
+        admin_page = Client()
+        admin_page.force_login(users["cid"])
+        clients = {name: client_for(user) for name, user in users.items()}
+        clients |= {"admin page": admin_page, "slack": Client()}
+        return cls(owner, clients, users, rule_agent, tool_agent, group_id, "races", slack)
+
+
+@dataclass
+class Target:
+    """The pending pause of a round and how each surface names its subject."""
+
+    kind: str
+    pause: Pause
+    subject_id: str
+    group_id: str | None = None
+
+
+def open_pause(world: World, kind: str) -> Target:
+    """A real pending pause, opened by the owner's turn through the services the REST views call (the
+    turn pipeline, the tool gate, the discussion's member turns), never written by hand."""
+    if kind == "GROUP":
+        discussion = start_discussion(user=world.owner, group_id=world.group_id, question="Ship on Friday?")
+        assert discussion.state == "AWAITING_APPROVAL", discussion.state
+        subject_id, group_id = str(discussion.pk), world.group_id
+    else:
+        agent_id = world.rule_agent if kind == "RULE" else world.tool_agent
+        started = turns.start_conversation(user=world.owner, agent_id=agent_id, environment="production")
+        subject_id, group_id = str(started.conversation.pk), None
+        said = turns.say(
+            conversation=talk_on_version(world.owner, subject_id),
+            user=world.owner,
+            user_input="please delete my account" if kind == "RULE" else "please transfer 100 to bob",
+            context={},
+        )
+        assert said.conversation.state == "AWAITING_HUMAN", said.conversation.state
+    pause = Pause.objects.get(subject_id=subject_id, status=PauseStatus.PENDING)
+    assert pause.kind == {"GROUP": "PHASE"}.get(kind, kind) and pause.due_at is not None
+    return Target(kind, pause, subject_id, group_id)
+
+
+# --- the surfaces: each returns (WON | LOST | LATE_CANCEL | an error string, the raw answer) -----------
+
+
+def _rest(response: Any, *, cancel: bool = False) -> str:
+    if response.status_code == 409 and response.json().get("code") == "WRONG_STATE":
+        return LOST
+    if cancel and response.status_code == 202:
+        return LATE_CANCEL  # the decision came first: the running continuation was told to stop
+    if response.status_code == 200:
+        return CANCELLED if cancel else WON
+    return f"HTTP {response.status_code}: {response.content[:300]!r}"
+
+
+def _subject_path(world: World, target: Target) -> str:
+    if target.kind == "GROUP":
+        return f"/groups/{target.group_id}/conversations/{target.subject_id}"
+    return f"/agents/{target.subject_id}"
+
+
+def rest_resume(verdict: str, who: str) -> Callable[[World, Target], str]:
+    def decide(world: World, target: Target) -> str:
+        client: APIClient = world.clients[who]
+        if target.kind == "GROUP":
+            response = client.post(
+                f"{_subject_path(world, target)}/approve", {"decision": {"verdict": verdict}}, format="json"
+            )
+        else:
+            response = client.post(
+                f"{_subject_path(world, target)}/resume", {"verdict": verdict}, format="json"
+            )
+        return _rest(response)
+
+    return decide
+
+
+def rest_cancel(world: World, target: Target) -> str:
+    response = world.clients["alice"].post(f"{_subject_path(world, target)}/cancel")
+    if target.kind == "GROUP" and response.status_code == 200:
+        body = response.json()
+        return CANCELLED if body["state"] == "CANCELLED" and not body["cancelRequested"] else LATE_CANCEL
+    return _rest(response, cancel=True)
+
+
+def admin_decide(world: World, target: Target) -> str:
+    response = world.clients["admin page"].post(
+        f"{INBOX}{target.pause.pk}/change/",
+        {"expected_pause_id": str(target.pause.pk), "verdict": "APPROVED", "note": "from the admin"},
+    )
+    if response.status_code == 302:
+        return WON
+    if response.status_code == 409:
+        return LOST
+    return f"admin HTTP {response.status_code}: {response.content[:300]!r}"
+
+
+def timer_fire(world: World, target: Target) -> str:
+    fired = fire_timeout(str(target.pause.pk), now=target.pause.due_at + timedelta(seconds=1))
+    return {"REJECTED": WON, "no-op": LOST}.get(fired, f"timer: {fired}")
+
+
+def _mcp(result: Any, *, cancel: bool = False) -> str:
+    body = json.loads(result.content[0].text)
+    if result.is_error:
+        return LOST if body.get("errorCode") in ("WRONG_STATE", "CONFLICT") else f"MCP error: {body}"
+    if not cancel:
+        return WON
+    return {"CANCELLED": CANCELLED, "CANCEL_REQUESTED": LATE_CANCEL}.get(body.get("status"), f"MCP: {body}")
+
+
+def mcp_resume(world: World, target: Target) -> str:
+    user = world.users["dee"]
+    if target.kind == "GROUP":
+        arguments = {"group_id": target.group_id, "conversation_id": target.subject_id, "verdict": "APPROVED"}
+        return _mcp(_call(group_tools.approve_group_phase, user, arguments))
+    arguments = {"conversation_id": target.subject_id, "verdict": "APPROVED"}
+    return _mcp(_call(conversation_tools.resume_conversation, user, arguments))
+
+
+def mcp_cancel(world: World, target: Target) -> str:
+    user = world.users["alice"]
+    if target.kind == "GROUP":
+        arguments = {"group_id": target.group_id, "conversation_id": target.subject_id}
+        return _mcp(_call(group_tools.cancel_group_discussion, user, arguments), cancel=True)
+    arguments = {"conversation_id": target.subject_id}
+    return _mcp(_call(conversation_tools.cancel_conversation, user, arguments), cancel=True)
+
+
+def slack_click(world: World, target: Target) -> str:
+    """A click on the card's Approve button, signed with slack_sdk's signing and posted to the interactions
+    endpoint. Slack is always answered 200: what the click did is the card update it sent (to the fake
+    Slack Web API on loopback), "Approved by" or "already resolved"."""
+    subject = f"group:{target.subject_id}" if target.kind == "GROUP" else target.subject_id
+    card = str(target.pause.pk)  # the card's message ts, one per round
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "USLACKER"},
+        "channel": {"id": "CRACES"},
+        "container": {"type": "message", "channel_id": "CRACES", "message_ts": card},
+        "actions": [{"action_id": "hitl_approve", "value": f"{world.slack_name}|{subject}"}],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    timestamp = str(int(time.time()))
+    signature = SignatureVerifier(SIGNING_SECRET).generate_signature(timestamp=timestamp, body=body)
+    response = world.clients["slack"].post(
+        "/integrations/slack/interactive",
+        data=body,
+        content_type="application/x-www-form-urlencoded",
+        HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp,
+        HTTP_X_SLACK_SIGNATURE=signature,
+    )
+    if response.status_code != 200:
+        return f"Slack HTTP {response.status_code}: {response.content[:300]!r}"
+    texts = [u["text"] for u in world.slack.updates() if u.get("ts") == card]
+    if texts == ["✅ Approved by <@USLACKER>"]:
+        return WON
+    if texts == [ALREADY_RESOLVED]:
+        return LOST
+    return f"Slack card updates: {texts}"
+
+
+SURFACES: dict[str, Callable[[World, Target], str]] = {
+    "REST resume APPROVED": rest_resume("APPROVED", "ann"),
+    "REST resume REJECTED": rest_resume("REJECTED", "ben"),
+    "REST cancel": rest_cancel,
+    "admin decide": admin_decide,
+    "timer fire": timer_fire,
+    "MCP resume": mcp_resume,
+    "MCP cancel": mcp_cancel,
+    "Slack click": slack_click,
+}
+# the audit entry's actor of each surface's decision
+ACTORS = {
+    "ann": "REST resume APPROVED",
+    "ben": "REST resume REJECTED",
+    "alice": "REST cancel",
+    "cid": "admin decide",
+    "system:timeout": "timer fire",
+    "mcp:dee": "MCP resume",
+    "mcp:alice": "MCP cancel",
+    "slack:USLACKER": "Slack click",
+}
+
+
+# --- the racers --------------------------------------------------------------------------------------
+
+
+class Racers:
+    """Eight threads that live for the whole run; each round, one barrier releases all of them."""
+
+    def __init__(self, world: World, surfaces: dict[str, Callable[[World, Target], str]]) -> None:
+        self.world, self.surfaces = world, list(surfaces.items())
+        count = len(self.surfaces)
+        self.start, self.done = threading.Barrier(count + 1), threading.Barrier(count + 1)
+        self.target: Target | None = None
+        self.answers: dict[str, str] = {}
+        self.seconds: Counter = Counter()  # each surface's time in its calls, over the run
+        self.stopping = False
+        self.threads = [
+            threading.Thread(target=self._run, args=(name, call), daemon=True, name=f"racer {name}")
+            for name, call in self.surfaces
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, name: str, call: Callable[[World, Target], str]) -> None:
+        try:
+            while True:
+                self.start.wait(timeout=120)
+                if self.stopping:
+                    return
+                began = time.monotonic()
+                try:
+                    self.answers[name] = call(self.world, self.target)
+                except Exception as exc:  # an exception is a finding, reported as the answer
+                    self.answers[name] = f"raised {type(exc).__name__}: {exc}"
+                self.seconds[name] += time.monotonic() - began
+                self.done.wait(timeout=120)
+        finally:
+            connections.close_all()  # each racer's own connection
+
+    def race(self, target: Target) -> dict[str, str]:
+        self.target, self.answers = target, {}
+        self.start.wait(timeout=120)  # all eight go at once
+        self.done.wait(timeout=120)
+        return dict(self.answers)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.start.wait(timeout=120)
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+
+@dataclass
+class Round:
+    number: int
+    kind: str
+    answers: dict[str, str]
+    status: str
+    decided_by: list[str]
+    setup_seconds: float = 0.0
+    race_seconds: float = 0.0
+
+    @property
+    def db_winners(self) -> int:
+        return len(self.decided_by)
+
+    @property
+    def answer_winners(self) -> list[str]:
+        """Who the answers say decided: the deciders that won; when none did, the accepted cancels."""
+        won = [name for name, answer in self.answers.items() if answer == WON]
+        return won or [name for name, answer in self.answers.items() if answer == CANCELLED]
+
+    @property
+    def errors(self) -> list[str]:
+        clear = (WON, LOST, CANCELLED, LATE_CANCEL)
+        return [f"{name}: {a}" for name, a in self.answers.items() if a not in clear]
+
+    def problems(self) -> list[str]:
+        """What breaks the rule in this round (empty: exactly one decision, told to exactly one racer)."""
+        found = []
+        if self.status == PauseStatus.PENDING:
+            found.append("the pause is still pending")
+        if self.db_winners != 1:
+            found.append(f"{self.db_winners} decision audit entries ({self.decided_by})")
+        winner = ACTORS.get(self.decided_by[0]) if self.db_winners == 1 else None
+        if self.answer_winners != [winner]:
+            found.append(f"answers say {self.answer_winners} won, the database says {winner}")
+        cancels = [name for name, a in self.answers.items() if a in (CANCELLED, LATE_CANCEL)]
+        if any("cancel" not in name for name in cancels):
+            found.append(f"a cancel's answer from a decider: {cancels}")
+        found.extend(self.errors)
+        return found
+
+
+@dataclass
+class Summary:
+    rounds: list[Round] = field(default_factory=list)
+    elapsed: float = 0.0
+    cpu: float = 0.0  # this process's CPU time (every thread), PostgreSQL's not included
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    surface_seconds: Counter = field(default_factory=Counter)
+
+    @property
+    def histogram(self) -> Counter:
+        """Rounds by number of winners (from the database)."""
+        return Counter(r.db_winners for r in self.rounds)
+
+    @property
+    def wins_by_surface(self) -> Counter:
+        return Counter(ACTORS.get(r.decided_by[0], r.decided_by[0]) for r in self.rounds if r.db_winners == 1)
+
+    @property
+    def bad_rounds(self) -> list[Round]:
+        return [r for r in self.rounds if r.problems()]
+
+    def report(self) -> str:
+        kinds = Counter(r.kind for r in self.rounds)
+        lines = [
+            f"rounds: {len(self.rounds)} × {RACERS} racers ({dict(kinds)})",
+            f"winners per round (database): {dict(sorted(self.histogram.items()))}",
+            f"wins by surface: {dict(self.wins_by_surface.most_common())}",
+            f"rounds breaking the rule: {len(self.bad_rounds)}",
+            f"errors (5xx, exceptions, unclear answers): {sum(len(r.errors) for r in self.rounds)}",
+            f"elapsed: {self.elapsed:.1f} s ({self.elapsed / max(1, len(self.rounds)):.3f} s/round, "
+            f"CPU {self.cpu:.1f} s); "
+            f"load average {self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f}",
+        ]
+        for kind in sorted(kinds):
+            of_kind = [r for r in self.rounds if r.kind == kind]
+            setup = sum(r.setup_seconds for r in of_kind) / len(of_kind)
+            race = sum(r.race_seconds for r in of_kind) / len(of_kind)
+            lines.append(f"  {kind}: opening the pause {setup:.3f} s, the race {race:.3f} s (mean)")
+        per_round = {k: round(v / max(1, len(self.rounds)), 3) for k, v in self.surface_seconds.most_common()}
+        lines.append(f"  seconds per round in each surface's call: {per_round}")
+        for bad in self.bad_rounds[:10]:
+            lines.append(f"  round {bad.number} ({bad.kind}): {'; '.join(bad.problems())}")
+        return "\n".join(lines)
+
+
+def judge(number: int, target: Target, answers: dict[str, str]) -> Round:
+    status = Pause.objects.filter(pk=target.pause.pk).values_list("status", flat=True).get()
+    decided_by = list(
+        AuditEntry.objects.filter(pause_id=target.pause.pk, verb="hitl.approval")
+        .order_by("id")
+        .values_list("actor", flat=True)
+    )
+    return Round(number, target.kind, answers, status, decided_by)
+
+
+def run_rounds(world: World, rounds: int, kinds: tuple[str, ...] = KINDS) -> Summary:
+    import os
+
+    summary = Summary()
+    racers = Racers(world, SURFACES)
+    began, cpu = time.monotonic(), time.process_time()
+    try:
+        for number in range(rounds):
+            opened = time.monotonic()
+            target = open_pause(world, kinds[number % len(kinds)])
+            raced = time.monotonic()
+            judged = judge(number, target, racers.race(target))
+            judged.setup_seconds, judged.race_seconds = raced - opened, time.monotonic() - raced
+            summary.rounds.append(judged)
+    finally:
+        racers.stop()
+        summary.surface_seconds = racers.seconds
+    summary.elapsed, summary.cpu = time.monotonic() - began, time.process_time() - cpu
+    summary.load = os.getloadavg()
+    return summary
+
+
+def tool_server() -> SimpleNamespace:
+    """A loopback server the payments agent's approved transfers go to (answers 200 {"ok": true})."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            payload = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return SimpleNamespace(url=f"http://127.0.0.1:{server.server_port}", server=server)
