@@ -19,6 +19,7 @@ cancel request it made; never a 500 or an exception).
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections import Counter
@@ -51,6 +52,7 @@ TIMEOUT = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT5M"}
 SIGNING_SECRET = "slack-signing-secret-for-the-races"
 INBOX = "/admin/approvals/pendingapproval/"
 RACERS = 8
+HEAD_START = 0.12  # seconds: in odd rounds, how much later than the round's favourite the others may start
 # the round's kind, by round number: every fourth a group discussion, every fourth (offset 2) a tool call
 KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP")
 
@@ -65,13 +67,13 @@ class World:
     """Everything a round reuses: accounts and their clients, agents, the group, the Slack integration."""
 
     owner: Any
-    clients: dict[str, Any]
     users: dict[str, Any]
     rule_agent: str
     tool_agent: str
     group_id: str
     slack_name: str
     slack: Any  # the fake Slack Web API the card updates go to (tests.slack.conftest.FakeSlack)
+    transport: Any = None  # InProcess, or OverHttp (tests/decision_race_http.py)
 
     @classmethod
     def build(cls, *, tool_server_url: str, slack: Any) -> World:
@@ -109,11 +111,9 @@ class World:
             ),
             creator=slack_admin,
         )
-        admin_page = Client()
-        admin_page.force_login(users["cid"])
-        clients = {name: client_for(user) for name, user in users.items()}
-        clients |= {"admin page": admin_page, "slack": Client()}
-        return cls(owner, clients, users, rule_agent, tool_agent, group_id, "races", slack)
+        world = cls(owner, users, rule_agent, tool_agent, group_id, "races", slack)
+        world.transport = InProcess(world)
+        return world
 
 
 @dataclass
@@ -149,7 +149,50 @@ def open_pause(world: World, kind: str) -> Target:
     return Target(kind, pause, subject_id, group_id)
 
 
-# --- the surfaces: each returns (WON | LOST | LATE_CANCEL | an error string, the raw answer) -----------
+# --- how a racer reaches the server: in this process, or over HTTP --------------------------------------
+
+
+class InProcess:
+    """The Django test clients (DRF's with tokens, the admin's logged in) and the MCP tools run as the MCP
+    server runs them (``mcp_surface.server._call``), in this process."""
+
+    def __init__(self, world: World) -> None:
+        admin_page = Client()
+        admin_page.force_login(world.users["cid"])
+        self.clients: dict[str, Any] = {name: client_for(user) for name, user in world.users.items()}
+        self.clients |= {"admin page": admin_page, "slack": Client()}
+        self.users = world.users
+
+    def post_json(self, who: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        client: APIClient = self.clients[who]
+        return client.post(path, body, format="json") if body is not None else client.post(path)
+
+    def post_form(self, who: str, path: str, data: Any, headers: dict[str, str] | None = None) -> Any:
+        if isinstance(data, str):
+            meta = {"HTTP_" + k.upper().replace("-", "_"): v for k, v in (headers or {}).items()}
+            return self.clients[who].post(
+                path, data=data, content_type="application/x-www-form-urlencoded", **meta
+            )
+        return self.clients[who].post(path, data)
+
+    def mcp(self, who: str, tool: str, arguments: dict[str, Any]) -> Any:
+        service = MCP_SERVICES[tool]
+        return _call(service, self.users[who], {_snake(k): v for k, v in arguments.items()})
+
+
+def _snake(name: str) -> str:
+    return {"conversationId": "conversation_id", "groupId": "group_id"}.get(name, name)
+
+
+MCP_SERVICES = {
+    "resume_conversation": conversation_tools.resume_conversation,
+    "cancel_conversation": conversation_tools.cancel_conversation,
+    "approve_group_phase": group_tools.approve_group_phase,
+    "cancel_group_discussion": group_tools.cancel_group_discussion,
+}
+
+
+# --- the surfaces: each returns WON, LOST, CANCELLED, LATE_CANCEL or what went wrong -------------------
 
 
 def _rest(response: Any, *, cancel: bool = False) -> str:
@@ -162,7 +205,7 @@ def _rest(response: Any, *, cancel: bool = False) -> str:
     return f"HTTP {response.status_code}: {response.content[:300]!r}"
 
 
-def _subject_path(world: World, target: Target) -> str:
+def _subject_path(target: Target) -> str:
     if target.kind == "GROUP":
         return f"/groups/{target.group_id}/conversations/{target.subject_id}"
     return f"/agents/{target.subject_id}"
@@ -170,22 +213,16 @@ def _subject_path(world: World, target: Target) -> str:
 
 def rest_resume(verdict: str, who: str) -> Callable[[World, Target], str]:
     def decide(world: World, target: Target) -> str:
-        client: APIClient = world.clients[who]
         if target.kind == "GROUP":
-            response = client.post(
-                f"{_subject_path(world, target)}/approve", {"decision": {"verdict": verdict}}, format="json"
-            )
-        else:
-            response = client.post(
-                f"{_subject_path(world, target)}/resume", {"verdict": verdict}, format="json"
-            )
-        return _rest(response)
+            body: dict[str, Any] = {"decision": {"verdict": verdict}}
+            return _rest(world.transport.post_json(who, f"{_subject_path(target)}/approve", body))
+        return _rest(world.transport.post_json(who, f"{_subject_path(target)}/resume", {"verdict": verdict}))
 
     return decide
 
 
 def rest_cancel(world: World, target: Target) -> str:
-    response = world.clients["alice"].post(f"{_subject_path(world, target)}/cancel")
+    response = world.transport.post_json("alice", f"{_subject_path(target)}/cancel")
     if target.kind == "GROUP" and response.status_code == 200:
         body = response.json()
         return CANCELLED if body["state"] == "CANCELLED" and not body["cancelRequested"] else LATE_CANCEL
@@ -193,7 +230,8 @@ def rest_cancel(world: World, target: Target) -> str:
 
 
 def admin_decide(world: World, target: Target) -> str:
-    response = world.clients["admin page"].post(
+    response = world.transport.post_form(
+        "admin page",
         f"{INBOX}{target.pause.pk}/change/",
         {"expected_pause_id": str(target.pause.pk), "verdict": "APPROVED", "note": "from the admin"},
     )
@@ -205,6 +243,7 @@ def admin_decide(world: World, target: Target) -> str:
 
 
 def timer_fire(world: World, target: Target) -> str:
+    """The timer cluster's task body (``fire_timeout``), run here at the pause's deadline."""
     fired = fire_timeout(str(target.pause.pk), now=target.pause.due_at + timedelta(seconds=1))
     return {"REJECTED": WON, "no-op": LOST}.get(fired, f"timer: {fired}")
 
@@ -219,21 +258,19 @@ def _mcp(result: Any, *, cancel: bool = False) -> str:
 
 
 def mcp_resume(world: World, target: Target) -> str:
-    user = world.users["dee"]
     if target.kind == "GROUP":
-        arguments = {"group_id": target.group_id, "conversation_id": target.subject_id, "verdict": "APPROVED"}
-        return _mcp(_call(group_tools.approve_group_phase, user, arguments))
-    arguments = {"conversation_id": target.subject_id, "verdict": "APPROVED"}
-    return _mcp(_call(conversation_tools.resume_conversation, user, arguments))
+        arguments = {"groupId": target.group_id, "conversationId": target.subject_id, "verdict": "APPROVED"}
+        return _mcp(world.transport.mcp("dee", "approve_group_phase", arguments))
+    arguments = {"conversationId": target.subject_id, "verdict": "APPROVED"}
+    return _mcp(world.transport.mcp("dee", "resume_conversation", arguments))
 
 
 def mcp_cancel(world: World, target: Target) -> str:
-    user = world.users["alice"]
     if target.kind == "GROUP":
-        arguments = {"group_id": target.group_id, "conversation_id": target.subject_id}
-        return _mcp(_call(group_tools.cancel_group_discussion, user, arguments), cancel=True)
-    arguments = {"conversation_id": target.subject_id}
-    return _mcp(_call(conversation_tools.cancel_conversation, user, arguments), cancel=True)
+        arguments = {"groupId": target.group_id, "conversationId": target.subject_id}
+        return _mcp(world.transport.mcp("alice", "cancel_group_discussion", arguments), cancel=True)
+    arguments = {"conversationId": target.subject_id}
+    return _mcp(world.transport.mcp("alice", "cancel_conversation", arguments), cancel=True)
 
 
 def slack_click(world: World, target: Target) -> str:
@@ -252,13 +289,8 @@ def slack_click(world: World, target: Target) -> str:
     body = urlencode({"payload": json.dumps(payload)})
     timestamp = str(int(time.time()))
     signature = SignatureVerifier(SIGNING_SECRET).generate_signature(timestamp=timestamp, body=body)
-    response = world.clients["slack"].post(
-        "/integrations/slack/interactive",
-        data=body,
-        content_type="application/x-www-form-urlencoded",
-        HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp,
-        HTTP_X_SLACK_SIGNATURE=signature,
-    )
+    headers = {"X-Slack-Request-Timestamp": timestamp, "X-Slack-Signature": signature}
+    response = world.transport.post_form("slack", "/integrations/slack/interactive", body, headers)
     if response.status_code != 200:
         return f"Slack HTTP {response.status_code}: {response.content[:300]!r}"
     texts = [u["text"] for u in world.slack.updates() if u.get("ts") == card]
@@ -304,7 +336,9 @@ class Racers:
         self.start, self.done = threading.Barrier(count + 1), threading.Barrier(count + 1)
         self.target: Target | None = None
         self.answers: dict[str, str] = {}
+        self.delays: dict[str, float] = {}
         self.seconds: Counter = Counter()  # each surface's time in its calls, over the run
+        self.cpu: Counter = Counter()  # and the CPU time its thread spent on them
         self.stopping = False
         self.threads = [
             threading.Thread(target=self._run, args=(name, call), daemon=True, name=f"racer {name}")
@@ -319,19 +353,24 @@ class Racers:
                 self.start.wait(timeout=120)
                 if self.stopping:
                     return
-                began = time.monotonic()
+                time.sleep(self.delays.get(name, 0.0))
+                began, cpu = time.monotonic(), time.thread_time()
                 try:
                     self.answers[name] = call(self.world, self.target)
                 except Exception as exc:  # an exception is a finding, reported as the answer
                     self.answers[name] = f"raised {type(exc).__name__}: {exc}"
                 self.seconds[name] += time.monotonic() - began
+                self.cpu[name] += time.thread_time() - cpu
                 self.done.wait(timeout=120)
         finally:
             connections.close_all()  # each racer's own connection
 
-    def race(self, target: Target) -> dict[str, str]:
-        self.target, self.answers = target, {}
+    def release(self, target: Target, delays: dict[str, float] | None = None) -> None:
+        """Start a round: every racer at once, or after its ``delays`` (seconds)."""
+        self.target, self.answers, self.delays = target, {}, delays or {}
         self.start.wait(timeout=120)  # all eight go at once
+
+    def answered(self) -> dict[str, str]:
         self.done.wait(timeout=120)
         return dict(self.answers)
 
@@ -391,6 +430,7 @@ class Summary:
     cpu: float = 0.0  # this process's CPU time (every thread), PostgreSQL's not included
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     surface_seconds: Counter = field(default_factory=Counter)
+    surface_cpu: Counter = field(default_factory=Counter)
 
     @property
     def histogram(self) -> Counter:
@@ -421,12 +461,28 @@ class Summary:
             of_kind = [r for r in self.rounds if r.kind == kind]
             setup = sum(r.setup_seconds for r in of_kind) / len(of_kind)
             race = sum(r.race_seconds for r in of_kind) / len(of_kind)
-            lines.append(f"  {kind}: opening the pause {setup:.3f} s, the race {race:.3f} s (mean)")
+            lines.append(
+                f"  {kind}: the race {race:.3f} s, opening the next pause beside it {setup:.3f} s (mean)"
+            )
         per_round = {k: round(v / max(1, len(self.rounds)), 3) for k, v in self.surface_seconds.most_common()}
         lines.append(f"  seconds per round in each surface's call: {per_round}")
+        cpu = {k: round(v / max(1, len(self.rounds)), 3) for k, v in self.surface_cpu.most_common()}
+        lines.append(f"  CPU seconds per round in each surface's call: {cpu}")
         for bad in self.bad_rounds[:10]:
             lines.append(f"  round {bad.number} ({bad.kind}): {'; '.join(bad.problems())}")
         return "\n".join(lines)
+
+
+def head_starts(number: int) -> dict[str, float]:
+    """When each racer starts in round ``number`` (seconds after the barrier). Even rounds: all at once,
+    where the shortest path (the timer: no request to parse) wins most. Odd rounds: one racer, in turn,
+    at once and the others at random points of the next ``HEAD_START`` (seeded by the round), so every
+    surface also wins some rounds with the rest arriving while its transaction is open."""
+    if number % 2 == 0:
+        return {}
+    favourite = list(SURFACES)[(number // 2) % len(SURFACES)]
+    rng = random.Random(number)
+    return {name: rng.uniform(0, HEAD_START) for name in SURFACES if name != favourite}
 
 
 def judge(number: int, target: Target, answers: dict[str, str]) -> Round:
@@ -446,16 +502,21 @@ def run_rounds(world: World, rounds: int, kinds: tuple[str, ...] = KINDS) -> Sum
     racers = Racers(world, SURFACES)
     began, cpu = time.monotonic(), time.process_time()
     try:
+        target = open_pause(world, kinds[0])
         for number in range(rounds):
-            opened = time.monotonic()
-            target = open_pause(world, kinds[number % len(kinds)])
             raced = time.monotonic()
-            judged = judge(number, target, racers.race(target))
-            judged.setup_seconds, judged.race_seconds = raced - opened, time.monotonic() - raced
+            racers.release(target, head_starts(number))
+            # the next round's pause opens while this one is raced: its turn is one more process at work
+            opened = time.monotonic()
+            following = open_pause(world, kinds[(number + 1) % len(kinds)]) if number + 1 < rounds else None
+            setup = time.monotonic() - opened
+            judged = judge(number, target, racers.answered())
+            judged.setup_seconds, judged.race_seconds = setup, time.monotonic() - raced
             summary.rounds.append(judged)
+            target = following
     finally:
         racers.stop()
-        summary.surface_seconds = racers.seconds
+        summary.surface_seconds, summary.surface_cpu = racers.seconds, racers.cpu
     summary.elapsed, summary.cpu = time.monotonic() - began, time.process_time() - cpu
     summary.load = os.getloadavg()
     return summary
