@@ -543,3 +543,73 @@ def tool_server() -> SimpleNamespace:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return SimpleNamespace(url=f"http://127.0.0.1:{server.server_port}", server=server)
+
+
+class OverHttp:
+    """The racers over HTTP against live web processes (``base_urls``, each its own uvicorn): httpx with
+    each user's token, the admin page logged in through its login form (session and CSRF cookies), the
+    real ``mcp`` client over streamable HTTP (one session per call), Slack's signed POST. The racers are
+    spread over the servers, so every round is decided across processes."""
+
+    SERVER_OF = {"ann": 0, "alice": 0, "mcp dee": 0, "slack": 0, "ben": 1, "admin page": 1, "mcp alice": 1}
+
+    def __init__(self, world: World, base_urls: list[str]) -> None:
+        import httpx
+        from rest_framework.authtoken.models import Token
+
+        self.base_urls = base_urls
+        self.tokens = {name: Token.objects.get(user=user).key for name, user in world.users.items()}
+        self.clients: dict[str, httpx.Client] = {}
+        for who, server in self.SERVER_OF.items():
+            token = self.tokens.get(who)
+            headers = {"Authorization": f"Token {token}"} if token and not who.startswith("mcp") else {}
+            self.clients[who] = httpx.Client(base_url=base_urls[server], headers=headers, timeout=60.0)
+        self._log_in(self.clients["admin page"], world.users["cid"].get_username())
+
+    @staticmethod
+    def _log_in(client: Any, username: str) -> None:
+        client.get("/admin/login/")
+        answer = client.post(
+            "/admin/login/",
+            data={
+                "username": username,
+                "password": f"pw-{username}",  # tests.conftest.make_user's
+                "csrfmiddlewaretoken": client.cookies["csrftoken"],
+                "next": "/admin/",
+            },
+        )
+        assert answer.status_code == 302 and "sessionid" in client.cookies, answer.text[:500]
+
+    def post_json(self, who: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        return self.clients[who].post(path, json=body) if body is not None else self.clients[who].post(path)
+
+    def post_form(self, who: str, path: str, data: Any, headers: dict[str, str] | None = None) -> Any:
+        client = self.clients[who]
+        if isinstance(data, str):
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            return client.post(path, content=data, headers=form | (headers or {}))
+        return client.post(path, data=data | {"csrfmiddlewaretoken": client.cookies["csrftoken"]})
+
+    def mcp(self, who: str, tool: str, arguments: dict[str, Any]) -> Any:
+        import asyncio
+
+        url = f"{self.base_urls[self.SERVER_OF[f'mcp {who}']]}/mcp"
+        return asyncio.run(asyncio.wait_for(_mcp_over_http(url, self.tokens[who], tool, arguments), 60))
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+
+async def _mcp_over_http(url: str, token: str, tool: str, arguments: dict[str, Any]) -> Any:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Token {token}"}, timeout=httpx2.Timeout(60.0)
+    ) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool(tool, arguments)
