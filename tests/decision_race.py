@@ -156,6 +156,8 @@ class InProcess:
     """The Django test clients (DRF's with tokens, the admin's logged in) and the MCP tools run as the MCP
     server runs them (``mcp_surface.server._call``), in this process."""
 
+    head_start = HEAD_START
+
     def __init__(self, world: World) -> None:
         admin_page = Client()
         admin_page.force_login(world.users["cid"])
@@ -473,16 +475,16 @@ class Summary:
         return "\n".join(lines)
 
 
-def head_starts(number: int) -> dict[str, float]:
+def head_starts(number: int, window: float = HEAD_START) -> dict[str, float]:
     """When each racer starts in round ``number`` (seconds after the barrier). Even rounds: all at once,
     where the shortest path (the timer: no request to parse) wins most. Odd rounds: one racer, in turn,
-    at once and the others at random points of the next ``HEAD_START`` (seeded by the round), so every
+    at once and the others at random points of the next ``window`` seconds (seeded by the round), so every
     surface also wins some rounds with the rest arriving while its transaction is open."""
     if number % 2 == 0:
         return {}
     favourite = list(SURFACES)[(number // 2) % len(SURFACES)]
     rng = random.Random(number)
-    return {name: rng.uniform(0, HEAD_START) for name in SURFACES if name != favourite}
+    return {name: rng.uniform(0, window) for name in SURFACES if name != favourite}
 
 
 def judge(number: int, target: Target, answers: dict[str, str]) -> Round:
@@ -505,7 +507,7 @@ def run_rounds(world: World, rounds: int, kinds: tuple[str, ...] = KINDS) -> Sum
         target = open_pause(world, kinds[0])
         for number in range(rounds):
             raced = time.monotonic()
-            racers.release(target, head_starts(number))
+            racers.release(target, head_starts(number, world.transport.head_start))
             # the next round's pause opens while this one is raced: its turn is one more process at work
             opened = time.monotonic()
             following = open_pause(world, kinds[(number + 1) % len(kinds)]) if number + 1 < rounds else None
@@ -551,6 +553,7 @@ class OverHttp:
     real ``mcp`` client over streamable HTTP (one session per call), Slack's signed POST. The racers are
     spread over the servers, so every round is decided across processes."""
 
+    head_start = 0.5  # an MCP call over HTTP is three requests (initialize, initialized, the call)
     SERVER_OF = {"ann": 0, "alice": 0, "mcp dee": 0, "slack": 0, "ben": 1, "admin page": 1, "mcp alice": 1}
 
     def __init__(self, world: World, base_urls: list[str]) -> None:
