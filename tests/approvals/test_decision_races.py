@@ -116,3 +116,27 @@ def test_a_decision_that_loses_the_compare_and_set_is_a_lost_race_and_changes_no
     stale.refresh_from_db()
     assert stale.verdict == Verdict.APPROVED
     assert AuditEntry.objects.filter(pause_id=stale.id, verb="hitl.approval").count() == 1
+
+
+def test_cancel_racing_a_decision_never_deadlocks():
+    """Cancels racing resumes (a continuation committed in the decision, or after the answer) never
+    deadlock in PostgreSQL (a 500): a cancel that lost the pending pause leaves it unlocked
+    (``cancel_pending_pause``), so each cancel ends the pending pause, comes after the decision (200/202),
+    or finds nothing left to cancel (409). Found by the R1 harness (tests/decision_race.py)."""
+    alice = make_user("alice")
+    approvers = [client_for(make_user(f"approver{i}", "approver")) for i in range(2)]
+    owner = client_for(alice)
+    for _ in range(10):
+        conversation_id = paused_conversation(owner)
+        statuses = _race(
+            [
+                lambda c=c, cid=conversation_id: (
+                    c.post(f"/agents/{cid}/resume", {"verdict": "APPROVED"}, format="json").status_code
+                )
+                for c in approvers
+            ]
+            + [lambda cid=conversation_id: owner.post(f"/agents/{cid}/cancel").status_code] * 2
+        )
+        assert all(s in (200, 202, 409) for s in statuses), statuses
+        pause = Pause.objects.get(subject_id=conversation_id)
+        assert AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.approval").count() == 1

@@ -109,3 +109,36 @@ def test_an_approval_racing_the_timeout_is_decided_once():
             assert (decision.actor, decision.verdict) == ("system:timeout", "REJECTED")
             assert (human.status_code, timer, state) == (409, "REJECTED", "FAILED")
         assert pause_of(paused["discussionId"]).status == PauseStatus.RESOLVED
+
+
+def test_cancel_racing_a_decision_never_deadlocks():
+    """A cancel racing an approval (the decision's compare-and-set, then its continuation's commit) never
+    deadlocks in PostgreSQL (a 500): the cancel takes the pending pause before the discussion, as a
+    decision does, and a lost one leaves the pause unlocked; it ends the pending pause, or comes after the
+    decision and is a cancel request the running discussion honours. Two cancels (REST and MCP) race two
+    approvers each round. Found by the R1 harness (tests/decision_race.py)."""
+    from mcp_surface import group_tools
+    from mcp_surface.server import _call
+
+    alice = make_user("alice")
+    approvers = [client_for(make_user(f"approver{i}", "approver")) for i in range(2)]
+    owner = client_for(alice)
+    group_id = group([(answering("pat", "Ship it."), "Optimist")], PHASES)
+    for _ in range(ROUNDS * 2):
+        paused = discuss(owner, group_id)
+        path = f"/groups/{group_id}/conversations/{paused['discussionId']}"
+        mcp_cancel = {"group_id": group_id, "conversation_id": paused["discussionId"]}
+
+        answers = race(
+            [lambda c=client, p=path: c.post(f"{p}/approve", APPROVE, format="json") for client in approvers]
+            + [
+                lambda p=path: owner.post(f"{p}/cancel"),
+                lambda a=mcp_cancel: _call(group_tools.cancel_group_discussion, alice, a),
+            ]
+        )
+
+        *rest, mcp = answers
+        assert all(not isinstance(a, BaseException) for a in answers), answers
+        assert all(r.status_code in (200, 409) for r in rest), [(r.status_code, r.content) for r in rest]
+        assert not mcp.is_error or '"WRONG_STATE"' in mcp.content[0].text, mcp.content[0].text
+        assert len(decisions_of(pause_of(paused["discussionId"]))) == 1
