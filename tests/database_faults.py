@@ -12,6 +12,8 @@
 
 Each statement rolls ``before_rate``, each commit ``after_rate``, on a seeded ``random.Random``: the same
 seed and the same sequence of statements give the same faults. The counts say how many were injected.
+``one_fault`` places a single fault instead: before the first statement that contains a text, or after
+the n-th commit of the operation (the regression tests of each rule).
 """
 
 from __future__ import annotations
@@ -32,17 +34,27 @@ class InjectedFault(OperationalError):
     """An injected database fault: an OperationalError, as a dropped connection raises."""
 
 
+def one_fault(*, before_sql: str | None = None, after_commit: int | None = None) -> DatabaseFaults:
+    """A single fault: before the first statement containing ``before_sql``, or after commit number
+    ``after_commit`` (counting from 1 within the injector's life)."""
+    return DatabaseFaults(before_sql=before_sql, after_commit=after_commit)
+
+
 class DatabaseFaults:
     def __init__(
         self,
-        rng: random.Random,
+        rng: random.Random | None = None,
         *,
         before_rate: float = 0.05,
         after_rate: float = 0.05,
+        before_sql: str | None = None,
+        after_commit: int | None = None,
         connection: Any = None,
     ) -> None:
-        self.rng = rng
+        self.rng = rng or random.Random(0)
         self.before_rate, self.after_rate = before_rate, after_rate
+        self.before_sql, self.after_commit = before_sql, after_commit
+        self.targeted = before_sql is not None or after_commit is not None  # one fault, no dice
         self.connection = connection or default_connection
         self.counts: Counter = Counter()  # "before", "after", "statements", "commits"
         self.fired_in_operation: list[str] = []
@@ -67,7 +79,10 @@ class DatabaseFaults:
 
     def _statement(self, execute: Callable, sql: str, params: Any, many: bool, context: dict) -> Any:
         self.counts["statements"] += 1
-        if self.rng.random() < self.before_rate:
+        if self.targeted:
+            if self.before_sql is not None and self.before_sql in sql and not self.counts["before"]:
+                self._fire("before", sql)
+        elif self.rng.random() < self.before_rate:
             self._fire("before", sql)
         result = execute(sql, params, many, context)
         if not context["connection"].in_atomic_block and sql.lstrip().upper().startswith(WRITES):
@@ -76,7 +91,10 @@ class DatabaseFaults:
 
     def _after(self, sql: str) -> None:
         self.counts["commits"] += 1
-        if self.rng.random() < self.after_rate:
+        if self.targeted:
+            if self.counts["commits"] == self.after_commit:
+                self._fire("after", sql)
+        elif self.rng.random() < self.after_rate:
             self._fire("after", sql)
 
     def _fire(self, when: str, sql: str) -> None:

@@ -7,23 +7,12 @@ bench/db_faults.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from django.db import connection
 
 from tests.fault_load import check_invariants, run_fault_load, transfer_server
 
 OPS = 200
 SEED = 4
-
-
-@pytest.fixture
-def audit_truncate_allowed_for_flush(transactional_db: None) -> Iterator[None]:
-    """Django flushes (TRUNCATEs) the tables after a transactional test; let it past the audit trigger."""
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('hitl.audit_truncate', 'allow', false)")
 
 
 @pytest.mark.django_db(transaction=True)
