@@ -393,21 +393,34 @@ def run_fault_load(
 def check_invariants(result: FaultLoadResult, *, transfers: int) -> list[str]:
     """Every violated rule, as a sentence; an empty list means the service held up under the faults.
     ``transfers``: how many requests the gated tool's server received."""
-    tool_requests = transfers
-    failures = list(result.bad_answers)
-    failures += _pause_failures()
-    failures += _conversation_failures()
-    failures += _say_failures(result)
-    approved_tool_runs = AuditEntry.objects.filter(
+    return [failure for failures in invariants(result, transfers=transfers).values() for failure in failures]
+
+
+def invariants(result: FaultLoadResult, *, transfers: int) -> dict[str, list[str]]:
+    """Each invariant by name, with the sentences that violate it (empty: it holds)."""
+    return {
+        "every 5xx is problem JSON, a database error a 503": list(result.bad_answers),
+        "one decision per pause, in a terminal state that matches its conversation": _pause_failures(),
+        "no conversation stuck, none ERROR because of the database": _conversation_failures(),
+        "no input consumed behind a refusal, none stored twice": _say_failures(result),
+        "a gated tool call sent at most once per approval": _tool_failures(transfers),
+        "the ledger verifies and every chain is gap-free": _ledger_failures(),
+    }
+
+
+def _tool_failures(transfers: int) -> list[str]:
+    approved = AuditEntry.objects.filter(
         verb="hitl.approval",
         verdict="APPROVED",
         pause_id__in=Pause.objects.filter(kind="TOOL_CALL").values("id"),
     ).count()
-    if tool_requests > approved_tool_runs:
-        failures.append(
-            f"{tool_requests} gated tool requests reached the server for {approved_tool_runs} approvals"
-        )
-    failures += [f"verify_ledger: {problem}" for problem in verify_ledger().problems[:10]]
+    if transfers > approved:
+        return [f"{transfers} gated tool requests reached the server for {approved} approvals"]
+    return []
+
+
+def _ledger_failures() -> list[str]:
+    failures = [f"verify_ledger: {problem}" for problem in verify_ledger().problems[:10]]
     code, output = run_verify_command()
     if code != 0:
         failures.append(f"hitl_audit_verify exited {code}: {output.strip().splitlines()[-1]}")
@@ -427,6 +440,25 @@ def check_invariants(result: FaultLoadResult, *, transfers: int) -> list[str]:
                 f"subject {row['subject_id']}: sequences {row['low']}..{row['high']}, {row['n']} entries"
             )
     return failures
+
+
+def summary(result: FaultLoadResult, *, transfers: int) -> list[str]:
+    """What the run did and each invariant's result, as lines to print."""
+    faults = result.faults
+    retried = sum(n for outcome, n in result.counts.items() if "after-retry" in outcome)
+    behind = sum(n for outcome, n in result.counts.items() if "behind-an-error" in outcome)
+    lines = [
+        f"load: {result.ops} operations (seed {result.seed}) in {result.seconds:.1f} s; "
+        f"{faults['statements']} statements, {faults['commits']} commits",
+        f"faults: {faults['before']} before a statement, {faults['after']} after a commit landed",
+        f"client: {retried} operations succeeded on a retry, {behind} had landed behind an error "
+        f"(found by re-reading, not retried); answers {dict(sorted(result.statuses.items()))}",
+        "operations: " + ", ".join(f"{name} {n}" for name, n in sorted(result.counts.items())),
+    ]
+    for name, failures in invariants(result, transfers=transfers).items():
+        lines.append(f"invariant {name}: {'holds' if not failures else f'{len(failures)} VIOLATIONS'}")
+        lines += [f"  FAIL {failure}" for failure in failures[:10]]
+    return lines
 
 
 def _pause_failures() -> list[str]:
