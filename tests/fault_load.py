@@ -21,7 +21,7 @@ once the faults stop and recovery has swept (as the drainer does within a lease)
 - no input consumed without an answer: a say the client was told was refused (409) left no step, one
   answered 200 left exactly one, one answered 5xx left at most one, and each say's input is stored at
   most once; every 5xx is problem JSON, and a database error is a 503;
-- a gated tool call reached its server at most once per approval;
+- a gated tool call reached its server at most once, however often its pause was approved;
 - the audit ledger verifies (``verify_ledger`` and ``hitl_audit_verify``) and every chain is gap-free.
 
 Shared by tests/test_database_faults.py (fast size) and bench/db_faults.py (full size).
@@ -30,9 +30,11 @@ Shared by tests/test_database_faults.py (fast size) and bench/db_faults.py (full
 from __future__ import annotations
 
 import json
+import logging
 import random
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,6 +81,30 @@ class FaultLoadResult:
     faults: Counter = field(default_factory=Counter)
 
 
+class _UnhandledErrors(logging.Handler):
+    """What the exception handler logged as unhandled (a 500): the exception and where it was raised."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            frames = [
+                f for f in traceback.extract_tb(error.__traceback__) if "/site-packages/" not in f.filename
+            ]
+            where = f" at {frames[-1].filename.rsplit('/', 2)[-1]}:{frames[-1].lineno}" if frames else ""
+            self.seen.append(f"{type(error).__name__}: {str(error).splitlines()[0][:160]}{where}")
+
+    def drain(self) -> list[str]:
+        seen, self.seen = self.seen, []
+        return seen
+
+
+_UNHANDLED = _UnhandledErrors()
+
+
 class _Client:
     """One API client of one user, whose requests run with faults injected; it never raises."""
 
@@ -103,7 +129,8 @@ class _Client:
         if status >= 500 and (payload is None or "problem+json" not in response.get("Content-Type", "")):
             self.result.bad_answers.append(f"{method.upper()} {path}: {status} not problem JSON")
         if status >= 500 and payload is not None and payload.get("status") == 500:
-            self.result.bad_answers.append(f"{method.upper()} {path}: 500 {payload.get('detail')!r}, not 503")
+            raised = "; ".join(_UNHANDLED.drain()) or payload.get("detail")
+            self.result.bad_answers.append(f"{method.upper()} {path}: 500, not 503: {raised}")
         return status, payload
 
     def read(self, path: str) -> Any:
@@ -377,6 +404,19 @@ def run_fault_load(
 ) -> FaultLoadResult:
     """The load, then the q-cluster's and the drainer's work once the faults stop. Leases last one second
     here, so what a fault left claimed is recovered within the run, as it would be within a lease."""
+    problems_log = logging.getLogger("hitl_project.problems")
+    problems_log.addHandler(_UNHANDLED)
+    try:
+        return _run_fault_load(
+            ops=ops, seed=seed, tool_server=tool_server, before_rate=before_rate, after_rate=after_rate
+        )
+    finally:
+        problems_log.removeHandler(_UNHANDLED)
+
+
+def _run_fault_load(
+    *, ops: int, seed: int, tool_server: str, before_rate: float, after_rate: float
+) -> FaultLoadResult:
     with override_settings(HITL_CONTINUATION_LEASE_SECONDS=1, HITL_LEASE_RENEW_SECONDS=0.3):
         load = _Load(
             ops=ops, seed=seed, before_rate=before_rate, after_rate=after_rate, tool_server=tool_server
@@ -403,19 +443,26 @@ def invariants(result: FaultLoadResult, *, transfers: int) -> dict[str, list[str
         "one decision per pause, in a terminal state that matches its conversation": _pause_failures(),
         "no conversation stuck, none ERROR because of the database": _conversation_failures(),
         "no input consumed behind a refusal, none stored twice": _say_failures(result),
-        "a gated tool call sent at most once per approval": _tool_failures(transfers),
+        "a gated tool call sent at most once": _tool_failures(transfers),
         "the ledger verifies and every chain is gap-free": _ledger_failures(),
     }
 
 
 def _tool_failures(transfers: int) -> list[str]:
-    approved = AuditEntry.objects.filter(
-        verb="hitl.approval",
-        verdict="APPROVED",
-        pause_id__in=Pause.objects.filter(kind="TOOL_CALL").values("id"),
-    ).count()
+    """Each gated call (one per tool pause here) reaches its server at most once, however many times its
+    pause was approved, restored and approved again (the execution journal's claim)."""
+    approved = (
+        AuditEntry.objects.filter(
+            verb="hitl.approval",
+            verdict="APPROVED",
+            pause_id__in=Pause.objects.filter(kind="TOOL_CALL").values("id"),
+        )
+        .values("pause_id")
+        .distinct()
+        .count()
+    )
     if transfers > approved:
-        return [f"{transfers} gated tool requests reached the server for {approved} approvals"]
+        return [f"{transfers} gated tool requests reached the server for {approved} approved gated calls"]
     return []
 
 
@@ -454,6 +501,17 @@ def summary(result: FaultLoadResult, *, transfers: int) -> list[str]:
         f"client: {retried} operations succeeded on a retry, {behind} had landed behind an error "
         f"(found by re-reading, not retried); answers {dict(sorted(result.statuses.items()))}",
         "operations: " + ", ".join(f"{name} {n}" for name, n in sorted(result.counts.items())),
+        "pauses: "
+        + ", ".join(
+            f"{kind} {status} {n}"
+            for (kind, status), n in sorted(Counter(Pause.objects.values_list("kind", "status")).items())
+        )
+        + f"; gated tool requests received {transfers}",
+        "conversations: "
+        + ", ".join(
+            f"{state} {n}"
+            for state, n in sorted(Counter(Conversation.objects.values_list("state", flat=True)).items())
+        ),
     ]
     for name, failures in invariants(result, transfers=transfers).items():
         lines.append(f"invariant {name}: {'holds' if not failures else f'{len(failures)} VIOLATIONS'}")
