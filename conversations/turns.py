@@ -506,7 +506,7 @@ def _prepared(
 
     try:
         version, memory, row, resume = _prepare_continuation(conversation, pause, version)
-    except ContinuationNotStarted:
+    except (ContinuationNotStarted, *DATABASE_UNAVAILABLE):
         raise
     except Exception as exc:
         logger.exception("continuation of pause %s could not be prepared", pause.id)

@@ -34,9 +34,12 @@ class InjectedFault(OperationalError):
     """An injected database fault: an OperationalError, as a dropped connection raises."""
 
 
-def one_fault(*, before_sql: str | None = None, after_commit: int | None = None) -> DatabaseFaults:
-    """A single fault: before the first statement containing ``before_sql``, or after commit number
-    ``after_commit`` (counting from 1 within the injector's life)."""
+def one_fault(
+    *, before_sql: str | tuple[str, ...] | None = None, after_commit: int | None = None
+) -> DatabaseFaults:
+    """A single fault: before the first statement containing ``before_sql`` (a tuple: one fault before
+    each text's first statement, in that order), or after commit number ``after_commit`` (counting from
+    1 within the injector's life)."""
     return DatabaseFaults(before_sql=before_sql, after_commit=after_commit)
 
 
@@ -47,7 +50,7 @@ class DatabaseFaults:
         *,
         before_rate: float = 0.05,
         after_rate: float = 0.05,
-        before_sql: str | None = None,
+        before_sql: str | tuple[str, ...] | None = None,
         after_commit: int | None = None,
         connection: Any = None,
     ) -> None:
@@ -80,7 +83,8 @@ class DatabaseFaults:
     def _statement(self, execute: Callable, sql: str, params: Any, many: bool, context: dict) -> Any:
         self.counts["statements"] += 1
         if self.targeted:
-            if self.before_sql is not None and self.before_sql in sql and not self.counts["before"]:
+            wanted = (self.before_sql,) if isinstance(self.before_sql, str) else self.before_sql or ()
+            if self.counts["before"] < len(wanted) and wanted[self.counts["before"]] in sql:
                 self._fire("before", sql)
         elif self.rng.random() < self.before_rate:
             self._fire("before", sql)

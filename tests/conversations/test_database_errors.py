@@ -147,3 +147,27 @@ def test_a_database_error_in_a_slow_turn_leaves_it_to_its_lease_as_after_a_crash
     assert not ConversationStep.objects.filter(data__has_key="error").exists()
     answer = say(client, conversation_id, "hello").json()
     assert answer["state"] == "READY" and steps_with(conversation_id, "hello") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_error_while_a_continuation_is_prepared_is_a_503_not_a_500(
+    audit_truncate_allowed_for_flush,
+):
+    """Reading the paused step fails, then so does the rollback to its savepoint (the connection is
+    gone): the error is the database's, not a continuation that could not start, so nothing goes on
+    querying inside the broken transaction (which Django refuses: a 500) and the decision rolls back."""
+    alice, approver = make_user("alice"), make_user("approver", "approver")
+    conversation_id = paused_conversation(client_for(alice))
+    approver_client = client_for(approver)
+
+    with one_fault(
+        before_sql=('FROM "conversations_conversationstep"', "ROLLBACK TO SAVEPOINT")
+    ).injected() as fired:
+        response = approver_client.post(
+            f"/agents/{conversation_id}/resume?wait=5", {"verdict": "APPROVED"}, format="json"
+        )
+
+    assert fired == ["before", "before"]
+    assert_unavailable(response)
+    assert Pause.objects.get(subject_id=conversation_id).status == PauseStatus.PENDING
+    assert not AuditEntry.objects.filter(verb__in=("hitl.approval", "hitl.restored")).exists()
