@@ -152,7 +152,12 @@ class _Load:
         self.owner = _Client(make_user("fault-owner"), self.faults, self.result)
         self.approver = _Client(make_user("fault-approver", "approver"), self.faults, self.result)
         self.rule_agent = deployed_agent(account_bot())
-        self.tool_agent = deployed_agent(payments_agent(tool_server))
+        # A deadline on tool pauses too: a timer's decision on one is queued for the q-cluster (not quick).
+        self.tool_agent = deployed_agent(
+            payments_agent(
+                tool_server, hitl_config={"approvalTimeout": "PT15M", "timeoutPolicy": "AUTO_REJECT"}
+            )
+        )
         self.conversations: dict[str, str] = {}  # conversation id -> agent id
         self.said = 0
 
@@ -318,11 +323,14 @@ class _Load:
 
     def timer(self) -> str:
         """The timers service fires an overdue pause (its deadline moved into the past by the clock)."""
-        pause = Pause.objects.filter(
-            subject_id__in=list(self.conversations), status=PauseStatus.PENDING, due_at__isnull=False
-        ).first()
-        if pause is None:
+        due = list(
+            Pause.objects.filter(
+                subject_id__in=list(self.conversations), status=PauseStatus.PENDING, due_at__isnull=False
+            ).order_by("paused_at", "id")
+        )
+        if not due:
             return "none"
+        pause = self.rng.choice(due)
         now = pause.due_at + timedelta(seconds=1)
         for attempt in range(MAX_ATTEMPTS):
             try:
