@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
 from approvals.decisions import finish_pause
 from approvals.models import Pause
@@ -27,6 +27,11 @@ logger = logging.getLogger(__name__)
 
 S = ConversationState
 T = TypeVar("T")
+# The database's own failure (unreachable, or its answer lost after a commit), not the turn's: raised as
+# it is, never recorded as a failed turn. The API answers 503 and the client re-reads; a turn that had
+# committed its claim is left to its lease, as after a crash (recovery interrupts it, or restores the
+# decided pause it continued).
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 ERROR_TEXT_MAX = 300
 # What PostgreSQL cannot store in text or jsonb: NUL, and UTF-16 surrogates that pair with nothing.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -120,5 +125,7 @@ def run_guarded(
     turn and return the conversation's state."""
     try:
         return turn()
+    except DATABASE_UNAVAILABLE:
+        raise
     except Exception as exc:
         return fail_turn(conversation, user_input=user_input, error=exc, row=row, resolving=resolving)

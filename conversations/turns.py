@@ -67,7 +67,7 @@ from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
-from conversations.turn_failures import fail_turn, failure_text, run_guarded
+from conversations.turn_failures import DATABASE_UNAVAILABLE, fail_turn, failure_text, run_guarded
 from hitl_project import rows
 from toolgate.batches import store_batch
 from toolgate.models import PendingToolBatch
@@ -134,6 +134,8 @@ def _run(
     register_builtin_tasks()
     try:
         return run_lifecycle(document, memory, turn, resume=resume)
+    except DATABASE_UNAVAILABLE:
+        raise
     except Exception as exc:
         return _failed(memory, turn, exc)
 
@@ -313,6 +315,8 @@ def start_conversation(
             with transaction.atomic():
                 conversation = created()
                 committed = turn(conversation)
+        except DATABASE_UNAVAILABLE:
+            raise  # nothing of it landed, or all of it did: either way not a failed first turn
         except Exception as exc:  # nothing of it landed: start it again, to record the failed first turn
             with transaction.atomic():
                 conversation = created()
@@ -365,7 +369,7 @@ def say(
                 if not claimed():
                     raise _busy(conversation.pk, _state_of(conversation))
                 committed = turn()
-        except WrongState:
+        except (WrongState, *DATABASE_UNAVAILABLE):
             raise
         except Exception as exc:  # the turn's transaction rolled back: claim again, to record the failure
             with transaction.atomic():
@@ -482,6 +486,8 @@ def _continue_in_one_transaction(
         with transaction.atomic():
             prepared = _prepared(conversation, pause, version)
             committed = prepared[2]()
+    except DATABASE_UNAVAILABLE:
+        raise
     except Exception as exc:
         if prepared is None:
             raise
@@ -500,7 +506,7 @@ def _prepared(
 
     try:
         version, memory, row, resume = _prepare_continuation(conversation, pause, version)
-    except ContinuationNotStarted:
+    except (ContinuationNotStarted, *DATABASE_UNAVAILABLE):
         raise
     except Exception as exc:
         logger.exception("continuation of pause %s could not be prepared", pause.id)

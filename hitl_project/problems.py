@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -18,6 +19,12 @@ from approvals.request_bodies import field_errors
 logger = logging.getLogger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+# The database could not be reached, or its answer was lost: a 503 the client retries after re-reading.
+DATABASE_UNAVAILABLE = (
+    "The database did not answer: this request may not have taken effect, or its commit may have landed "
+    "with the answer lost. Read the state again, then retry what did not happen."
+)
+DATABASE_RETRY_AFTER_SECONDS = "1"
 
 _DRF_CODES = {
     400: ("BAD_REQUEST", "Bad request"),
@@ -40,6 +47,11 @@ def problem_response(status: int, code: str, title: str, detail: str, **extra: A
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+    if isinstance(exc, OperationalError | InterfaceError):
+        logger.error("database unavailable", exc_info=exc)
+        problem = problem_response(503, "UNAVAILABLE", "Service unavailable", DATABASE_UNAVAILABLE)
+        problem["Retry-After"] = DATABASE_RETRY_AFTER_SECONDS
+        return problem
     if isinstance(exc, RequestDataTooBig):
         # Django raises it where the body is first read (request.data, request.body), before parsing.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
