@@ -474,6 +474,7 @@ class Killer:
     pause_between: tuple[float, float] = (0.5, 2.5)
     done: list[Kill] = field(default_factory=list)
     error: str | None = None
+    _bag: list[str] = field(default_factory=list)
 
     def run(self) -> None:
         try:
@@ -499,9 +500,12 @@ class Killer:
         return None
 
     def random_kill(self) -> Kill:
+        """A member of a kind drawn from a shuffled bag of every kind (so each kind is hit in turn)."""
         members = self.fleet.live()
-        kinds = sorted({m.kind for m in members})
-        kind = self.rng.choice(kinds)
+        if not self._bag:
+            self._bag = sorted({m.kind for m in members})
+            self.rng.shuffle(self._bag)
+        kind = self._bag.pop()
         member = self.rng.choice([m for m in members if m.kind == kind])
         return self._kill(member, aimed=False)
 

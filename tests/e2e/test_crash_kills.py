@@ -157,10 +157,12 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
         verb__in=["hitl.step.outcome_unknown", "hitl.tool.outcome_unknown"],
     ).count()
     kinds = Counter(kill.kind for kill in run.killer.done)
+    aimed_at = Counter(kill.path.split("/")[1] for kill in run.killer.done if kill.aimed)
     report = {
         "kills": len(run.killer.done),
         "by target": dict(sorted(kinds.items())),
         "aimed": sum(kill.aimed for kill in run.killer.done),
+        "aimed at": dict(sorted(aimed_at.items())),
         "cycles": sum(d.cycles_done for d in run.drivers),
         "conversations": len(conversations),
         "pauses": len(pauses),
@@ -174,7 +176,7 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
         "statuses": dict(statuses),
     }
     print(
-        f"\nR3 crash kills: {report['kills']} kills {report['by target']} ({report['aimed']} mid-call), "
+        f"\nR3 crash kills: {report['kills']} kills {report['by target']} ({report['aimed']} mid-call: {report['aimed at']}), "
         f"{report['cycles']} cycles, {len(conversations)} conversations, {len(pauses)} pauses "
         f"({report['restored']} restored, {len(decidable)} pending at the end), lost 0, "
         f"{requests} requests, sent twice 0, outcome unknown {unknown}, "
