@@ -48,12 +48,13 @@ CRASH_ENV = {
     "HITL_CONTINUATION_LEASE_SECONDS": "3",
     "HITL_LEASE_RENEW_SECONDS": "0.5",
     "HITL_LEASE_SWEEP_SECONDS": "1",
-    "HITL_Q_TIMEOUT": "8",
-    "HITL_Q_RETRY": "10",
+    "HITL_Q_TIMEOUT": "6",
+    "HITL_Q_RETRY": "7",
     "HITL_TIMER_DRAIN_SECONDS": "3",
     "HITL_Q_SAVE_LIMIT": "-1",
 }
 USABLE_WITHIN_SECONDS = 30.0
+STALLED_SECONDS = 2 * USABLE_WITHIN_SECONDS  # a driver whose conversation takes nothing this long fails
 SAY = "please delete my account and transfer 100 ref {token}"
 
 
@@ -222,7 +223,7 @@ class Member:
 
 @dataclass
 class Fleet:
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)
     log_dir: Path
     timer_cluster: str
     members: list[Member] = field(default_factory=list)
@@ -356,6 +357,7 @@ class Driver:
     says: int = 0
     error: str | None = None
     thread: threading.Thread | None = None
+    started_at: float = field(default_factory=time.monotonic)
 
     def run(self) -> None:
         try:
@@ -388,22 +390,28 @@ class Driver:
     def _accepted(self) -> None:
         self.accepted_at.append(time.monotonic())
 
-    def _check_time(self) -> None:
-        if time.monotonic() > self.give_up_at:
-            raise TimeoutError(f"driver {self.index}: a cycle did not finish in time")
+    def _check_time(self, doing: str) -> None:
+        """Fail the driver once its conversation has taken no request for ``STALLED_SECONDS`` (it is stuck:
+        lost, as far as its user can tell), or the run is past its deadline."""
+        now = time.monotonic()
+        since = self.accepted_at[-1] if self.accepted_at else self.started_at
+        if now - since > STALLED_SECONDS:
+            raise TimeoutError(f"driver {self.index}: nothing accepted for {now - since:.0f} s ({doing})")
+        if now > self.give_up_at:
+            raise TimeoutError(f"driver {self.index}: a cycle did not finish in time ({doing})")
 
     def cycle(self) -> None:
         conversation_id = None
         while conversation_id is None:
-            self._check_time()
+            self._check_time("starting a conversation")
             started = self._request("POST", f"/agents/{self.agent_id}/start", self.owner_token)
             if started is not None and started.status_code == 201:
                 conversation_id = started.json()["conversationId"]
                 self._accepted()
         self.conversations.append(conversation_id)
-        token = None
+        token, state = None, "started"
         while True:
-            self._check_time()
+            self._check_time(f"conversation {conversation_id} {state}")
             read = self._request("GET", f"/agents/{conversation_id}", self.owner_token)
             if read is None:
                 continue
@@ -469,16 +477,20 @@ class Kill:
 class Killer:
     fleet: Fleet
     recorder: Recorder
+    drivers: list[Driver]
     rng: random.Random
     kills: int
-    pause_between: tuple[float, float] = (0.5, 2.5)
+    pause_between: tuple[float, float] = (0.5, 2.0)
     done: list[Kill] = field(default_factory=list)
     error: str | None = None
     _bag: list[str] = field(default_factory=list)
+    _aimed_bag: list[str] = field(default_factory=list)
+    restarts: list[threading.Thread] = field(default_factory=list)
 
     def run(self) -> None:
         try:
             for _ in range(self.kills):
+                self.wait_until_usable()
                 time.sleep(self.rng.uniform(*self.pause_between))
                 kill = self.aimed_kill() if self.rng.random() < 0.5 else None
                 if kill is None:
@@ -486,34 +498,67 @@ class Killer:
                 self.done.append(kill)
         except Exception as error:
             self.error = f"{type(error).__name__}: {error}"
+        for restart in self.restarts:
+            restart.join(timeout=90)
 
-    def aimed_kill(self, wait: float = 6.0) -> Kill | None:
+    def wait_until_usable(self) -> None:
+        """Until every driver's conversation took a request after the last kill (so each kill's time to
+        usable is its own, not the sum of several), or ``STALLED_SECONDS`` passed."""
+        if not self.done:
+            return
+        last = self.done[-1].at
+        while time.monotonic() - last < STALLED_SECONDS:
+            if all(
+                driver.error or (driver.accepted_at and driver.accepted_at[-1] > last)
+                for driver in self.drivers
+            ):
+                return
+            time.sleep(0.05)
+
+    def aimed_kill(self, wait: float = 8.0) -> Kill | None:
+        """Kill the group that sends a request in flight to the recorder: a web process (a continuation
+        run inline, ``?wait``) and a default q-cluster (a queued one) in turn; None if none came."""
+        if not self._aimed_bag:
+            self._aimed_bag = ["web", "worker"]
+            self.rng.shuffle(self._aimed_bag)
+        kind = self._aimed_bag.pop()
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             with self.recorder.lock:
                 flying = list(self.recorder.in_flight.items())
             for client_port, path in flying:
                 member = self.fleet.holder_of(client_port, self.recorder.port)
-                if member is not None:
+                if member is not None and member.kind == kind:
                     return self._kill(member, aimed=True, path=path)
             time.sleep(0.02)
         return None
 
     def random_kill(self) -> Kill:
         """A member of a kind drawn from a shuffled bag of every kind (so each kind is hit in turn)."""
-        members = self.fleet.live()
         if not self._bag:
-            self._bag = sorted({m.kind for m in members})
+            self._bag = ["timers", "web", "worker"]
             self.rng.shuffle(self._bag)
         kind = self._bag.pop()
-        member = self.rng.choice([m for m in members if m.kind == kind])
+        members = [m for m in self.fleet.live() if m.kind == kind]
+        while not members:  # its last one is still starting (a web until /healthz answers)
+            time.sleep(0.1)
+            members = [m for m in self.fleet.live() if m.kind == kind]
+        member = self.rng.choice(members)
         return self._kill(member, aimed=False)
 
     def _kill(self, member: Member, *, aimed: bool, path: str = "") -> Kill:
         self.fleet.kill(member)
         kill = Kill(member.kind, aimed, time.monotonic(), path)
-        self.fleet.spawn(member.kind, member.slot)  # a web is back once /healthz answers
+        restart = threading.Thread(target=self._restart, args=(member,), daemon=True)
+        restart.start()  # a web joins the fleet once /healthz answers; meanwhile the next kill may come
+        self.restarts.append(restart)
         return kill
+
+    def _restart(self, member: Member) -> None:
+        try:
+            self.fleet.spawn(member.kind, member.slot)
+        except Exception as error:
+            self.error = f"restarting {member.kind}: {type(error).__name__}: {error}"
 
 
 # --- a run ---------------------------------------------------------------------------------------
@@ -526,6 +571,7 @@ class CrashRun:
     drivers: list[Driver]
     killer: Killer
     elapsed: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds of warm-up, kills, last cycles
 
     def times_to_usable(self) -> list[float]:
         """For each kill, the longest any driver waited from the kill to its next accepted request (a
@@ -569,10 +615,14 @@ def run_crash_kills(
     warm_until = time.monotonic() + 60
     while any(d.cycles_done == 0 and d.error is None for d in crew) and time.monotonic() < warm_until:
         time.sleep(0.1)  # every driver finished a cycle: the fleet works before the first kill
-    killer = Killer(fleet, recorder, random.Random(seed), kills)
+    killer = Killer(fleet, recorder, crew, random.Random(seed), kills)
+    phases = {"warm-up": time.monotonic() - started}
     killer.run()
+    phases["kills"] = time.monotonic() - started - phases["warm-up"]
     stop.set()
     for driver in crew:
         assert driver.thread is not None
         driver.thread.join(timeout=max(1.0, give_up_at - time.monotonic()))
-    return CrashRun(fleet, recorder, crew, killer, time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    phases["last cycles"] = elapsed - phases["kills"] - phases["warm-up"]
+    return CrashRun(fleet, recorder, crew, killer, elapsed, phases)

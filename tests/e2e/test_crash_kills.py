@@ -65,7 +65,9 @@ def crash_run(tmp_path, recorder: Recorder, *, kills: int, webs: int, clusters: 
     agent_id = deployed_agent(crash_agent(recorder.url))
     owner, approver = api_user("alice"), api_user("approver", "approver")
     try:
+        booting = time.monotonic()
         fleet.start(webs=webs, clusters=clusters)
+        print(f"\nfleet started in {time.monotonic() - booting:.1f} s")
         run = run_crash_kills(
             fleet=fleet,
             recorder=recorder,
@@ -104,9 +106,9 @@ def settled(agent_id: str, deadline: float) -> None:
 
 def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: str) -> dict:
     assert run.killer.error is None, run.killer.error
-    for driver in run.drivers:
-        assert driver.error is None, driver.error
-        assert not driver.thread.is_alive(), f"driver {driver.index} still running"
+    errors = [driver.error for driver in run.drivers if driver.error]
+    assert errors == [], errors
+    assert [d.index for d in run.drivers if d.thread.is_alive()] == [], "drivers still running"
     last_kill = max(kill.at for kill in run.killer.done)
     settled(agent_id, last_kill + USABLE_WITHIN_SECONDS)
 
@@ -180,7 +182,8 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
         f"{report['cycles']} cycles, {len(conversations)} conversations, {len(pauses)} pauses "
         f"({report['restored']} restored, {len(decidable)} pending at the end), lost 0, "
         f"{requests} requests, sent twice 0, outcome unknown {unknown}, "
-        f"max time to usable {max(usable):.1f} s, elapsed {run.elapsed:.0f} s"
+        f"max time to usable {max(usable):.1f} s, elapsed {run.elapsed:.0f} s "
+        f"({', '.join(f'{phase} {seconds:.0f} s' for phase, seconds in run.phases.items())})"
     )
     return report
 
