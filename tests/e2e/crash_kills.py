@@ -515,7 +515,7 @@ class Killer:
                 return
             time.sleep(0.05)
 
-    def aimed_kill(self, wait: float = 8.0) -> Kill | None:
+    def aimed_kill(self, wait: float = 5.0) -> Kill | None:
         """Kill the group that sends a request in flight to the recorder: a web process (a continuation
         run inline, ``?wait``) and a default q-cluster (a queued one) in turn; None if none came."""
         if not self._aimed_bag:

@@ -114,7 +114,6 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
 
     # 0 lost pauses: each one decided, or pending and decidable; each restore decided again, once
     pauses = list(Pause.objects.filter(agent_id=agent_id))
-    statuses = Counter(pause.status for pause in pauses)
     decidable = [p for p in pauses if p.status == PauseStatus.PENDING]
     urls = run.fleet.web_urls()
     with httpx.Client(base_url=urls[0], timeout=30.0) as http:
@@ -151,13 +150,23 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
             )
             assert hello.status_code == 200 and hello.json()["state"] == "READY", hello.text
 
+    # no approved turn failed: a continuation is finished or restored, never failed by a crash elsewhere
+    failed = list(
+        AuditEntry.objects.filter(subject_id__in=conversations, verb="hitl.continuation.failed").values_list(
+            "pause_id", "detail"
+        )
+    )
+    assert failed == [], f"continuations failed: {failed}"
+
     usable = run.times_to_usable()
     assert max(usable) <= USABLE_WITHIN_SECONDS, f"times to usable after each kill: {usable}"
-    requests = len(run.recorder.received)
-    unknown = AuditEntry.objects.filter(
-        pause_id__in=[p.id for p in pauses],
-        verb__in=["hitl.step.outcome_unknown", "hitl.tool.outcome_unknown"],
-    ).count()
+    verbs_seen = Counter(
+        AuditEntry.objects.filter(
+            subject_id__in=conversations,
+            verb__in=["hitl.step.outcome_unknown", "hitl.tool.outcome_unknown", "hitl.turn.interrupted"],
+        ).values_list("verb", flat=True)
+    )
+    unknown = verbs_seen["hitl.step.outcome_unknown"] + verbs_seen["hitl.tool.outcome_unknown"]
     kinds = Counter(kill.kind for kill in run.killer.done)
     aimed_at = Counter(kill.path.split("/")[1] for kill in run.killer.done if kill.aimed)
     report = {
@@ -169,21 +178,20 @@ def check_after_the_kills(run: CrashRun, agent_id: str, owner: str, approver: st
         "conversations": len(conversations),
         "pauses": len(pauses),
         "restored": sum(verbs[(p.id, "hitl.restored")] for p in pauses),
+        "interrupted turns": verbs_seen["hitl.turn.interrupted"],
         "pending at the end": len(decidable),
-        "lost": len(lost),
-        "requests": requests,
-        "sent twice": 0,
+        "requests": len(run.recorder.received),
         "outcome unknown": unknown,
         "max time to usable": max(usable),
-        "statuses": dict(statuses),
     }
+    phases = ", ".join(f"{phase} {seconds:.0f} s" for phase, seconds in run.phases.items())
     print(
-        f"\nR3 crash kills: {report['kills']} kills {report['by target']} ({report['aimed']} mid-call: {report['aimed at']}), "
-        f"{report['cycles']} cycles, {len(conversations)} conversations, {len(pauses)} pauses "
-        f"({report['restored']} restored, {len(decidable)} pending at the end), lost 0, "
-        f"{requests} requests, sent twice 0, outcome unknown {unknown}, "
-        f"max time to usable {max(usable):.1f} s, elapsed {run.elapsed:.0f} s "
-        f"({', '.join(f'{phase} {seconds:.0f} s' for phase, seconds in run.phases.items())})"
+        f"\nR3 crash kills: {report['kills']} kills {report['by target']} "
+        f"({report['aimed']} mid-call: {report['aimed at']}), {report['cycles']} cycles, "
+        f"{len(conversations)} conversations, {len(pauses)} pauses ({report['restored']} restored, "
+        f"{len(decidable)} pending at the end, {report['interrupted turns']} turns interrupted), lost 0, "
+        f"{report['requests']} requests, sent twice 0, outcome unknown {unknown}, failed continuations 0, "
+        f"max time to usable {max(usable):.1f} s, elapsed {run.elapsed:.0f} s ({phases})"
     )
     return report
 
