@@ -56,6 +56,23 @@ def renew_continuation_lease(pause_id: uuid.UUID | str, until: datetime) -> int:
     return Pause.objects.filter(pk=pause_id, status=PauseStatus.RESOLVING).update(lease_until=until)
 
 
+def continuation_kept_alive(pause: Pause) -> contextlib.ExitStack:
+    """The claim of a running continuation and its subject's turn, kept alive as two leases the heartbeat
+    renews in a transaction each. A renewal then holds one row lock at a time, so it never deadlocks with
+    the continuation's own commit, which locks the subject and then the pause (renewing both in one
+    transaction took them the other way round, and PostgreSQL could abort the commit as the deadlock's
+    victim: the approved turn then failed for nothing)."""
+    handler = handler_for(pause.surface)
+    leases = contextlib.ExitStack()
+    leases.enter_context(
+        kept_alive(lambda until: renew_continuation_lease(pause.id, until), what=f"continuation {pause.id}")
+    )
+    leases.enter_context(
+        kept_alive(lambda until: handler.renew_turn(pause.subject_id, until), what=f"turn of {pause.id}")
+    )
+    return leases
+
+
 @dataclass(frozen=True)
 class Continued:
     """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
@@ -76,12 +93,7 @@ def run_claimed_continuation(
     decision's own, still open transaction (a quick one): nothing of it is visible to another process
     until it commits with the decision, so there is no lease to keep alive."""
     handler = handler_for(pause.surface)
-
-    def renew(until: datetime) -> None:
-        renew_continuation_lease(pause.id, until)
-        handler.renew_turn(pause.subject_id, until)
-
-    with contextlib.nullcontext() if in_decision else kept_alive(renew, what=f"continuation {pause.id}"):
+    with contextlib.nullcontext() if in_decision else continuation_kept_alive(pause):
         try:
             subject = handler.continue_pause(pause, checked)
         except ContinuationNotStarted as exc:

@@ -117,3 +117,73 @@ def test_a_renewal_waiting_on_a_row_lock_does_not_hold_up_the_others(settings, d
     # every 0.5 s plus the blocked renewal's 1 s: about every 1.5 s, well inside the 10 s lease; without
     # the lock timeout the blocked renewal would stall them all until the lock went (none at all here)
     assert len(others) >= 2, others
+
+
+def waiting_on_a_row_lock() -> bool:
+    from django.db import connections
+
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'"
+        )
+        return bool(cursor.fetchone()[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_continuation_s_lease_renewal_never_deadlocks_with_its_commit(settings, alice_client):
+    """The continuation's commit locks the conversation, then the pause (conversations.turns._commit,
+    finish_pause). A renewal waiting for the conversation's row while that commit holds it must hold no
+    lock the commit needs next: the pause's lease is renewed in a transaction of its own. (Found by the
+    crash-kill harness, R3: renewing both in one transaction deadlocked, and PostgreSQL aborted the
+    approved turn as the victim: "OperationalError: deadlock detected", the turn ERROR.)"""
+    from django.db import DatabaseError, connection, transaction
+
+    from approvals.continuation_runs import continuation_kept_alive
+    from approvals.decisions import finish_pause
+    from approvals.leases import lease_expiry
+    from approvals.models import Pause, PauseStatus
+    from conversations.models import Conversation
+    from tests.factories import paused_conversation
+
+    settings.HITL_CONTINUATION_LEASE_SECONDS = 10
+    settings.HITL_LEASE_RENEW_SECONDS = 0.1
+    conversation_id = paused_conversation(alice_client)
+    Pause.objects.filter(subject_id=conversation_id).update(
+        status=PauseStatus.RESOLVING, lease_until=lease_expiry()
+    )
+    Conversation.objects.filter(pk=conversation_id).update(state="IN_PROGRESS")
+    pause = Pause.objects.get(subject_id=conversation_id)
+    subject_locked, renewal_waiting = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def commit_as_a_continuation_does() -> None:
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '500ms'")  # shorter than deadlock_timeout (1 s)
+                Conversation.objects.filter(pk=conversation_id).update(state="READY")
+                subject_locked.set()
+                renewal_waiting.wait(10)
+                finish_pause(pause=pause, outcome="completed")
+            outcome["committed"] = True
+        except DatabaseError as error:
+            outcome["error"] = f"{type(error).__name__}: {error}"
+        finally:
+            connection.close()
+
+    committer = threading.Thread(target=commit_as_a_continuation_does)
+    committer.start()
+    try:
+        assert subject_locked.wait(5)
+        with continuation_kept_alive(pause):
+            deadline = time.monotonic() + 5
+            while not waiting_on_a_row_lock() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            renewal_waiting.set()  # the heartbeat waits for the conversation's row: now the commit goes on
+            committer.join(10)
+    finally:
+        renewal_waiting.set()
+        committer.join(10)
+    assert outcome == {"committed": True}
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
