@@ -56,7 +56,7 @@ APPROVED, REJECTED = "APPROVED", "REJECTED"
 TIMEOUT = "system:timeout"
 AUDITED = ("hitl.pause", "hitl.approval", "hitl.restored", "hitl.continuation.cancelled")
 PAUSING_INPUT = {"RULE": "please delete my account", "TOOL_CALL": "please transfer 100 to bob"}
-MAX_CONVERSATIONS, MAX_DISCUSSIONS = 4, 3
+MAX_CONVERSATIONS, MAX_DISCUSSIONS = 3, 2
 GATES = 2  # the test group's two phases each end at a gate: approving the second completes it
 
 
@@ -73,20 +73,23 @@ class Profile:
     quick: bool
 
 
+# Hypothesis draws early elements more often (it shrinks towards them): the profiles and ways of deciding
+# that reach the rarer states (queued continuations, timers) come first.
 CONVERSATION_PROFILES = (
-    Profile("rule-wait", Surface.REGULAR, "RULE", "WAIT_INDEFINITELY", "", True),
-    Profile("rule-approve", Surface.REGULAR, "RULE", "AUTO_APPROVE", "PT15M", True),
-    Profile("rule-reject", Surface.REGULAR, "RULE", "AUTO_REJECT", "PT10M", True),
-    Profile("rule-abort", Surface.REGULAR, "RULE", "ABORT", "PT20M", True),
     Profile("rule-slow-approve", Surface.REGULAR, "RULE", "AUTO_APPROVE", "PT5M", False),
     Profile("tool-reject", Surface.REGULAR, "TOOL_CALL", "AUTO_REJECT", "PT15M", False),
+    Profile("rule-abort", Surface.REGULAR, "RULE", "ABORT", "PT20M", True),
+    Profile("rule-approve", Surface.REGULAR, "RULE", "AUTO_APPROVE", "PT15M", True),
+    Profile("rule-reject", Surface.REGULAR, "RULE", "AUTO_REJECT", "PT10M", True),
+    Profile("rule-wait", Surface.REGULAR, "RULE", "WAIT_INDEFINITELY", "", True),
 )
 GROUP_PROFILES = (
-    Profile("group-wait", Surface.GROUP, "PHASE", "WAIT_INDEFINITELY", "", False),
     Profile("group-approve", Surface.GROUP, "PHASE", "AUTO_APPROVE", "PT10M", False),
-    Profile("group-reject", Surface.GROUP, "PHASE", "AUTO_REJECT", "PT15M", False),
     Profile("group-abort", Surface.GROUP, "PHASE", "ABORT", "PT5M", False),
+    Profile("group-reject", Surface.GROUP, "PHASE", "AUTO_REJECT", "PT15M", False),
+    Profile("group-wait", Surface.GROUP, "PHASE", "WAIT_INDEFINITELY", "", False),
 )
+DECIDING = ("queued", "rest", "here")
 
 
 def finite(profile: Profile) -> bool:
@@ -195,15 +198,16 @@ class Model:
 
     def continue_(self, subject: Subject, pause: ModelPause, now: datetime) -> None:
         """The continuation runs to its end: a conversation is READY (approved or rejected, either
-        kind); a discussion fails on a rejection, stops for a cancel that came meanwhile, else runs to
-        its next gate (a new pause) or completes."""
+        kind); a discussion cancelled before its continuation started ends CANCELLED, else it fails on a
+        rejection, or runs to its next gate (a new pause) or completes."""
         pause.status = RESOLVED
         if not subject.group:
             subject.state = "READY"
+        elif pause.cancel_requested:
+            pause.audit["hitl.continuation.cancelled"] += 1
+            subject.state = "CANCELLED"
         elif pause.verdict == REJECTED:
             subject.state = "FAILED"
-        elif pause.cancel_requested:
-            subject.state = "CANCELLED"
         elif pause.gate + 1 < GATES:
             self.open_pause(subject, now, gate=pause.gate + 1)
         else:
@@ -364,9 +368,7 @@ class PauseStateMachine(RuleBasedStateMachine):
                     format="json",
                 )
             else:
-                response = client.post(
-                    f"/agents/{subject.db_id}/resume", {"verdict": verdict}, format="json"
-                )
+                response = client.post(f"/agents/{subject.db_id}/resume", {"verdict": verdict}, format="json")
             if response.status_code == 409:
                 raise WrongState(response.content.decode(), current_state=None)
             assert response.status_code == 200, response.content
@@ -448,7 +450,9 @@ class PauseStateMachine(RuleBasedStateMachine):
         return [s for s in self.model.subjects if not s.group and s.state in TALKABLE]
 
     def _busy(self) -> list[Subject]:
-        return [s for s in self.model.subjects if not s.group and s.state in ("AWAITING_HUMAN", "IN_PROGRESS")]
+        return [
+            s for s in self.model.subjects if not s.group and s.state in ("AWAITING_HUMAN", "IN_PROGRESS")
+        ]
 
     @precondition(lambda self: self._talkable())
     @rule(data=st.data())
@@ -477,7 +481,12 @@ class PauseStateMachine(RuleBasedStateMachine):
             assert response.status_code == 409, response.content
             return
         try:
-            turns.say(conversation=self.conversation(subject), user=self.fixtures.owner, user_input="hello", context=None)
+            turns.say(
+                conversation=self.conversation(subject),
+                user=self.fixtures.owner,
+                user_input="hello",
+                context=None,
+            )
         except WrongState:
             return
         raise AssertionError(f"{subject.label()} took input while {subject.state}")
@@ -491,15 +500,21 @@ class PauseStateMachine(RuleBasedStateMachine):
         subject = self.of(data, self._pending())
         self.tick(verdict.lower(), f"{'group' if subject.group else subject.profile.kind}:{how}")
         self.decision(subject, verdict, how)
-        self.model.decide(subject, verdict, self.fixtures.approver.username, self.now, here=self.continues_here(subject, how))
+        self.model.decide(
+            subject,
+            verdict,
+            self.fixtures.approver.username,
+            self.now,
+            here=self.continues_here(subject, how),
+        )
 
     @precondition(lambda self: self._pending())
-    @rule(data=st.data(), how=st.sampled_from(("here", "queued", "rest")))
+    @rule(data=st.data(), how=st.sampled_from(DECIDING))
     def approve(self, data: Any, how: str) -> None:
         self._decide(data, APPROVED, how)
 
     @precondition(lambda self: self._pending())
-    @rule(data=st.data(), how=st.sampled_from(("here", "queued", "rest")))
+    @rule(data=st.data(), how=st.sampled_from(DECIDING))
     def reject(self, data: Any, how: str) -> None:
         self._decide(data, REJECTED, how)
 
@@ -519,26 +534,39 @@ class PauseStateMachine(RuleBasedStateMachine):
             and (s.latest.verdict == CANCELLED or s.latest.audit["hitl.continuation.cancelled"])
         ]
 
-    @precondition(lambda self: self._decided())
-    @rule(data=st.data(), verdict=st.sampled_from((APPROVED, REJECTED)), how=st.sampled_from(("here", "rest")))
-    def decide_twice_is_refused(self, data: Any, verdict: str, how: str) -> None:
-        subject = self.of(data, self._decided())
-        self.tick("decide_twice", how)
-        self.refused_decision(subject, verdict, how)
-
-    @precondition(lambda self: self._cancelled())
-    @rule(data=st.data(), verdict=st.sampled_from((APPROVED, REJECTED)), how=st.sampled_from(("here", "rest")))
-    def decide_after_cancel_is_refused(self, data: Any, verdict: str, how: str) -> None:
-        subject = self.of(data, self._cancelled())
-        self.tick("decide_after_cancel", how)
+    @precondition(lambda self: self._decided() or self._cancelled())
+    @rule(
+        data=st.data(), verdict=st.sampled_from((APPROVED, REJECTED)), how=st.sampled_from(("here", "rest"))
+    )
+    def decide_twice_or_after_cancel_is_refused(self, data: Any, verdict: str, how: str) -> None:
+        """A subject with nothing pending whose last pause was decided (decide twice) or cancelled
+        (decide after a cancel): refused, nothing changes."""
+        cancelled = self._cancelled()
+        subject = self.of(data, self._decided() + cancelled)
+        self.tick("decide_after_cancel" if subject in cancelled else "decide_twice", how)
         self.refused_decision(subject, verdict, how)
 
     # rules: cancel ----------------------------------------------------------------------------
 
-    @rule(subject=subjects, via=st.sampled_from(("service", "service", "rest")))
-    def cancel(self, subject: Subject, via: str) -> None:
-        """Any subject in any state: the model says whether it is cancelled, told to stop, or refused."""
-        self.tick("cancel", via)
+    def _cancellable(self) -> list[Subject]:
+        return [s for s in self.model.subjects if s.pending is not None or s.resolving is not None]
+
+    @rule(
+        subject=subjects,
+        data=st.data(),
+        via=st.sampled_from(("service", "service", "rest")),
+    )
+    def cancel(self, subject: Subject, data: Any, via: str) -> None:
+        """Cancel one with a pending pause or a queued continuation when there is one, else the bundle's
+        subject in whatever state it is: the model says whether it is cancelled, told to stop, or
+        refused."""
+        open_one = bool(self._cancellable())
+        if open_one:
+            subject = self.of(data, self._cancellable())
+        self._cancel(subject, via, "cancel" if open_one else "cancel_any")
+
+    def _cancel(self, subject: Subject, via: str, name: str) -> None:
+        self.tick(name, via)
         expected = self.model.cancel(subject, self.fixtures.owner.username)
         event(f"cancel outcome: {expected}")
         HITS[f"cancel->{expected}"] += 1
@@ -555,7 +583,9 @@ class PauseStateMachine(RuleBasedStateMachine):
         else:
             try:
                 if subject.group:
-                    cancel_discussion(user=self.fixtures.owner, group_id=subject.group_id, discussion_id=subject.db_id)
+                    cancel_discussion(
+                        user=self.fixtures.owner, group_id=subject.group_id, discussion_id=subject.db_id
+                    )
                 else:
                     turns.cancel_conversation(
                         conversation=self.conversation(subject).conversation,
@@ -572,11 +602,15 @@ class PauseStateMachine(RuleBasedStateMachine):
             {p.due_at for s in self.model.subjects for p in s.pauses if p.status == PENDING and p.due_at}
         )
 
-    @precondition(lambda self: self._deadlines())
+    @precondition(lambda self: self._deadlines() or self._decided_pauses())
     @rule(data=st.data())
     def time_out(self, data: Any) -> None:
         """Travel to one pending deadline (and a second past it) and run the drainer's batch: every pause
-        due by then is decided by its policy, exactly once."""
+        due by then is decided by its policy, exactly once. With no deadline pending: a pause's backstop
+        schedule, or a repeated delivery of it, fires after the pause was decided, cancelled or restored,
+        which decides nothing."""
+        if not self._deadlines():
+            return self._late_fire(data)
         self.tick("time_out")
         deadline = data.draw(st.sampled_from(self._deadlines()), label="deadline")
         self.move_to(max(self.now, deadline + timedelta(seconds=1)))
@@ -586,15 +620,14 @@ class PauseStateMachine(RuleBasedStateMachine):
             self.model.fire(subject, pause, self.now)
         HITS["time_out->fired"] += len(due)
         assert fired == len(due), (fired, len(due))
+        return None
 
     def _decided_pauses(self) -> list[tuple[Subject, ModelPause]]:
         return [(s, p) for s in self.model.subjects for p in s.pauses if p.status != PENDING and p.due_at]
 
-    @precondition(lambda self: self._decided_pauses())
-    @rule(data=st.data())
-    def late_timer_fire_is_a_no_op(self, data: Any) -> None:
-        """A pause's backstop schedule (or a repeated delivery of it) fires after the pause was decided,
-        cancelled or restored: only a pending, overdue pause is decided."""
+    def _late_fire(self, data: Any) -> None:
+        if not self._decided_pauses():
+            return
         subject, pause = data.draw(st.sampled_from(self._decided_pauses()), label="pause")
         self.tick("late_timer_fire")
         self.move_to(max(self.now, pause.due_at + timedelta(seconds=1)))
@@ -605,7 +638,9 @@ class PauseStateMachine(RuleBasedStateMachine):
     # rules: restore and the worker ------------------------------------------------------------
 
     def _unstarted(self) -> list[tuple[Subject, ModelPause]]:
-        return [(s, p) for s in self.model.subjects if (p := s.resolving) is not None and p.lease_until is None]
+        return [
+            (s, p) for s in self.model.subjects if (p := s.resolving) is not None and p.lease_until is None
+        ]
 
     @precondition(lambda self: self._unstarted())
     @rule(data=st.data(), how=st.sampled_from(("worker died", "never started")))
@@ -660,13 +695,17 @@ class PauseStateMachine(RuleBasedStateMachine):
             cursor.execute(PAUSES_SQL, [list(AUDITED), ids])
             pauses: dict[Any, list[tuple]] = {}
             for subject_id, pause_id, kind, status, verdict, decided_by, due_at, audit in cursor.fetchall():
-                pauses.setdefault(subject_id, []).append((pause_id, (kind, status, verdict, decided_by, due_at), audit))
+                pauses.setdefault(subject_id, []).append(
+                    (pause_id, (kind, status, verdict, decided_by, due_at), audit)
+                )
             cursor.execute(STATES_SQL, [ids, ids, ids, list(AUDITED)])
             states = dict(cursor.fetchall())
         problems = []
         for subject in subjects:
             if states.get(str(subject.db_id)) != subject.state:
-                problems.append(f"{subject.label()}: state {states.get(str(subject.db_id))}, model {subject.state}")
+                problems.append(
+                    f"{subject.label()}: state {states.get(str(subject.db_id))}, model {subject.state}"
+                )
             stored = pauses.get(subject.db_id, [])
             if len(stored) != len(subject.pauses):
                 problems.append(f"{subject.label()}: {len(stored)} pauses, model {len(subject.pauses)}")
@@ -675,7 +714,9 @@ class PauseStateMachine(RuleBasedStateMachine):
                 if row != modelled.row():
                     problems.append(f"{subject.label()} pause {index}: {row}, model {modelled.row()}")
                 if audit != dict(+modelled.audit):
-                    problems.append(f"{subject.label()} pause {index} audit: {audit}, model {dict(+modelled.audit)}")
+                    problems.append(
+                        f"{subject.label()} pause {index} audit: {audit}, model {dict(+modelled.audit)}"
+                    )
         if int(states["queued"]) != len(self.model.queue):
             problems.append(f"queued continuations: {states['queued']}, model {len(self.model.queue)}")
         if int(states["unattributed"]):
@@ -725,7 +766,9 @@ def make_fixtures(http_url: str) -> Fixtures:
     owner, approver = make_user("sm-owner"), make_user("sm-approver", "approver")
     agents = {}
     for profile in CONVERSATION_PROFILES:
-        hitl = {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
+        hitl = (
+            {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
+        )
         if profile.kind == "TOOL_CALL":
             document = payments_agent(http_url, tool_approvals={"requireApproval": ["transfer_*"], **hitl})
         elif profile.quick:
@@ -740,7 +783,9 @@ def make_fixtures(http_url: str) -> Fixtures:
     ]
     groups = {}
     for profile in GROUP_PROFILES:
-        hitl = {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
+        hitl = (
+            {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
+        )
         document = {
             "name": profile.name,
             "members": [{"agentId": member, "role": "Optimist"}],

@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from django.db import connection
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -22,30 +23,30 @@ def run_machine(http_recorder, *, examples: int, steps: int, derandomize: bool) 
     machine.HITS.clear()
     machine.PauseStateMachine.fixtures = machine.make_fixtures(http_recorder.url)
     started = time.monotonic()
-    from django.db import connection
     with connection.execute_wrapper(machine.count_queries):
-      run_state_machine_as_test(
-        machine.PauseStateMachine,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            derandomize=derandomize,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            print_blob=True,
-        ),
-    )
+        run_state_machine_as_test(
+            machine.PauseStateMachine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=steps,
+                deadline=None,
+                derandomize=derandomize,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+                print_blob=True,
+            ),
+        )
     elapsed = time.monotonic() - started
     rules = sum(n for name, n in machine.HITS.items() if "->" not in name)
+    queries = sum(machine.QUERIES.values())
     print(
         f"\nR5 state machine: {examples} examples x {steps} steps, {rules} rules run in {elapsed:.1f} s "
-        f"(load {' '.join(f'{x:.2f}' for x in os.getloadavg())}) {machine.QUERIES}\nR5 rule hits: {machine.hits_report()}"
+        f"(load {' '.join(f'{x:.2f}' for x in os.getloadavg())}); {queries} queries, {queries / max(1, rules):.1f} per step\nR5 rule hits: {machine.hits_report()}"
     )
 
 
 def test_every_pause_decide_cancel_timeout_restore_step_leaves_the_database_as_the_model_says(http_recorder):
-    run_machine(http_recorder, examples=int(os.environ.get("SM_EX", "50")), steps=30, derandomize=True)
+    run_machine(http_recorder, examples=50, steps=30, derandomize=True)
 
 
 @pytest.mark.fullsize
