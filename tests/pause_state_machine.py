@@ -6,7 +6,7 @@ decide (approve, reject; continued here, queued for the q-cluster, or through RE
 died holding the continuation, or one never picked up, then the recovery sweep ``recover_expired_leases``),
 the q-cluster worker (``run_queued_tasks``), and the refusals: say while paused or running, decide twice,
 decide after a cancel, cancel what already ended. The model (``Model``) is a plain table of what each
-subject and pause must be; after every step one query per table compares it with PostgreSQL: each
+subject and pause must be; after every step two queries compare it with PostgreSQL: each
 subject's state, each pause's status, verdict, decider and deadline, the audit entries of each pause
 (``hitl.pause``, ``hitl.approval`` by verdict, ``hitl.restored``, ``hitl.continuation.cancelled``), and the
 continuations waiting on the broker.
@@ -18,7 +18,6 @@ are made once per test; each example runs inside a savepoint rolled back at its 
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -806,7 +805,3 @@ def make_fixtures(http_url: str) -> Fixtures:
 
 def hits_report() -> str:
     return ", ".join(f"{name}={count}" for name, count in sorted(HITS.items()))
-
-
-def elapsed_since(started: float) -> float:
-    return time.monotonic() - started
