@@ -10,6 +10,11 @@ audited) and the discussion stays AWAITING_APPROVAL, with the reason in its tran
 discussion moves to the latest version and the pause is finished. The rest of the discussion runs
 after that commit, so a process that dies part way leaves a discussion recovery interrupts, never a
 pause approved twice.
+
+A cancel that came after the decision but before its continuation started (``cancelRequested``) ends the
+discussion CANCELLED before anything of the decision is applied, whatever the verdict: as on a 1:1
+conversation, a continuation nobody started is cancelled before it starts (the last gate's approval has
+no member turn left to stop before).
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     one watching this context (``events.watched_by``)."""
     events = events or ev.current_sink()
     discussion = GroupConversation.objects.select_related("owner").get(pk=pause.subject_id)
+    if discussion.cancel_requested_at is not None:
+        return _cancel_unstarted(discussion, pause, events)
     if pause.verdict == Verdict.REJECTED:
         return _fail_rejected(discussion, pause, events)
     try:
@@ -146,6 +153,22 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     for task in changed:
         run.task_changed(task)
     run_from(run, index if pause.kind == PauseKind.TASK else index + 1)
+    return discussion
+
+
+def _cancel_unstarted(discussion: GroupConversation, pause: Pause, events: ev.EventSink) -> GroupConversation:
+    """The discussion was cancelled after the decision, before its continuation started: it ends
+    CANCELLED by the canceller, the pause finished as cancelled (``hitl.continuation.cancelled``)."""
+    run = Run(discussion, discussion_version(discussion).document, events)
+    by = discussion.cancel_requested_by or None
+    with transaction.atomic():
+        finish_pause(
+            pause=pause,
+            outcome="cancelled",
+            detail={"cancelledBy": discussion.cancel_requested_by, "started": False, "stoppedBefore": None},
+        )
+        finish(run, DiscussionState.CANCELLED, by=by)
+    run.emit(ev.CANCELLED, state=DiscussionState.CANCELLED, cancelledBy=by)
     return discussion
 
 

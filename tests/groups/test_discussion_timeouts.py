@@ -152,6 +152,31 @@ def test_auto_reject_fails_the_discussion_naming_the_timeout(alice_client):
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
 
 
+@pytest.mark.parametrize("policy", ["AUTO_APPROVE", "AUTO_REJECT"])
+def test_a_cancel_before_the_queued_continuation_started_ends_the_discussion_cancelled(alice_client, policy):
+    """Found by the R5 state machine: the last gate's approval (nothing after it to stop before) ran on
+    and COMPLETED a discussion whose cancel had been accepted; a continuation nobody started is
+    cancelled before it starts, whatever the verdict, as on a 1:1 conversation."""
+    pat = answering("pat", "Ship it.")
+    last_gate = [{"name": "Opinions", "type": "OPINION", "requiresApproval": True}]
+    body = discuss(alice_client, group([(pat, "Optimist")], last_gate, hitlConfig=timed(policy)))
+    pause = open_pause(body)
+    with at(pause.due_at):
+        assert fire_due_batch() == 1  # decided by the timer, its continuation queued
+        cancel = f"/groups/{body['groupId']}/conversations/{body['discussionId']}/cancel"
+        answer = alice_client.post(cancel, format="json")
+        assert (answer.status_code, answer.json()["state"]) == (200, "IN_PROGRESS"), answer.content
+        assert run_queued_tasks() == 1
+
+    assert discussion(body).state == "CANCELLED"
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
+    assert verbs(body)[-3:] == [
+        ("hitl.discussion.cancel_requested", "alice"),
+        ("hitl.continuation.cancelled", "system:continuation"),
+        ("hitl.discussion.finished", "alice"),
+    ]
+
+
 def test_abort_cancels_the_discussion_at_once_audited_as_system_timeout(alice_client):
     body, pause = paused_discussion(alice_client, timed("ABORT"))
 
