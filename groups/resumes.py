@@ -161,13 +161,13 @@ def _cancel_unstarted(discussion: GroupConversation, pause: Pause, events: ev.Ev
     CANCELLED by the canceller, the pause finished as cancelled (``hitl.continuation.cancelled``)."""
     run = Run(discussion, discussion_version(discussion).document, events)
     by = discussion.cancel_requested_by or None
-    with transaction.atomic():
+    with transaction.atomic():  # the discussion, then the pause: the lock order of every continuation
+        finish(run, DiscussionState.CANCELLED, by=by)
         finish_pause(
             pause=pause,
             outcome="cancelled",
             detail={"cancelledBy": discussion.cancel_requested_by, "started": False, "stoppedBefore": None},
         )
-        finish(run, DiscussionState.CANCELLED, by=by)
     run.emit(ev.CANCELLED, state=DiscussionState.CANCELLED, cancelledBy=by)
     return discussion
 

@@ -170,10 +170,10 @@ def test_a_cancel_before_the_queued_continuation_started_ends_the_discussion_can
 
     assert discussion(body).state == "CANCELLED"
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
-    assert verbs(body)[-3:] == [
+    assert verbs(body)[-3:] == [  # the discussion finished, then its pause: the continuations' lock order
         ("hitl.discussion.cancel_requested", "alice"),
-        ("hitl.continuation.cancelled", "system:continuation"),
         ("hitl.discussion.finished", "alice"),
+        ("hitl.continuation.cancelled", "system:continuation"),
     ]
 
 
