@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +21,13 @@ from approvals.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
 MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"
+# what validate_outcome accepts, for the schema: an outcome in any case, surrounding whitespace trimmed
+OUTCOME_PATTERN = r"^\s*(?:[Pp][Aa][Ss][Ss]|[Ff][Aa][Ii][Ll]|[Uu][Nn][Kk][Nn][Oo][Ww][Nn])\s*$"
+
+
+@extend_schema_field({"type": "string", "pattern": OUTCOME_PATTERN})
+class OutcomeField(serializers.CharField):
+    pass
 
 
 def _duration(value: Any) -> float | None:
@@ -38,7 +45,7 @@ class CanaryResultView(APIView):
         """A canary's outcome; a duration that is not a finite number >= 0 is not observed. Any other field
         is a 400 naming it (S2: a write takes only what its contract says)."""
 
-        outcome = serializers.CharField(
+        outcome = OutcomeField(
             help_text="pass, fail or unknown (case-insensitive)",
             error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
         )

@@ -441,7 +441,8 @@ class ScheduleEnableView(APIView):
             return super().to_internal_value(data if isinstance(data, dict) else {})
 
         def validate_repeats(self, repeats: int | None) -> int | None:
-            raw = self.initial_data.get("repeats")
+            # to_internal_value reads any body that is not an object as {}: so does this (a list has no .get)
+            raw = self.initial_data.get("repeats") if isinstance(self.initial_data, dict) else None
             if repeats is not None and (not isinstance(raw, int) or isinstance(raw, bool) or repeats == 0):
                 raise serializers.ValidationError(REPEATS_COUNT)
             return repeats
