@@ -21,8 +21,13 @@ from approvals.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
 MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"
-# what validate_outcome accepts, for the schema: an outcome in any case, surrounding whitespace trimmed
-OUTCOME_PATTERN = r"^\s*(?:[Pp][Aa][Ss][Ss]|[Ff][Aa][Ii][Ll]|[Uu][Nn][Kk][Nn][Oo][Ww][Nn])\s*$"
+# what validate_outcome accepts, for the schema: an outcome in any case, with what str.strip() trims around it
+_STRIPPED = (
+    r"[\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+)
+OUTCOME_PATTERN = (
+    rf"^{_STRIPPED}(?:[Pp][Aa][Ss][Ss]|[Ff][Aa][Ii][Ll]|[Uu][Nn][Kk][Nn][Oo][Ww][Nn]){_STRIPPED}$"
+)
 
 
 @extend_schema_field({"type": "string", "pattern": OUTCOME_PATTERN})
@@ -50,7 +55,7 @@ class CanaryResultView(APIView):
             error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
         )
         durationSeconds = serializers.JSONField(  # noqa: N815 - the wire name
-            required=False, default=None, help_text="Seconds (a number >= 0)"
+            required=False, default=None, allow_null=True, help_text="Seconds (a number >= 0)"
         )
 
         def validate_outcome(self, outcome: str) -> str:
