@@ -36,6 +36,13 @@ class _QuietHandler(WSGIRequestHandler):
         # connection waits for the client's delayed ACK (~40 ms) on every response
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def parse_request(self) -> bool:
+        # One request per connection: wsgiref cannot read a chunked body, and what it leaves unread would
+        # be parsed as the next request on a kept-alive connection (an HTTP/0.9 error page, no status line).
+        parsed = super().parse_request()
+        self.close_connection = True
+        return parsed
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
         return None
 
