@@ -103,7 +103,7 @@ UNSAFE = frozenset({"post", "put", "patch", "delete"})
 METHODS = frozenset({"get", "post", "put", "patch", "delete"})
 
 
-def error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int]:
+def error_statuses(path: str, method: str, operation: dict[str, Any], *, role_checked: bool) -> set[int]:
     """The error statuses ``method path`` can answer with, by the rules of the module docstring."""
     key = f"{method.upper()} {path}"
     statuses = set(EXTRA.get(key, ()))
@@ -112,11 +112,7 @@ def error_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int
         return statuses  # public, or authenticated by something else (Slack's signature)
     parameters = operation.get("parameters", [])
     statuses.add(401)
-    if (
-        method in UNSAFE
-        or any(name in path for name in SUBJECT_PARAMETERS)
-        or operation.get("x-role-checked")
-    ):
+    if method in UNSAFE or any(name in path for name in SUBJECT_PARAMETERS) or role_checked:
         statuses.add(403)
     if "{" in path:
         statuses.add(404)
@@ -140,13 +136,11 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
         for method, operation in operations.items():
             if method not in METHODS:
                 continue
-            if (path, method) in role_checked:
-                operation["x-role-checked"] = True
             responses = operation.setdefault("responses", {})
-            for status in sorted(error_statuses(path, method, operation)):
+            statuses = error_statuses(path, method, operation, role_checked=(path, method) in role_checked)
+            for status in sorted(statuses):
                 response = responses.setdefault(str(status), {"description": DESCRIPTIONS[status]})
                 response.setdefault("content", problem)
-            operation.pop("x-role-checked", None)
             for media in operation.get("requestBody", {}).get("content", {}).values():
                 _close_objects(media.get("schema", {}), schemas, seen=set())
     return result
