@@ -41,8 +41,8 @@ class TokenView(APIView):
         """A username and its password (a body that is not an object lacks both)."""
 
         takes_unknown_fields = True
-        username = TextField(trim_whitespace=False, error_messages=REQUIRED_STRING)
-        password = TextField(trim_whitespace=False, error_messages=REQUIRED_STRING)
+        username = TextField(trim_whitespace=False, min_length=1, error_messages=REQUIRED_STRING)
+        password = TextField(trim_whitespace=False, min_length=1, error_messages=REQUIRED_STRING)
 
         def to_internal_value(self, data: Any) -> dict[str, Any]:
             return super().to_internal_value(data if isinstance(data, dict) else {})

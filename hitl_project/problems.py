@@ -8,7 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -88,3 +89,18 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         if header in response:
             problem[header] = response[header]
     return problem
+
+
+def not_found_handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 404 for a URL no route matches (a schedule id that is not a number), as problem details
+    like every other error; the admin keeps its own page."""
+    if request.path.startswith("/admin/"):
+        return page_not_found(request, exception)
+    body = {
+        "type": "about:blank",
+        "title": "Not found",
+        "status": 404,
+        "detail": "Not found.",
+        "code": "NOT_FOUND",
+    }
+    return JsonResponse(body, status=404, content_type=PROBLEM_CONTENT_TYPE)

@@ -21,3 +21,6 @@ urlpatterns = [
     path("", include("groups.api.urls")),
     path("", include("slack_surface.api.urls")),
 ]
+
+# a URL no route matches is a problem-details 404 too (hitl_project/problems.py)
+handler404 = "hitl_project.problems.not_found_handler"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +21,18 @@ from approvals.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
 MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"
+# what validate_outcome accepts, for the schema: an outcome in any case, with what str.strip() trims around it
+_STRIPPED = (
+    r"[\t\n\u000b\u000c\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+)
+OUTCOME_PATTERN = (
+    rf"^{_STRIPPED}(?:[Pp][Aa][Ss][Ss]|[Ff][Aa][Ii][Ll]|[Uu][Nn][Kk][Nn][Oo][Ww][Nn]){_STRIPPED}$"
+)
+
+
+@extend_schema_field({"type": "string", "pattern": OUTCOME_PATTERN})
+class OutcomeField(serializers.CharField):
+    pass
 
 
 def _duration(value: Any) -> float | None:
@@ -38,12 +50,12 @@ class CanaryResultView(APIView):
         """A canary's outcome; a duration that is not a finite number >= 0 is not observed. Any other field
         is a 400 naming it (S2: a write takes only what its contract says)."""
 
-        outcome = serializers.CharField(
+        outcome = OutcomeField(
             help_text="pass, fail or unknown (case-insensitive)",
             error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
         )
         durationSeconds = serializers.JSONField(  # noqa: N815 - the wire name
-            required=False, default=None, help_text="Seconds (a number >= 0)"
+            required=False, default=None, allow_null=True, help_text="Seconds (a number >= 0)"
         )
 
         def validate_outcome(self, outcome: str) -> str:

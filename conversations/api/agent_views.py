@@ -23,7 +23,17 @@ from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value
 
 VERSION_PARAM = OpenApiParameter(
-    "version", int, required=False, description="Agent version (latest if absent)"
+    "version",
+    {"type": "integer", "minimum": 1},
+    required=False,
+    description="Agent version, a positive integer (latest if absent)",
+)
+ENVIRONMENT_PARAM = OpenApiParameter(
+    "environment",
+    str,
+    OpenApiParameter.PATH,
+    enum=["production", "test"],
+    description="Deployment environment",
 )
 SAVED = inline_serializer(
     "AgentSaved",
@@ -132,7 +142,10 @@ class DeployView(APIView):
     permission_classes = [AdminOnly]
 
     @extend_schema(
-        summary="Deploy an agent version", parameters=[VERSION_PARAM], request=None, responses=DEPLOYMENT
+        summary="Deploy an agent version",
+        parameters=[ENVIRONMENT_PARAM, VERSION_PARAM],
+        request=None,
+        responses=DEPLOYMENT,
     )
     def post(self, request: Request, environment: str, agent_id: str) -> Response:
         agents.deploy_agent(agent_id=agent_id, version=requested_version(request), environment=environment)
@@ -144,7 +157,7 @@ class UndeployView(APIView):
 
     @extend_schema(
         summary="Undeploy an agent version (all versions without ?version)",
-        parameters=[VERSION_PARAM],
+        parameters=[ENVIRONMENT_PARAM, VERSION_PARAM],
         request=None,
         responses=DEPLOYMENT,
     )
@@ -156,7 +169,7 @@ class UndeployView(APIView):
 class DeploymentStatusView(APIView):
     permission_classes = [AdminWritesAuthenticatedReads]
 
-    @extend_schema(summary="Deployment status", responses=DEPLOYMENT)
+    @extend_schema(summary="Deployment status", parameters=[ENVIRONMENT_PARAM], responses=DEPLOYMENT)
     def get(self, request: Request, environment: str, agent_id: str) -> Response:
         return Response(_deployment(agent_id, environment))
 

@@ -15,7 +15,10 @@ from groups import store
 from groups.selectors import group_list, group_version
 
 VERSION_PARAM = OpenApiParameter(
-    "version", int, required=False, description="Group version (latest if absent)"
+    "version",
+    {"type": "integer", "minimum": 1},
+    required=False,
+    description="Group version, a positive integer (latest if absent)",
 )
 SAVED = inline_serializer(
     "GroupSaved", {"id": serializers.UUIDField(), "version": serializers.IntegerField()}

@@ -113,6 +113,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # two "state" choice sets: each enum gets its own name in the schema
+    # the error responses and closed request bodies (hitl_project/schema_errors.py), after the default enum hook
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "hitl_project.schema_errors.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ConversationStateEnum": "conversations.models.ConversationState",
         "DiscussionStateEnum": "groups.models.DiscussionState",

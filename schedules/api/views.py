@@ -421,6 +421,11 @@ class ScheduleDetailView(APIView):
         return Response(status=204)
 
 
+@extend_schema_field({"type": "integer", "minimum": -1, "not": {"enum": [0]}, "nullable": True})
+class RepeatsField(serializers.IntegerField):
+    """A count of runs: -1 forever, or n >= 1 (0 would enable a schedule that never runs)."""
+
+
 class ScheduleEnableView(APIView):
     permission_classes = [ScheduleStoreUsers]
 
@@ -429,7 +434,7 @@ class ScheduleEnableView(APIView):
         """An optional count of runs; a body that is not an object sets none, as does one without it. Any
         other field is a 400 naming it."""
 
-        repeats = serializers.IntegerField(
+        repeats = RepeatsField(
             min_value=-1,
             required=False,
             allow_null=True,
@@ -441,7 +446,8 @@ class ScheduleEnableView(APIView):
             return super().to_internal_value(data if isinstance(data, dict) else {})
 
         def validate_repeats(self, repeats: int | None) -> int | None:
-            raw = self.initial_data.get("repeats")
+            # to_internal_value reads any body that is not an object as {}: so does this (a list has no .get)
+            raw = self.initial_data.get("repeats") if isinstance(self.initial_data, dict) else None
             if repeats is not None and (not isinstance(raw, int) or isinstance(raw, bool) or repeats == 0):
                 raise serializers.ValidationError(REPEATS_COUNT)
             return repeats

@@ -485,6 +485,15 @@ def test_enable_restores_forever_for_recurring_schedules_or_the_count_given(admi
         assert response.status_code == 400
 
 
+@pytest.mark.parametrize("body", [[], [{"repeats": 3}], "3", 7])
+def test_enable_with_a_body_that_is_not_an_object_sets_no_count(admin_client, body):
+    # R6 found it: a JSON list body reached validate_repeats, which read it as a dict (a 500)
+    schedule = plain_schedule(repeats=0)
+    response = admin_client.post(f"{URL}/{schedule.pk}/enable", body, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["repeats"] == -1
+
+
 def test_an_admin_may_delete_a_hitl_timer(admin_client):
     timer = hitl_timer()
     assert admin_client.delete(f"{URL}/{timer.pk}").status_code == 204

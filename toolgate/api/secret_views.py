@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +14,13 @@ from approvals.request_bodies import BodySerializer, TextField, checked_by, vali
 from toolgate import secret_store
 from toolgate.models import StoredSecret
 from toolgate.selectors import secret_list
+
+NAME_PARAM = OpenApiParameter(
+    "name",
+    {"type": "string", "pattern": f"^{secret_store.NAME_PATTERN.pattern}$"},
+    OpenApiParameter.PATH,
+    description="1 to 128 characters of A-Z a-z 0-9 _ . -",
+)
 
 
 class SecretRowSerializer(serializers.Serializer):
@@ -44,6 +51,7 @@ class SecretDetailView(APIView):
 
         value = TextField(
             trim_whitespace=False,
+            min_length=1,
             help_text="Encrypted at rest; never returned",
             error_messages={key: "required" for key in ("required", "null", "invalid", "blank")},
         )
@@ -53,6 +61,7 @@ class SecretDetailView(APIView):
 
     @extend_schema(
         summary="Set a secret (encrypted at rest; the value is never returned)",
+        parameters=[NAME_PARAM],
         request=InputSerializer,
         responses={200: SecretRowSerializer},
     )
@@ -60,7 +69,7 @@ class SecretDetailView(APIView):
         body = validated_body(self.InputSerializer, request.data)
         return Response(_row(secret_store.set_secret(name=name, value=body["value"])))
 
-    @extend_schema(summary="Delete a secret", request=None, responses={204: None})
+    @extend_schema(summary="Delete a secret", parameters=[NAME_PARAM], request=None, responses={204: None})
     def delete(self, request: Request, name: str) -> Response:
         secret_store.delete_secret(name=name)
         return Response(status=status.HTTP_204_NO_CONTENT)
