@@ -10,13 +10,10 @@ database, then prints the figure: requests, failures by check, elapsed, and the 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _fullsize import run_fullsize_test
+
 TEST = "tests/test_api_contract.py::test_full_api_contract"
 
 
@@ -25,40 +22,14 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=25, help="examples per operation (default 25)")
     parser.add_argument("--seed", type=int, default=16)
     args = parser.parse_args()
-    env = {
-        **os.environ,
-        "HITL_CONTRACT_EXAMPLES": str(args.examples),
-        "HITL_CONTRACT_SEED": str(args.seed),
-        "PYTHONPATH": str(ROOT),
-    }
-    started = time.monotonic()
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-s",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-m",
-            "fullsize",
-            TEST,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    run = run_fullsize_test(
+        TEST, {"HITL_CONTRACT_EXAMPLES": str(args.examples), "HITL_CONTRACT_SEED": str(args.seed)}
     )
     figure = [line for line in run.stdout.splitlines() if line.startswith(("R6 ", "  "))]
     print("\n".join(figure) or run.stdout[-3000:])
-    print(
-        f"wall time {time.monotonic() - started:.0f} s; load average: {' '.join(f'{v:.2f}' for v in os.getloadavg())}"
-    )
+    print(f"wall time {run.elapsed:.0f} s; load average: {run.load}")
     if run.returncode:
-        print(run.stdout[-6000:], run.stderr[-2000:])
+        print(run.tail())
     return run.returncode
 
 

@@ -12,14 +12,11 @@ conversation took a turn again within 30 s of each kill. Prints the figure with 
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _fullsize import run_fullsize_test
+
 TEST = "tests/e2e/test_crash_kills.py::test_crash_kills_full_size"
 
 
@@ -31,47 +28,25 @@ def main() -> int:
     parser.add_argument("--drivers", type=int, default=3)
     parser.add_argument("--seed", type=int, default=16)
     args = parser.parse_args()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "HITL_CRASH_KILLS": str(args.kills),
-        "HITL_CRASH_WEBS": str(args.webs),
-        "HITL_CRASH_CLUSTERS": str(args.clusters),
-        "HITL_CRASH_DRIVERS": str(args.drivers),
-        "HITL_CRASH_SEED": str(args.seed),
-    }
-    started = time.monotonic()
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-s",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-m",
-            "fullsize",
-            TEST,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    run = run_fullsize_test(
+        TEST,
+        {
+            "HITL_CRASH_KILLS": str(args.kills),
+            "HITL_CRASH_WEBS": str(args.webs),
+            "HITL_CRASH_CLUSTERS": str(args.clusters),
+            "HITL_CRASH_DRIVERS": str(args.drivers),
+            "HITL_CRASH_SEED": str(args.seed),
+        },
     )
-    elapsed = time.monotonic() - started
-    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     figure = re.search(r"R3 crash kills: .*", run.stdout)
     print(
         f"{args.webs} web, {args.clusters} default + {args.clusters} timer q-clusters, {args.drivers} drivers, seed {args.seed}"
     )
     if run.returncode != 0 or figure is None:
-        sys.stdout.write(run.stdout[-6000:] + run.stderr[-2000:])
-        print(f"FAILED after {elapsed:.0f} s (load average {load})")
+        sys.stdout.write(run.tail())
+        print(f"FAILED after {run.elapsed:.0f} s (load average {run.load})")
         return 1
-    print(f"{figure.group(0)}; wall {elapsed:.0f} s (load average {load})")
+    print(f"{figure.group(0)}; wall {run.elapsed:.0f} s (load average {run.load})")
     return 0
 
 

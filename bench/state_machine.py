@@ -11,13 +11,10 @@ examples, steps, rules run, each rule's hits, the elapsed time and the load aver
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _fullsize import run_fullsize_test
+
 TEST = "tests/test_pause_state_machine.py::test_full_size_state_machine_conformance"
 
 
@@ -26,38 +23,17 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--steps", type=int, default=50)
     args = parser.parse_args()
-    env = {**os.environ, "HITL_STATE_MACHINE_SIZE": f"{args.examples}x{args.steps}", "PYTHONPATH": str(ROOT)}
-    started = time.monotonic()
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-s",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:logging",
-            "-m",
-            "fullsize",
-            TEST,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    run = run_fullsize_test(
+        TEST, {"HITL_STATE_MACHINE_SIZE": f"{args.examples}x{args.steps}"}, "-p", "no:logging"
     )
-    elapsed = time.monotonic() - started
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     figure = [line for line in run.stdout.splitlines() if line.startswith("R5 ")]
     if run.returncode != 0 or not figure:
-        sys.stdout.write(run.stdout[-6000:] + run.stderr[-2000:])
-        print(f"FAILED after {elapsed:.0f} s (load {load})")
+        sys.stdout.write(run.tail())
+        print(f"FAILED after {run.elapsed:.0f} s (load {run.load})")
         return 1
     print("\n".join(figure))
     print(
-        f"bench/state_machine.py: {args.examples} examples x {args.steps} steps passed in {elapsed:.0f} s (load {load})"
+        f"bench/state_machine.py: {args.examples} examples x {args.steps} steps passed in {run.elapsed:.0f} s (load {run.load})"
     )
     return 0
 

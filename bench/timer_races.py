@@ -12,13 +12,10 @@ lateness, elapsed) with the load average beside it; exits 1 if any check failed.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _fullsize import run_fullsize_test
+
 TEST = (
     "tests/e2e/test_live_timer_races.py::"
     "test_timers_at_full_size_fire_at_least_once_and_each_pause_is_decided_exactly_once"
@@ -31,32 +28,19 @@ def main() -> int:
     parser.add_argument("--fires", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None, help="replay the reviewers' plan of an earlier run")
     args = parser.parse_args()
-    env = {
-        **os.environ,
-        "HITL_TIMER_RACE_PAUSES": str(args.pauses),
-        "HITL_TIMER_RACE_FIRES": str(args.fires),
-        "PYTHONPATH": str(ROOT),
-    }
+    sizes = {"HITL_TIMER_RACE_PAUSES": str(args.pauses), "HITL_TIMER_RACE_FIRES": str(args.fires)}
     if args.seed is not None:
-        env["HITL_TIMER_RACE_SEED"] = str(args.seed)
-    started = time.monotonic()
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:xdist"]
-        + ["-m", "fullsize", TEST],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.monotonic() - started
+        sizes["HITL_TIMER_RACE_SEED"] = str(args.seed)
+    run = run_fullsize_test(TEST, sizes)
     lines = run.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("timer races:")), None)
     figure = lines[start : start + 7] if start is not None else []
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print("\n".join(figure))
-    print(f"bench: {'passed' if run.returncode == 0 else 'FAILED'} in {elapsed:.0f} s (load average {load})")
+    print(
+        f"bench: {'passed' if run.returncode == 0 else 'FAILED'} in {run.elapsed:.0f} s (load average {run.load})"
+    )
     if run.returncode != 0 or not figure:
-        sys.stdout.write(run.stdout[-6000:] + run.stderr[-2000:])
+        sys.stdout.write(run.tail())
         return 1
     return 0
 
