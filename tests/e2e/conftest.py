@@ -68,6 +68,23 @@ def database_url() -> str:
     return f"postgres://{credentials}@{host}:{port}/{db['NAME']}"
 
 
+def uvicorn_command(port: int) -> list[str]:
+    """The one web process of the live tests: uvicorn on loopback ``port``, quiet."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "hitl_project.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,22 +182,7 @@ class LiveStack:
         for _attempt in range(3):
             port = _free_port()
             self.server = ServerProcess.spawn(
-                "uvicorn",
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "hitl_project.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                ],
-                env=self.env,
-                log_dir=self.log_dir,
+                "uvicorn", uvicorn_command(port), env=self.env, log_dir=self.log_dir
             )
             self.base_url = f"http://127.0.0.1:{port}"
             if self._wait_for_health():

@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from tests.e2e.clusters import pid_of_connection, pids_in_group
-from tests.e2e.conftest import ServerProcess, _free_port
+from tests.e2e.conftest import ServerProcess, _free_port, uvicorn_command
 from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 
 # Short leases and a quick re-delivery, so a killed continuation is back within seconds (the defaults
@@ -258,24 +258,7 @@ class Fleet:
     def _spawn_web(self, name: str, slot: int) -> Member:
         for _attempt in range(3):
             port = _free_port()
-            process = ServerProcess.spawn(
-                name,
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "hitl_project.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--log-level",
-                    "warning",
-                    "--no-access-log",
-                ],
-                env=self.env,
-                log_dir=self.log_dir,
-            )
+            process = ServerProcess.spawn(name, uvicorn_command(port), env=self.env, log_dir=self.log_dir)
             url = f"http://127.0.0.1:{port}"
             if _healthy(process, url):
                 return Member("web", slot, process, url)
