@@ -18,29 +18,8 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
 
-import psycopg
-
-ROOT = Path(__file__).resolve().parent.parent
-PG = "host=127.0.0.1 port=5432 user=postgres"
-
-
-def prepare(db: str) -> None:
-    with psycopg.connect(f"{PG} dbname=postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{db}"')
-    os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{db}"
-    # The test settings: a fixed audit key, and sessions that may TRUNCATE the ledger (the flush below).
-    os.environ["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.test"
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
-    call_command("flush", "--noinput", verbosity=0)
+from _in_process import prepare
 
 
 def main() -> int:
