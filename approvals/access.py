@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 
 from approvals.errors import Forbidden, NotFound
+from approvals.models import PauseStatus
 
 
 def remember_group_names(user: Any, names: Any) -> None:
@@ -40,6 +41,15 @@ def is_approver(user: Any) -> bool:
 def sees_every_pause(user: Any) -> bool:
     """Admins and approvers see and decide every pause; everyone else only their own."""
     return is_admin(user) or is_approver(user)
+
+
+def sees_what_runs(user: Any, pause: Any) -> bool:
+    """A reviewer deciding a pause sees every byte the model controls in what will run (a tool call's
+    arguments and request exactly as sent, a credential-shaped value included, with a warning): an
+    admin or approver, while the pause waits. Everyone else, and everyone once it is decided, gets the
+    redacted view (``toolgate.tool_pause_details``). Values the service injects from secret references
+    are named in both, never shown."""
+    return sees_every_pause(user) and pause is not None and pause.status == PauseStatus.PENDING
 
 
 def may_use_inbox(user: Any) -> bool:

@@ -18,8 +18,15 @@ if TYPE_CHECKING:
 
 # Validate a decision against the pause (raise BadRequest); return extra audit detail for it.
 DecisionValidator = Callable[["Pause", "DecisionInput"], dict[str, Any]]
-# The approver-facing pauseDetails of a pause.
-DetailsProvider = Callable[["Pause"], dict[str, Any]]
+
+
+class DetailsProvider(Protocol):
+    def __call__(self, pause: Pause, *, reviewer: bool = False) -> dict[str, Any]:
+        """The pauseDetails of ``pause``. ``reviewer``: for a reviewer deciding it while it waits
+        (approvals.access.sees_what_runs), who is shown every byte the model controls; everyone else
+        gets the redacted view."""
+
+
 # The side-effecting steps an earlier, interrupted continuation of a pause claimed and never recorded
 # (toolgate's step journal registers it): allow-listed, redacted entries, e.g. {step, method, path, claimedAt}.
 OutcomeUnknownReader = Callable[["Pause"], list[dict[str, Any]]]

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
+from approvals.access import sees_what_runs
 from approvals.models import PauseStatus, SubjectType
 from approvals.pause_summaries import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
@@ -70,8 +71,9 @@ def snapshot(conversation: Conversation, *, steps: list[dict[str, Any]] | None =
     }
 
 
-def approval_status(conversation: Conversation) -> dict[str, Any]:
-    """The pause summary; unless awaiting a human, every pause field and pauseDetails are null."""
+def approval_status(conversation: Conversation, *, user: Any = None) -> dict[str, Any]:
+    """The pause summary; unless awaiting a human, every pause field and pauseDetails are null. ``user``:
+    who asks; a reviewer deciding the pause gets its reviewer view (approvals.access.sees_what_runs)."""
     pause = current_pause_of(SubjectType.CONVERSATION, conversation.id)
     awaiting = (
         conversation.state == ConversationState.AWAITING_HUMAN
@@ -88,5 +90,9 @@ def approval_status(conversation: Conversation) -> dict[str, Any]:
     }
     if awaiting:
         steps = _newest_live_steps(conversation, 1)
-        summary["pauseDetails"] = pause_details(pause, step_actions=steps[-1]["actions"] if steps else [])
+        summary["pauseDetails"] = pause_details(
+            pause,
+            step_actions=steps[-1]["actions"] if steps else [],
+            reviewer=sees_what_runs(user, pause),
+        )
     return summary

@@ -113,9 +113,10 @@ def validate_task_approvals(pause: Pause, decision: DecisionInput) -> dict[str, 
     return {"taskApprovals": normalized}
 
 
-def group_pause_details(pause: Pause) -> dict[str, Any]:
+def group_pause_details(pause: Pause, *, reviewer: bool = False) -> dict[str, Any]:
     """A group pause's pauseDetails: the phase, and the tasks awaiting approval (ids, descriptions and
-    assignees; their results are in the transcript view, for those who may read it)."""
+    assignees; their results are in the transcript view, for those who may read it). The same for a
+    reviewer and everyone else: nothing in it is redacted."""
     details = pause.details or {}
     awaiting = set(details.get("awaitingTaskIds", []))
     tasks = _tasks_of(pause) if pause.kind == PauseKind.TASK else []

@@ -47,7 +47,7 @@ def get_approval_status(user: Any, *, conversation_id: Any, detail: Any = None) 
     """REST's approval-status; ``detail="full"`` adds the snapshot REST adds (the redacted view: no tool
     arguments beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint)."""
     conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
-    summary = approval_status(conversation)
+    summary = approval_status(conversation, user=user)
     if detail == "full":
         if not may_read_turns(
             user,

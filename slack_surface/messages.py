@@ -1,9 +1,11 @@
 """What Slack is told: the exact texts of the reference (behaviour-details §12) and the approval card.
 
 The in-thread notice carries the pause reason only. The approval card, posted to the approval channel
-for reviewers, adds for a TOOL_CALL pause one context block per pending call: its tool name and its
-arguments as the pause stores them redacted (toolgate.tool_pause_details: re-redacted, never the raw
-value), cut to 300 characters, at most five calls and then "+N more". Without approver ids there are
+for reviewers, adds for a TOOL_CALL pause one context block per pending call: its tool name, for an http
+tool the request line it will send (method and whole URL, query included, redacted and cut to 500
+characters), and its arguments as the redacted views show them (toolgate.tool_pause_details: never a
+value of a credential's shape), cut to 300 characters, at most five calls and then "+N more"; the admin
+decision page shows all of it. Without approver ids there are
 no buttons (fail closed). Text from agents and tools goes out as plain text or escaped mrkdwn, so it
 cannot mention @channel or forge a link.
 """
@@ -23,6 +25,7 @@ STILL_WORKING = "⏳ I am still working on your previous message — please wait
 NO_APPROVERS = "No approver user ids configured — approve or reject via the API."
 ALREADY_RESOLVED = "☑️ This request has already been resolved."
 ARGUMENTS_MAX = 300
+REQUEST_LINE_MAX = 500
 CALLS_MAX = 5
 
 
@@ -78,8 +81,18 @@ def timeout_text(pause: Pause) -> str:
     return f"{pause.timeout_policy} ({pause.approval_timeout}), deadline {pause.due_at.isoformat()}"
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= ARGUMENTS_MAX else text[:ARGUMENTS_MAX] + "…"
+def _cut(text: str, limit: int = ARGUMENTS_MAX) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _request_line(call: dict[str, Any]) -> str:
+    """``POST https://pay.example/transfers?payee=bob — `` for an http tool's call (redacted), else empty."""
+    preview = call.get("requestPreview") or {}
+    target = preview.get("url") or preview.get("uri")
+    if not target:
+        return ""
+    line = f"{preview.get('method') or ''} {target}".strip()
+    return f"{_cut(line, REQUEST_LINE_MAX)} — "
 
 
 def tool_call_blocks(pause: Pause) -> list[dict[str, Any]]:
@@ -92,7 +105,7 @@ def tool_call_blocks(pause: Pause) -> list[dict[str, Any]]:
                 {
                     "type": "plain_text",
                     "emoji": False,
-                    "text": f"{call['toolName']} — {_cut(call['arguments'])}",
+                    "text": f"{call['toolName']} — {_request_line(call)}{_cut(call['arguments'])}",
                 }
             ],
         }

@@ -1,8 +1,10 @@
 """A reviewer's amended arguments, merged back with the call's real values where they were shown redacted.
 
-Reviewers on every surface (the admin page, REST, MCP) read a call's arguments only redacted: each secret
-reads ``<REDACTED>``. A reviewer who edits one argument and sends the rest back as shown must not turn a
-secret into the literal marker, nor be trusted to retype a secret they were never shown.
+The decision views (the admin page, an approver's approval-status over REST and MCP while the pause
+waits) show a call's arguments as the model wrote them; every other view (a Slack card, an inbox, the
+owner's approval-status, a snapshot) shows them redacted: each value of a credential's shape reads
+``<REDACTED>``. A reviewer who edits one argument from such a view and sends the rest back as shown must
+not turn a value into the literal marker, nor be trusted to retype one they were never shown.
 
 The rule (``merged_amendment``), by JSON path:
 
@@ -39,8 +41,8 @@ class AmendmentRefused(Exception):
 
 
 def shown_arguments(call: PendingToolCall) -> str:
-    """The call's arguments as every surface shows them (``pauseDetails``): redacted again with the
-    current filter, so the comparison is with what the reviewer read."""
+    """The call's arguments as the redacted views show them (``pauseDetails`` for anyone but the reviewer
+    deciding): redacted again with the current filter, so the comparison is with what was read."""
     return redact(call.arguments_redacted)
 
 

@@ -1,16 +1,29 @@
 """The gate: which calls of one model response may run now and which must wait for a human.
 
 Only ``requireApproval`` and ``exempt`` decide; rules (toolgate.rules) tune a gated call's friction
-and never gate or ungate one.
+and never gate or ungate one. The gate judges the request as it will be sent, not only the template:
+an http tool's call is resolved first, and a requireApproval pattern that matches its method and path
+(``toolgate.patterns.request_addresses``, compared case- and Unicode-insensitively) gates it; a call
+that runs ungated has every request it sends judged again just before it leaves
+(``unapproved_request_check``), so one that would reach a gated endpoint is never sent.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from toolgate.patterns import call_addresses, first_match
+from toolgate.http_errors import HttpCallError
+from toolgate.patterns import call_addresses, first_match, first_match_folded, request_addresses
 from toolgate.precedence import gate_active
-from toolgate.tools import ToolCall, ToolSet
+from toolgate.tools import ToolCall, ToolContext, ToolSet
+
+if TYPE_CHECKING:
+    from toolgate.http_requests import BuiltRequest
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -22,11 +35,17 @@ class GateResult:
 
 
 def classify(
-    calls: list[ToolCall], config: dict | None, toolset: ToolSet, *, cleared_ids: set[str]
+    calls: list[ToolCall],
+    config: dict | None,
+    toolset: ToolSet,
+    *,
+    cleared_ids: set[str],
+    context: ToolContext | None = None,
 ) -> GateResult:
     """Split ``calls`` (in batch order) into those that run now and those that need approval.
 
-    Every call must already carry an id (the loop gives an id-less call ``gen-<uuid>`` first).
+    Every call must already carry an id (the loop gives an id-less call ``gen-<uuid>`` first). With
+    ``context`` an http tool's request is resolved and judged as it will be sent (module rules).
     """
     result = GateResult()
     if not gate_active(config):
@@ -40,7 +59,9 @@ def classify(
         if not is_cleared(call, cleared_ids) and call.name is not None:
             addresses = addresses_of(call, toolset)
             if not is_exempt(config, addresses):
-                pattern = gating_pattern(config, addresses)
+                pattern = gating_pattern(config, addresses) or sent_gating_pattern(
+                    config, resolved_request(call, toolset, context)
+                )
         if pattern is None:
             result.allowed.append(call)
         else:
@@ -69,6 +90,55 @@ def gating_pattern(config: dict, addresses: list[str]) -> str | None:
     """Any match suffices: the first requireApproval pattern (config order, then address order) that
     matches the call gates it and becomes its gate reason; no match means the call runs."""
     return first_match(_patterns(config.get("requireApproval")), addresses)
+
+
+def sent_gating_pattern(config: dict, built: BuiltRequest | None) -> str | None:
+    """The first requireApproval pattern that matches the request as it will be sent (module rules)."""
+    if built is None:
+        return None
+    try:
+        path = built.sent_path()
+    except HttpCallError:
+        return None  # httpx cannot make it, so it is never sent
+    addresses = request_addresses(built.method, path, built.base_path)
+    return first_match_folded(_patterns(config.get("requireApproval")), addresses)
+
+
+def resolved_request(call: ToolCall, toolset: ToolSet, context: ToolContext | None) -> BuiltRequest | None:
+    """The request an http tool's call would send now (None: not an http tool, or it cannot be built:
+    then it cannot be sent either, and ``unapproved_request_check`` judges whatever is built later)."""
+    tool = toolset.tools.get(call.name) if call.name is not None else None
+    if tool is None or tool.resolve is None or context is None:
+        return None
+    try:
+        arguments = json.loads(call.arguments or "{}")
+        return tool.resolve(arguments if isinstance(arguments, dict) else {}, context)
+    except Exception as exc:  # the request is judged again when it is built to be sent
+        logger.info("gate: the request of %s could not be resolved (%s)", call.name, type(exc).__name__)
+        return None
+
+
+def unapproved_request_check(config: dict | None, call: ToolCall, toolset: ToolSet) -> Any:
+    """For a call that runs without approval: a check of each request it is about to send that refuses one
+    the policy gates, judged on the request as sent (None when the gate is off or the call is exempt)."""
+    if not gate_active(config) or call.name is None:
+        return None
+    assert config is not None  # nosec B101  # type narrowing; gate_active refused None
+    if is_exempt(config, addresses_of(call, toolset)):
+        return None
+
+    def check(built: BuiltRequest) -> dict[str, Any] | None:
+        pattern = sent_gating_pattern(config, built)
+        if pattern is None:
+            return None
+        view = built.view()
+        return {
+            "status": "NOT_EXECUTED",
+            "reason": f"the request it would send ({view.method} {view.uri}) needs approval ({pattern}); "
+            "it was not sent",
+        }
+
+    return check
 
 
 def _patterns(value: object) -> list[str]:

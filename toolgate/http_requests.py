@@ -7,47 +7,57 @@ Building rules:
 - The path template may carry a query (``/deploy/{args.ref}?version=3``), and so may ``targetServerUrl``:
   their pairs come first, then ``queryParams``, in order (repeated names stay repeated). Values substituted
   into the path are percent-encoded so they cannot add segments or a query; values substituted into the
-  template's query part are encoded so they cannot add a pair (``&``, ``=``, ``#``). A fragment is dropped:
-  it is never sent.
+  template's query part are encoded so they cannot add a pair (``&``, ``=``, ``#``). Values substituted
+  into ``targetServerUrl`` keep unreserved characters only (everything else percent-encoded), so they
+  never change the scheme, host or port the document wrote. A fragment is dropped: it is never sent.
+- **No dot segments.** A path holding ``.`` or ``..`` as a segment, as written or decoded
+  (``..%2F``), is refused (``refuse_dot_segments``): the target would resolve another path than the
+  one judged by the gate and shown to the reviewer.
 - **One request object.** ``BuiltRequest.url`` never holds a query: every pair lives in ``query``.
   ``BuiltRequest.outgoing()`` makes the one ``httpx.Request`` that is sent, and the preview, the
   fingerprint, the record of what was sent and the self-conversation guard read the target from that same
-  object (``target_uri``/``target_query``), so what is approved and what runs cannot diverge.
+  object (``target``, ``view``), so what is approved and what runs cannot diverge.
 - A dict/list body is rendered value by value (strings inside rendered, keys kept) and sent as JSON;
   a string body is sent as text (as JSON when it parses as a JSON object or array).
 - Secret references ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` are resolved in the
   document's own text, never in substituted values: a value such as ``{args.x}`` cannot smuggle in
-  ``${env:…}``. ``${caller:token}`` is allowed in headers only.
+  ``${env:…}``. ``${caller:token}`` is allowed in headers only. Each resolved value is an injected value
+  (``BuiltRequest.injected``), and a request with any carries its view (``BuiltRequest.shown``, built by
+  the same code with stand-ins, ``toolgate.request_views``): what the reviewer sees and what the
+  fingerprint covers, every injected value named by its reference.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import os
-import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import httpx
 
-from toolgate.log_redaction import remember_secret
+from toolgate.http_errors import HttpCallError as HttpCallError
+from toolgate.http_errors import SecretReferenceError as SecretReferenceError
 from toolgate.redaction import REDACTED as REDACTED
 from toolgate.redaction import SENSITIVE_NAME_PARTS as SENSITIVE_NAME_PARTS
 from toolgate.redaction import is_sensitive_name as is_sensitive_name
 from toolgate.redaction import redact_headers, redact_query_pairs, replace_known_secrets
-from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
+from toolgate.request_views import RequestView, request_view
+from toolgate.secret_references import (
+    SECRET_REFERENCE as SECRET_REFERENCE,
+)
+from toolgate.secret_references import (
+    InjectedValue,
+    ReferenceResolver,
+    ReferenceSentinels,
+    ReferenceValues,
+)
+from toolgate.secret_references import (
+    resolve_secret_references as resolve_secret_references,
+)
 from toolgate.templates import render
-
-
-class HttpCallError(Exception):
-    """A declared call could not be built or sent; the message is safe to store and show."""
-
-
-class SecretReferenceError(HttpCallError):
-    """A ``${…}`` secret reference cannot be resolved. Names the reference, never a value."""
 
 
 class PrivateAddressError(HttpCallError):
@@ -62,8 +72,12 @@ class BuiltRequest:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
     content_type: str | None = None
-    # Values resolved from ${vault:…} while building: replaced by <REDACTED> wherever shown or stored.
-    secrets_used: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The values resolved from secret references while building, in order (toolgate.secret_references).
+    injected: list[InjectedValue] = field(default_factory=list, compare=False, repr=False)
+    # The same request with each injected value shown as its reference (None: nothing was injected).
+    shown: RequestView | None = field(default=None, compare=False, repr=False)
+    # The path of targetServerUrl: patterns also see the request's path relative to it.
+    base_path: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         # The invariant behind "what runs is what was approved": a query in the URL would be dropped by
@@ -93,6 +107,22 @@ class BuiltRequest:
         url = self.outgoing().url
         return str(url.copy_with(query=None, fragment=None)), _parse_query(url.query.decode("ascii"))
 
+    def sent_path(self) -> str:
+        """The path ``outgoing()`` sends (encoded as on the wire, dot segments resolved, no query)."""
+        return self.outgoing().url.copy_with(query=None, fragment=None).raw_path.decode("ascii")
+
+    @property
+    def secrets_used(self) -> list[str]:
+        """Every injected value (vault, env, the caller's token): replaced by <REDACTED> wherever a
+        result or record of this request is shown or stored."""
+        return [item.value for item in self.injected if item.value]
+
+    def view(self) -> RequestView:
+        """This request as a reviewer is shown it (toolgate.request_views)."""
+        if self.shown is not None:
+            return self.shown
+        return _view_of(self, lambda text: text)
+
     def headers_to_send(self) -> dict[str, str]:
         """The headers plus ``Content-Type`` from ``content_type`` unless a header already sets it."""
         headers = dict(self.headers)
@@ -108,79 +138,63 @@ class HttpResult:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-SECRET_REFERENCE = re.compile(r"\$\{(?P<scheme>env|vault|caller):(?P<name>[^{}]*)\}")
 _PATH_SAFE = "-._~!$&'()*+,;=:@"
 # A query name or value: everything but the pair separators, "+" (a space in form decoding) and "#".
 _QUERY_SAFE = "-._~!$'()*,;:@/?"
-
-
-def resolve_secret_references(
-    text: str, *, caller_token: str | None, allow_caller: bool, used: list[str] | None = None
-) -> str:
-    """Replace every ``${env:NAME}``, ``${vault:NAME}`` and ``${caller:token}`` in ``text``.
-
-    ``env`` reads os.environ and ``vault`` the secret store (unknown → SecretReferenceError naming the
-    reference, never a value); vault values resolved are appended to ``used``; ``caller:token`` is the
-    caller's token ("" when none) and only where ``allow_caller``.
-    """
-
-    def resolve(match: re.Match[str]) -> str:
-        scheme, name, reference = match.group("scheme"), match.group("name"), match.group(0)
-        if scheme == "env":
-            if name not in os.environ:
-                raise SecretReferenceError(f"unknown environment variable: {reference}")
-            return os.environ[name]
-        if scheme == "vault":
-            try:
-                value = secret_value(name)
-            except UnknownSecret:
-                raise SecretReferenceError(f"unknown secret: {reference}") from None
-            except SecretStoreUnavailable as unavailable:
-                raise SecretReferenceError(
-                    f"secret store unavailable ({unavailable.problem}): {reference}"
-                ) from None
-            if used is not None:
-                used.append(value)
-            return value
-        if name != "token":
-            raise SecretReferenceError(f"unknown caller reference: {reference}")
-        if not allow_caller:
-            raise SecretReferenceError(f"{reference} is only allowed in headers")
-        return caller_token or ""
-
-    def resolve_and_remember(match: re.Match[str]) -> str:
-        value = resolve(match)
-        remember_secret(value)  # from now on no log line of this process carries it
-        return value
-
-    return SECRET_REFERENCE.sub(resolve_and_remember, text)
+# A value substituted into targetServerUrl: unreserved characters only, so it never adds a delimiter
+# (":", "/", "?", "#", "@", "%") and cannot change the scheme, host or port the document wrote.
+_SERVER_URL_SAFE = "-._~"
 
 
 def build_request(
     task: dict[str, Any], call: dict[str, Any], template_data: dict[str, Any], *, caller_token: str | None
 ) -> BuiltRequest:
-    """The request ``call`` of the ``httpcalls`` ``task`` sends with ``template_data`` (see module rules)."""
-    request = call.get("request") or {}
-    used: list[str] = []
+    """The request ``call`` of the ``httpcalls`` ``task`` sends with ``template_data`` (see module rules),
+    with its view (``shown``) built from the same template data by the same code."""
+    values = ReferenceValues(caller_token)
+    built = _assemble(task, call, template_data, values)
+    built.injected = values.injected
+    if built.injected:
+        sentinels = ReferenceSentinels()
+        built.shown = _view_of(_assemble(task, call, template_data, sentinels), sentinels.named)
+    return built
 
-    def fill(text: Any, *, allow_caller: bool = False, escape: Any = None) -> str:
+
+def _assemble(
+    task: dict[str, Any], call: dict[str, Any], template_data: dict[str, Any], resolver: ReferenceResolver
+) -> BuiltRequest:
+    request = call.get("request") or {}
+
+    def fill(text: Any, *, allow_caller: bool = False, escape: Any = None, in_url: bool = False) -> str:
         return _render_template(
             str(text),
             template_data,
-            caller_token=caller_token,
+            resolver=_placed_in_url(resolver) if in_url else resolver,
             allow_caller=allow_caller,
             escape=escape,
-            used=used,
         )
 
     method = fill(request.get("method") or "GET").strip().upper()
-    base, base_query = _split_query(fill(task.get("targetServerUrl") or "").split("#", 1)[0])
+    server_url = fill(
+        task.get("targetServerUrl") or "",
+        escape=lambda value: quote(value, safe=_SERVER_URL_SAFE),
+        in_url=True,
+    )
+    base, base_query = _split_query(server_url.split("#", 1)[0])
     path_template, query_template = _split_query(str(request.get("path") or ""))
-    path = fill(path_template, escape=lambda value: quote(value, safe=_PATH_SAFE))
+    path = fill(path_template, escape=lambda value: quote(value, safe=_PATH_SAFE), in_url=True)
     url = _join_url(base, path)
+    refuse_dot_segments(url)
     query = _parse_query(base_query or "")
     if query_template is not None:
-        rendered = fill(query_template, escape=lambda value: quote(value, safe=_QUERY_SAFE))
+        # a query value, secret or not, is encoded so it stays one value (decoded once by _parse_query)
+        rendered = _render_template(
+            query_template,
+            template_data,
+            resolver=lambda match, allow: quote(resolver(match, allow), safe=_QUERY_SAFE),
+            allow_caller=False,
+            escape=lambda value: quote(value, safe=_QUERY_SAFE),
+        )
         query += _parse_query(rendered.split("#", 1)[0])
     headers = {
         str(name): fill(value, allow_caller=True) for name, value in (request.get("headers") or {}).items()
@@ -188,7 +202,77 @@ def build_request(
     query += [(name, fill(value)) for name, value in _query_pairs(request.get("queryParams"))]
     body, content_type = _build_body(request.get("body"), fill)
     explicit_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
-    return BuiltRequest(method, url, query, headers, body, explicit_type or content_type, secrets_used=used)
+    return BuiltRequest(
+        method, url, query, headers, body, explicit_type or content_type, base_path=_path_of(base)
+    )
+
+
+def _placed_in_url(resolver: ReferenceResolver) -> ReferenceResolver:
+    """A secret written into the URL itself (``targetServerUrl``, the path) is placed as written, so it may
+    carry structure (``${env:PAYMENTS_URL}``, a webhook path); one holding ``?`` or ``#`` would be cut
+    there — part of it sent as a query or dropped as a fragment — so it is refused, naming the reference.
+    A secret that is a query value belongs in ``queryParams``, where any character is encoded."""
+
+    def resolve(match: Any, allow_caller: bool) -> str:
+        value = resolver(match, allow_caller)
+        if "?" in value or "#" in value:
+            raise SecretReferenceError(
+                f"{match.group(0)} holds '?' or '#' and cannot be written into the URL; use queryParams, "
+                "a header or the body"
+            )
+        return value
+
+    return resolve
+
+
+def _view_of(built: BuiltRequest, named: Any) -> RequestView:
+    """The view of ``built`` from the ``httpx.Request`` it sends; from its parts when httpx cannot make one
+    (a stand-in where httpx needs a host or a port)."""
+    try:
+        url = built.outgoing().url
+        whole, uri = str(url), str(url.copy_with(query=None, fragment=None))
+        query = _parse_query(url.query.decode("ascii"))
+    except HttpCallError:
+        whole = built.url + ("?" + encode_query(built.query) if built.query else "")
+        uri, query = built.url, list(built.query)
+    return request_view(
+        built.method,
+        url=whole,
+        uri=uri,
+        query=query,
+        headers=built.headers_to_send(),
+        body=built.body,
+        named=named,
+    )
+
+
+def refuse_dot_segments(url: str) -> None:
+    """Refuse a request whose path holds a ``.`` or ``..`` segment, as written or once decoded (up to three
+    times): a target would resolve another path than the one the gate judged and the reviewer saw
+    (``/v1/users/..%2F..%2Fadmin`` is ``/v1/admin`` to a server that decodes before it normalises).
+    ``\\`` counts as a separator and ``;…`` path parameters are ignored, as some servers do."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return  # httpx refuses it when the request is made
+    for _ in range(4):
+        for segment in path.replace("\\", "/").split("/"):
+            if segment.split(";", 1)[0] in (".", ".."):
+                raise HttpCallError(
+                    "the request path holds a '.' or '..' segment (from the template or a substituted "
+                    "value); it is refused so the target cannot resolve another path"
+                )
+        decoded = unquote(path)
+        if decoded == path:
+            return
+        path = decoded
+
+
+def _path_of(base: str) -> str:
+    try:
+        return urlsplit(base).path.rstrip("/")
+    except ValueError:
+        return ""
 
 
 def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
@@ -261,24 +345,14 @@ def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
 
 
 def _render_template(
-    text: str,
-    data: dict[str, Any],
-    *,
-    caller_token: str | None,
-    allow_caller: bool,
-    escape: Any,
-    used: list[str] | None = None,
+    text: str, data: dict[str, Any], *, resolver: ReferenceResolver, allow_caller: bool, escape: Any
 ) -> str:
     """Render placeholders in the literal parts and resolve secret references between them."""
     pieces: list[str] = []
     position = 0
     for match in SECRET_REFERENCE.finditer(text):
         pieces.append(render(text[position : match.start()], data, escape=escape))
-        pieces.append(
-            resolve_secret_references(
-                match.group(0), caller_token=caller_token, allow_caller=allow_caller, used=used
-            )
-        )
+        pieces.append(resolver(match, allow_caller))
         position = match.end()
     pieces.append(render(text[position:], data, escape=escape))
     return "".join(pieces)

@@ -10,7 +10,7 @@ the turn is honoured before every model call and every tool run (``ToolContext.s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from approvals import metrics
@@ -27,7 +27,7 @@ from toolgate.batches import (
     pending_message,
 )
 from toolgate.execution import ensure_call_ids, run_call, tool_message
-from toolgate.gate import classify
+from toolgate.gate import classify, unapproved_request_check
 from toolgate.pinning import pin
 from toolgate.precedence import clamp_max_pauses, effective_tool_timeout, gate_active
 from toolgate.providers import ChatModel
@@ -75,10 +75,18 @@ def _assistant_message(content: str | None, calls: list[ToolCall]) -> dict[str, 
     }
 
 
-def run_allowed(calls: list[ToolCall], toolset: ToolSet, context: ToolContext, state: LoopState) -> None:
+def run_allowed(
+    calls: list[ToolCall],
+    toolset: ToolSet,
+    context: ToolContext,
+    state: LoopState,
+    config: dict[str, Any] | None,
+) -> None:
+    """Run the calls the gate let through; each request one of them sends is judged again as sent."""
     for call in calls:
         context.stop_if_cancelled()
-        result = run_call(call, toolset, context)
+        checked = replace(context, check_request=unapproved_request_check(config, call, toolset))
+        result = run_call(call, toolset, checked)
         state.messages.append(tool_message(call.id, result))
         state.trace.append({"type": "tool_call", "tool": call.name, "callId": call.id, "result": result})
         state.executed_ungated.append(call.name)
@@ -166,15 +174,15 @@ def run_tool_loop(
         calls = ensure_call_ids(turn.tool_calls)
         state.messages.append(_assistant_message(content, calls))
         if gate_active(loop.config):
-            result = classify(calls, loop.config, toolset, cleared_ids=state.cleared_ids)
+            result = classify(calls, loop.config, toolset, cleared_ids=state.cleared_ids, context=context)
             allowed, gated, reasons = result.allowed, result.gated, result.gate_reasons
         else:
             allowed, gated, reasons = calls, [], {}
         if gated and state.pauses_so_far >= clamp_max_pauses(loop.config):
-            run_allowed(allowed, toolset, context, state)
+            run_allowed(allowed, toolset, context, state, loop.config)
             deny_over_cap(gated, context, state)
         elif gated:
-            run_allowed(allowed, toolset, context, state)
+            run_allowed(allowed, toolset, context, state, loop.config)
             return LoopOutcome(
                 batch=build_batch(
                     content=content,
@@ -188,7 +196,7 @@ def run_tool_loop(
                 trace=state.trace,
             )
         else:
-            run_allowed(allowed, toolset, context, state)
+            run_allowed(allowed, toolset, context, state, loop.config)
         state.iteration += 1
     return LoopOutcome(
         reply=content or f"(stopped after {loop.max_iterations} tool iterations)", trace=state.trace

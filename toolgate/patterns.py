@@ -14,8 +14,9 @@ seconds on nine stars against a 60-character name). ``fnmatch`` is a different l
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from approvals.edit_distance import near_miss
 from approvals.field_errors import utf16_length
@@ -176,3 +177,37 @@ def first_match(patterns: list[str], addresses: list[str]) -> str | None:
         if any(glob.matches(address) for address in addresses):
             return pattern
     return None
+
+
+def request_addresses(method: str, path: str, base_path: str = "") -> list[str]:
+    """The addresses of a request as it is sent: ``http.<method>:<path>`` for its whole path and for its
+    path below ``targetServerUrl``'s (``base_path``), each as sent and percent-decoded. What the request
+    reaches is judged here, whatever the declared template says (a value may fill a template's segment
+    with anything that stays in that segment)."""
+    paths = [path or "/"]
+    if base_path and path.startswith(base_path + "/"):
+        paths.append(path[len(base_path) :])
+    forms: list[str] = []
+    for candidate in paths:
+        for form in (candidate, unquote(candidate)):
+            address = f"http.{method.strip().lower()}:{form}"
+            if address not in forms:
+                forms.append(address)
+    return forms
+
+
+def first_match_folded(patterns: list[str], addresses: list[str]) -> str | None:
+    """``first_match`` with patterns and addresses compared case-insensitively and in Unicode NFKC form:
+    a target may route ``/V1/Admin`` or a full-width ``／admin`` as ``/v1/admin``, so a pattern that gates
+    one gates them all (used for requireApproval only: folding widens what matches)."""
+    folded = [_folded(address) for address in addresses]
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.strip():
+            continue
+        if any(_compiled(_folded(pattern)).matches(address) for address in folded):
+            return pattern
+    return None
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()

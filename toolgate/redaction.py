@@ -401,12 +401,53 @@ def _redact_json_member(key: str, value: object) -> object:
 
 def replace_known_secrets(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every occurrence of each known secret value (≥ 4 characters) replaced by
-    ``<REDACTED>`` — as written, JSON-escaped or percent-encoded; longer secrets win over their prefixes,
+    ``<REDACTED>`` — in every spelling ``encoded_forms`` lists; longer secrets win over their prefixes,
     and an existing marker is never rewritten (idempotent)."""
     if not text:
         return ""
     pattern = known_secrets_pattern(secrets)
     return pattern.sub(REDACTED, text) if pattern is not None else text
+
+
+# The characters a URL encoder may leave as they are in a path, a query value or a form: each set below
+# is one an encoder on a request's way uses (ours for paths and query values, form encoding), so a secret
+# echoed back in any of them is still recognised.
+_ENCODER_SAFE_SETS = ("", "/", "-._~!$&'()*+,;=:@", "-._~!$&'()*+,;=:@/[]", "-._~!$'()*,;:@/?")
+# The WHATWG URL standard's percent-encode sets, which httpx applies to whatever a URL string holds: a path
+# keeps every printable ASCII character but space " # < > ? ` { }, a query every one but space " # < >,
+# and both keep an existing %XX escape as it is.
+_PRINTABLE = "".join(chr(code) for code in range(0x21, 0x7F))
+_WHATWG_SAFE_SETS = (
+    "".join(c for c in _PRINTABLE if c not in '"#<>?`{}%'),
+    "".join(c for c in _PRINTABLE if c not in '"#<>%'),
+)
+_PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
+_PERCENT_ESCAPE_ANY_CASE = re.compile(r"(%[0-9A-Fa-f]{2})")
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """Every spelling of ``secret`` a request or its echo may carry: as written; JSON-escaped (with and
+    without ``\\uXXXX`` escapes); percent-encoded by each encoder's safe set, form-encoded (``+`` for a
+    space), and as httpx encodes what a URL holds (``_WHATWG_SAFE_SETS``); and each percent-encoded form
+    with lower-case hex digits too."""
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        quote_plus(secret),
+    }
+    forms |= {quote(secret, safe=safe) for safe in _ENCODER_SAFE_SETS}
+    forms |= {_quote_keeping_escapes(secret, safe) for safe in _WHATWG_SAFE_SETS}
+    forms |= {_PERCENT_HEX.sub(lambda escape: escape.group().lower(), form) for form in forms if "%" in form}
+    return forms
+
+
+def _quote_keeping_escapes(text: str, safe: str) -> str:
+    """``quote`` that leaves an existing ``%XX`` escape as it is (a lone ``%`` becomes ``%25``)."""
+    return "".join(
+        piece if _PERCENT_ESCAPE_ANY_CASE.fullmatch(piece) else quote(piece, safe=safe)
+        for piece in _PERCENT_ESCAPE_ANY_CASE.split(text)
+    )
 
 
 def known_secrets_pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
@@ -415,7 +456,7 @@ def known_secrets_pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
         form
         for secret in secrets
         if secret and len(secret) >= MIN_KNOWN_SECRET_LENGTH
-        for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret))
+        for form in encoded_forms(secret)
     }
     if not forms:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from approvals import metrics
@@ -23,7 +23,7 @@ from toolgate.decision_validation import effective_verdict
 from toolgate.execution import run_call, tool_message
 from toolgate.loop import LoopState
 from toolgate.models import JournalStatus, PendingToolBatch, PendingToolCall
-from toolgate.pinning import request_changed_reason
+from toolgate.pinning import CHANGED, pinned_request_check, request_changed_reason
 from toolgate.tools import ToolCall, ToolContext, ToolSet
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,19 @@ def execute_approved(
         _audit(pause, "hitl.tool.outcome_unknown", {"tool": call.tool_name, "callId": call.call_id})
         return dict(OUTCOME_UNKNOWN)
     arguments = decision.amended if decision.amended is not None else call.arguments_raw
-    result = run_call(ToolCall(call.call_id, call.tool_name, arguments), toolset, context)
+    # a pinned call sends only the request that was approved, byte for byte (compared as it leaves)
+    pinned = pinned_request_check(call) if decision.amended is None else None
+    result = run_call(
+        ToolCall(call.call_id, call.tool_name, arguments), toolset, replace(context, check_request=pinned)
+    )
     if decision.amended is not None:
         result = {"status": "EXECUTED", "argsAmendedByReviewer": True, "result": result}
+    elif result == {"status": "NOT_EXECUTED", "reason": CHANGED}:
+        _audit(
+            pause,
+            "hitl.tool.request_changed",
+            {"tool": call.tool_name, "callId": call.call_id, "reason": CHANGED},
+        )
     journal.mark_executed(
         pause_epoch=pause.epoch,
         call_id=call.call_id,

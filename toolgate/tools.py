@@ -47,6 +47,9 @@ class ToolContext:
     talk_to_agent: Callable[..., dict[str, Any]] | None = None
     # raises when a cancel of the running turn was recorded: asked before every model call and tool run
     check_cancelled: Callable[[], None] | None = None
+    # http tools: a refusal result for a request about to be sent, else None (set per call by the loop:
+    # the gate's judgement of an ungated call, the pinned request of an approved one)
+    check_request: Callable[[Any], dict[str, Any] | None] | None = None
 
     def stop_if_cancelled(self) -> None:
         if self.check_cancelled is not None:

@@ -23,7 +23,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.access import require_decider
+from approvals.access import require_decider, sees_what_runs
 from approvals.actors import actor_for_user
 from approvals.admin import outlook as admin_outlook
 from approvals.admin import responses as admin_responses
@@ -309,7 +309,7 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
         pause = find_pause(request, object_id)
     except Http404:
         return not_found_page(model_admin, request)
-    review = pause_review(pause)
+    review = pause_review(pause, reviewer=sees_what_runs(request.user, pause))
     section = page_section(request, pause)
     items = section.items if section else ()
     status = 200

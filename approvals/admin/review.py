@@ -80,6 +80,8 @@ class ReviewCall:
     matched_rule: str
     request_preview: str
     pinned: bool
+    # places holding a model-chosen value that looks like a credential, shown as sent (reviewer view only)
+    warnings: tuple[str, ...] = ()
 
     @property
     def decidable(self) -> bool:
@@ -107,6 +109,11 @@ def review_call(index: int, raw: Any) -> ReviewCall:
         matched_rule=as_text(call.get("matchedRule") or call.get("rule") or call.get("matchedPattern")),
         request_preview=_preview_text(call.get("requestPreview")),
         pinned=bool(call.get("requestPinned")),
+        warnings=tuple(
+            str(warning.get("field") or "")
+            for warning in call.get("warnings") or []
+            if isinstance(warning, dict)
+        ),
     )
 
 
@@ -137,8 +144,10 @@ def _entries(details: dict[str, Any], key: str) -> list[Any]:
 
 
 def _preview_text(preview: Any) -> str:
+    """The request as sent: its request line with the whole target, query included, then its headers and
+    body."""
     if isinstance(preview, dict):
-        lines = [f"{preview.get('method') or ''} {preview.get('uri') or ''}".strip()]
+        lines = [f"{preview.get('method') or ''} {_target(preview)}".strip()]
         lines += [f"{name}: {value}" for name, value in (preview.get("headers") or {}).items()]
         if preview.get("body"):
             lines.append(str(preview["body"]) + (" …(truncated)" if preview.get("bodyTruncated") else ""))
@@ -146,9 +155,19 @@ def _preview_text(preview: Any) -> str:
     return as_text(preview)
 
 
-def pause_review(pause: Pause) -> PauseReview:
-    """Everything from pause_details(): the same allow-listed, re-redacted fields every surface gets."""
-    details = pause_details(pause)
+def _target(preview: dict[str, Any]) -> str:
+    """``url`` (the whole target as sent); a preview kept before it had one: the URI and its query pairs."""
+    if preview.get("url"):
+        return str(preview["url"])
+    query = preview.get("queryParams") or {}
+    pairs = "&".join(f"{name}={value}" for name, value in query.items()) if isinstance(query, dict) else ""
+    return str(preview.get("uri") or "") + (f"?{pairs}" if pairs else "")
+
+
+def pause_review(pause: Pause, *, reviewer: bool = False) -> PauseReview:
+    """Everything from pause_details(): the same allow-listed fields every surface gets; ``reviewer``: the
+    view of a reviewer deciding the pause (approvals.access.sees_what_runs)."""
+    details = pause_details(pause, reviewer=reviewer)
     if pause.kind == PauseKind.TOOL_CALL:
         calls = [review_call(i, raw) for i, raw in enumerate(_entries(details, "calls"))]
         names = {call.call_id: call.tool_name for call in calls}

@@ -419,7 +419,7 @@ class ApprovalStatusView(APIView):
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
-        summary = approval_status(conversation)
+        summary = approval_status(conversation, user=request.user)
         if request.query_params.get("detail") == "full":
             if not may_read_turns(
                 request.user,

@@ -18,8 +18,9 @@ Rules:
 - In a continuation of a decided pause (``turn.continuing``) each call is a step of the execution journal
   (toolgate.step_journal): claimed before it runs, its result recorded after; a second run of the same
   continuation replays a recorded call and never sends a claimed one again (``outcomeUnknown``).
-- What was sent, every attempt, is appended to ``data["httpcalls:requests"]`` through the one redaction
-  filter (toolgate.redaction): URL, header and query values, and the body; the request actually sent is
+- What was sent, every attempt, is appended to ``data["httpcalls:requests"]``: the request's view (each
+  injected secret named by its reference, toolgate.request_views) through the one redaction filter
+  (toolgate.redaction): URL, header and query values, and the body; the request actually sent is
   untouched.
 """
 
@@ -78,14 +79,15 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
 
 
 def sent_record(call_name: str, built: BuiltRequest) -> dict[str, Any]:
-    """What was sent, safe to keep: URL, header values, query values and body redacted (copies only)."""
-    uri, query = built.target()
+    """What was sent, safe to keep: the request's view (each injected value by its reference, so no
+    encoding of a secret can slip through), with URL, header and query values and the body redacted."""
+    view = built.view()
     record = {
         "call": call_name,
-        "method": built.method,
-        "url": redact_uri(uri),
-        "query": [[name, value] for name, value in redact_query_pairs(query)],
-        "headers": redact_headers(built.headers_to_send()),
-        "body": redact(built.body.decode("utf-8", errors="replace")) if built.body is not None else None,
+        "method": view.method,
+        "url": redact_uri(view.uri),
+        "query": [[name, value] for name, value in redact_query_pairs(view.query)],
+        "headers": redact_headers(dict(view.headers)),
+        "body": redact(view.body.decode("utf-8", errors="replace")) if built.body is not None else None,
     }
     return without_secrets(record, built.secrets_used)

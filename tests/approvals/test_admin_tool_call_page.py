@@ -67,7 +67,7 @@ STORED_BATCHES = {
         lambda pause: (
             stored_calls(pause)
             .filter(call_id="call-1")
-            .update(args_truncated=True, arguments_redacted='{"amount": 25')
+            .update(args_truncated=True, arguments_raw='{"amount": 25', arguments_redacted='{"amount": 25')
         ),
         lambda review: review.calls[0].args_truncated and review.calls[0].arguments == '{"amount": 25',
     ),

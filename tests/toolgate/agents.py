@@ -83,3 +83,52 @@ def payments_agent(
         ],
         "hitlConfig": config,
     }
+
+
+def http_tool_agent(
+    target_url: str,
+    calls: list[dict[str, Any]],
+    script: list[dict[str, Any]],
+    *,
+    tool_approvals: dict[str, Any] | None = None,
+    target_server_url: str | None = None,
+) -> dict[str, Any]:
+    """An agent whose scripted model runs ``script`` with the http tools ``calls`` (each a call of one
+    httpcalls task on ``target_url``, ``parameters`` defaulted to an open object)."""
+    tools = [{"parameters": {"type": "object", "properties": {}}, **call} for call in calls]
+    return {
+        "name": "tools-bot",
+        "workflows": [
+            {
+                "id": "main",
+                "tasks": [
+                    {
+                        "id": "assistant",
+                        "type": "llm",
+                        "provider": {"type": "scripted", "script": script},
+                        "tools": {"http": ["api"]},
+                        "maxToolIterations": 6,
+                    },
+                    {
+                        "id": "api",
+                        "type": "httpcalls",
+                        "targetServerUrl": target_server_url if target_server_url is not None else target_url,
+                        "calls": tools,
+                    },
+                ],
+            }
+        ],
+        "hitlConfig": {"toolApprovals": tool_approvals or {"requireApproval": ["transfer_*"]}},
+    }
+
+
+def one_call(name: str, arguments: dict[str, Any], call_id: str = "call-1") -> list[dict[str, Any]]:
+    """A script: on "go" the model calls ``name`` once, then answers with the tool results."""
+    return [
+        AFTER_TOOLS,
+        {
+            "when": {"inputContains": "go"},
+            "toolCalls": [{"id": call_id, "name": name, "arguments": arguments}],
+        },
+        {"reply": "ok"},
+    ]

@@ -9,6 +9,7 @@ import pytest
 # the recorder of the pipeline tests: a ThreadingHTTPServer on loopback answering every method and path
 from tests.conversations.conftest import LoopbackServer, loopback_server
 from tests.toolgate.chat_stub import ChatStub, running_chat_stub
+from tests.toolgate.echo_target import EchoTarget, running_echo_target
 
 __all__ = ["ChatStub", "LoopbackServer", "chat_stub", "loopback_server"]
 
@@ -17,3 +18,10 @@ __all__ = ["ChatStub", "LoopbackServer", "chat_stub", "loopback_server"]
 def chat_stub() -> Iterator[ChatStub]:
     with running_chat_stub() as stub:
         yield stub
+
+
+@pytest.fixture
+def echo_target() -> Iterator[EchoTarget]:
+    """A target that records every request byte for byte and echoes it back (tests/toolgate/echo_target.py)."""
+    with running_echo_target() as target:
+        yield target

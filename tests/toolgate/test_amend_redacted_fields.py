@@ -1,7 +1,8 @@
-"""Amending a call whose arguments were shown redacted: a value left as shown keeps the original (the secret
-the reviewer never saw), a replaced value takes the new one, a marker anywhere else is refused with nothing
-decided. The rule is toolgate.amendments'; here through the REST resume endpoint against a real tool on
-loopback, and directly on the merge."""
+"""Amending a call from a redacted view of its arguments (the owner's approval-status here; a Slack card or an
+inbox likewise — only the decision views show them as sent): a value left as shown keeps the original, a
+replaced value takes the new one, a marker anywhere else is refused with nothing decided. The rule is
+toolgate.amendments'; here through the REST resume endpoint against a real tool on loopback, and directly
+on the merge."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_a_redacted_field_left_as_shown_keeps_its_original_value(
     alice_client, approver_client, http_recorder
 ):
     conversation_id, _ = paused(alice_client, http_recorder)
-    shown = shown_arguments(approver_client, conversation_id)
+    shown = shown_arguments(alice_client, conversation_id)
     assert shown["api_token"] == REDACTED
     response = resume(approver_client, conversation_id, {**shown, "amount": 50})
     assert response.status_code == 200, response.content
@@ -102,7 +103,7 @@ def test_a_redacted_field_left_as_shown_keeps_its_original_value(
 @pytest.mark.django_db
 def test_a_replaced_redacted_field_takes_the_new_value(alice_client, approver_client, http_recorder):
     conversation_id, _ = paused(alice_client, http_recorder)
-    shown = shown_arguments(approver_client, conversation_id)
+    shown = shown_arguments(alice_client, conversation_id)
     amended = {**shown, "api_token": "tok-rotated-0000000000"}
     assert resume(approver_client, conversation_id, amended).status_code == 200
     assert sent_bodies(http_recorder) == [{"amount": "100", "to": "bob", "token": "tok-rotated-0000000000"}]
@@ -116,7 +117,7 @@ def test_a_partly_edited_redacted_value_is_refused_and_nothing_is_decided(
     alice_client, approver_client, http_recorder
 ):
     conversation_id, _ = paused(alice_client, http_recorder)
-    shown = shown_arguments(approver_client, conversation_id)
+    shown = shown_arguments(alice_client, conversation_id)
     response = resume(approver_client, conversation_id, {**shown, "api_token": f"x{REDACTED}"})
     assert response.status_code == 400
     (error,) = response.json()["errors"]

@@ -1,4 +1,5 @@
-"""Property: no secret of a known shape survives in anything a pause shows, on any surface."""
+"""Property: a value of a credential's shape that the model wrote survives in no view of a pause but the
+reviewer's decision views, which show it as it will be sent, with a warning naming where it is."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ SECRETS = st.one_of(
 PLACES = st.sampled_from(["to", "memo", "api_key", "password"])
 
 
-def _surfaces(client, admin_client, admin_user, conversation_id: str, pause: Pause) -> list[str]:
+def _reviewer_views(client, admin_user, conversation_id: str, pause: Pause) -> list[str]:
     from django.test import Client
 
     browser = Client()
@@ -36,7 +37,16 @@ def _surfaces(client, admin_client, admin_user, conversation_id: str, pause: Pau
         decision_page.content.decode(),
         client.get(f"/agents/{conversation_id}/approval-status").content.decode(),
         client.get(f"/agents/{conversation_id}/approval-status?detail=full").content.decode(),
-        client.get("/agents/pending-approvals").content.decode(),
+    ]
+
+
+def _other_views(
+    owner_client, approver_client, admin_client, conversation_id: str, pause: Pause
+) -> list[str]:
+    return [
+        owner_client.get(f"/agents/{conversation_id}/approval-status").content.decode(),
+        owner_client.get(f"/agents/{conversation_id}").content.decode(),
+        approver_client.get("/agents/pending-approvals").content.decode(),
         admin_client.get(f"/audit/entries?conversation={conversation_id}").content.decode(),
         pause.reason,
     ]
@@ -48,7 +58,7 @@ def _surfaces(client, admin_client, admin_user, conversation_id: str, pause: Pau
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(secret=SECRETS, place=PLACES)
-def test_no_secret_of_a_known_shape_survives_in_a_pause(
+def test_a_credential_shaped_model_value_is_shown_only_to_the_reviewer_with_a_warning(
     alice_client, approver_client, admin_client, admin_user, http_recorder, secret, place
 ):
     arguments = {"amount": 1, "to": "bob", place: secret}
@@ -73,9 +83,13 @@ def test_no_secret_of_a_known_shape_survives_in_a_pause(
     conversation_id = start(alice_client, deployed_agent(document))
     assert say(alice_client, conversation_id, "transfer now").json()["state"] == "AWAITING_HUMAN"
     pause = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
-    shown = _surfaces(approver_client, admin_client, admin_user, conversation_id, pause)
     secret_part = secret.split()[-1].removeprefix("sk-ant-").removeprefix("sk-")
-    for text in shown:
+    for text in _other_views(alice_client, approver_client, admin_client, conversation_id, pause):
         assert secret_part not in text, text[:500]
-    details = json.loads(shown[1])["pauseDetails"]
-    assert details["calls"][0]["requestPreview"] is not None
+    reviewer = _reviewer_views(approver_client, admin_user, conversation_id, pause)
+    for text in reviewer:
+        assert secret_part in text, text[:500]
+    (call,) = json.loads(reviewer[1])["pauseDetails"]["calls"]
+    warned = {warning["field"] for warning in call["warnings"]}
+    assert {f"arguments.{place}", "request.headers.x-client-auth", "request.body"} <= warned
+    assert "hitl-credential-warning" in reviewer[0]

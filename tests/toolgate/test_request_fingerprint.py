@@ -1,11 +1,13 @@
-"""The request fingerprint: what changes it and what does not (toolgate.pinning)."""
+"""The request fingerprint and the request's view: what changes the fingerprint and what the reviewer is
+shown (toolgate.pinning, toolgate.request_views)."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolgate.http_requests import BuiltRequest
+from toolgate.http_requests import BuiltRequest, build_request
 from toolgate.pinning import canonical_request, request_fingerprint, request_preview
+from toolgate.request_views import PREVIEW_BODY_MAX_BYTES
 
 
 def req(**changes) -> BuiltRequest:
@@ -21,8 +23,15 @@ def req(**changes) -> BuiltRequest:
     return BuiltRequest(**base)
 
 
-def fp(built: BuiltRequest, caller_token: str = "") -> str:
-    return request_fingerprint(built, caller_token)
+def fp(built: BuiltRequest) -> str:
+    return request_fingerprint(built)
+
+
+TASK = {"targetServerUrl": "https://pay.example"}
+
+
+def built_call(request: dict, args: dict, caller_token: str | None = None) -> BuiltRequest:
+    return build_request(TASK, {"name": "pay", "request": request}, {"args": args}, caller_token=caller_token)
 
 
 def test_stable_under_header_order_header_case_and_method_case():
@@ -51,24 +60,37 @@ def test_an_empty_query_value_differs_from_an_absent_one():
     assert fp(req(query=[("version", "3"), ("dry", "")])) != fp(req())
 
 
-def test_two_secrets_in_the_body_give_different_fingerprints_though_both_display_redacted():
-    one = req(body=b'{"api_key": "sk-aaaaaaaaaaaaaaaaaaaaaaaa"}')
-    two = req(body=b'{"api_key": "sk-bbbbbbbbbbbbbbbbbbbbbbbb"}')
+def test_the_fingerprint_changes_when_any_byte_the_model_controls_changes():
+    """A credential-shaped value the model put in a header (or anywhere) is part of what is approved: it
+    was fingerprinted redacted before, so it could change after approval unnoticed."""
+    request = {"method": "POST", "path": "/wire", "headers": {"Authorization": "Bearer {args.token}"}}
+    one = built_call(request, {"token": "abcdefghijklmnopqrstuvwxyz0123"})
+    two = built_call(request, {"token": "zyxwvutsrqponmlkjihgfedcba3210"})
     assert fp(one) != fp(two)
-    assert request_preview(one)["body"] == request_preview(two)["body"]
-    assert "sk-a" not in request_preview(one)["body"]
+    shaped = {"method": "POST", "path": "/wire", "body": {"to": "{args.to}"}}
+    assert fp(built_call(shaped, {"to": "AKIAABCDEFGHIJKLMNOP"})) != fp(
+        built_call(shaped, {"to": "AKIAABCDEFGHIJKLMNOQ"})
+    )
 
 
-def test_credential_headers_are_fingerprinted_redacted_so_another_approver_passes():
-    alice = req(headers={"Authorization": "Token alice-token-0123456789", "X-Team": "ops"})
-    approver = req(headers={"Authorization": "Token approver-token-9876543210", "X-Team": "ops"})
+def test_two_secrets_give_different_fingerprints_though_both_are_shown_by_name(monkeypatch):
+    request = {"method": "POST", "path": "/wire", "headers": {"X-Key": "${env:PAY_KEY}"}, "body": {"a": 1}}
+    monkeypatch.setenv("PAY_KEY", "first-secret-value-123")
+    one = built_call(request, {})
+    monkeypatch.setenv("PAY_KEY", "second-secret-value-456")
+    two = built_call(request, {})
+    assert fp(one) != fp(two)
+    assert request_preview(one) == request_preview(two)
+    assert request_preview(one)["headers"]["x-key"] == "${env:PAY_KEY}"
+    assert "secret-value" not in str(request_preview(one))
+
+
+def test_the_callers_token_never_counts_so_another_approver_passes():
+    request = {"method": "POST", "path": "/wire", "headers": {"Authorization": "Token ${caller:token}"}}
+    alice = built_call(request, {}, caller_token="alice-token-0123456789")
+    approver = built_call(request, {}, caller_token="approver-token-9876543210")
     assert fp(alice) == fp(approver)
-
-
-def test_the_live_caller_token_never_counts_even_in_a_plain_header():
-    alice = req(headers={"X-On-Behalf": "tok-alice-123456"})
-    approver = req(headers={"X-On-Behalf": "tok-approver-654321"})
-    assert fp(alice, "tok-alice-123456") == fp(approver, "tok-approver-654321")
+    assert request_preview(alice)["headers"]["authorization"] == "Token ${caller:token}"
 
 
 def test_forged_field_boundaries_do_not_collide():
@@ -89,16 +111,14 @@ def test_the_fingerprint_is_a_keyed_hmac(settings):
     assert fp(req()) != before
 
 
-def test_the_preview_is_redacted_and_capped():
+def test_the_preview_shows_the_request_as_sent_query_included_and_is_capped():
     built = req(
-        url="https://user:pw@api.example/deploy/7?token=abcdefghijkl",
-        headers={"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz", "X-Client-Auth": "Bearer " + "z" * 30},
-        body=b"x" * 9000,
+        url="https://api.example/deploy/7?payee=mallory-IBAN-666",
+        headers={"X-Client-Auth": "Bearer " + "z" * 30},
+        body=b"x" * (PREVIEW_BODY_MAX_BYTES + 1),
     )
     preview = request_preview(built)
-    assert "abcdefghijklmnopqrstuvwxyz" not in str(preview) and "pw@" not in preview["uri"]
-    assert preview["headers"]["authorization"] == "<REDACTED>"
-    assert preview["headers"]["x-client-auth"] == "Bearer <REDACTED>"
-    assert preview["bodyTruncated"] is True and len(preview["body"].encode()) <= 8192
-    # the query in the URL is part of what is sent: shown (redacted) beside the declared pairs
-    assert preview["queryParams"] == {"token": "<REDACTED>", "version": "3"}
+    assert preview["url"] == "https://api.example/deploy/7?payee=mallory-IBAN-666&version=3"
+    assert preview["query"] == [["payee", "mallory-IBAN-666"], ["version", "3"]]
+    assert preview["headers"]["x-client-auth"] == "Bearer " + "z" * 30  # as sent: the reviewer judges it
+    assert preview["bodyTruncated"] is True and len(preview["body"].encode()) == PREVIEW_BODY_MAX_BYTES

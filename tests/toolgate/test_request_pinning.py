@@ -179,7 +179,7 @@ def test_the_approvers_token_goes_out_on_a_resumed_turn_and_the_pin_still_holds(
         "calls"
     ]
     assert call["requestPinned"] is True
-    assert call["requestPreview"]["headers"]["authorization"] == "<REDACTED>"
+    assert call["requestPreview"]["headers"]["authorization"] == "Token ${caller:token}"
     approve(approver_client, conversation_id)
     (sent,) = transfers(http_recorder)
     assert sent["headers"]["Authorization"] == f"Token {Token.objects.get(user=approver).key}"

@@ -1,10 +1,12 @@
-"""S4 canary: one full cycle with two secrets planted — a Stripe key in a gated tool call's arguments and
-the vault canary in its http call's header — reaches the loopback server and nothing else.
+"""S4 canary: one full cycle with two secrets planted — a Stripe key the model wrote into a gated tool
+call's arguments and the vault canary in its http call's header — reaches the loopback server and
+nothing else, but for the model's value in the reviewer's decision views.
 
-Extends test_no_secret_leaks (its surfaces) and test_no_secret_in_logs (its capture of every logger at
+Extends test_no_secret_leaks (its views) and test_no_secret_in_logs (its capture of every logger at
 DEBUG) to the whole cycle: paused, read over REST, the admin decision page, MCP's tools and the Slack
-card, approved, executed; then every response body of the test, every log record, every audit entry
-(all fields) and the card are searched for both values.
+card, approved, executed. The vault canary is in no response, log record, audit entry or card. The
+model's key is shown, as it will be sent, to the reviewer deciding the call (the admin decision page,
+the approver's approval-status over REST and MCP while it waits) and is in nothing else.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from tests.factories import deployed_agent, say, start
 from tests.queue_drain import run_queued_tasks
 from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 from tests.toolgate.test_no_secret_in_logs import assert_canary_in_no_record, every_logger_at_debug
-from tests.toolgate.test_no_secret_leaks import _surfaces
+from tests.toolgate.test_no_secret_leaks import _other_views, _reviewer_views
 
 __all__ = ["every_logger_at_debug"]  # the fixture, imported to be used here
 
@@ -82,13 +84,18 @@ def test_planted_secrets_reach_the_loopback_server_and_no_surface_log_or_audit_e
     conversation_id = start(alice_client, deployed_agent(_agent(http_recorder.url)))
     assert say(alice_client, conversation_id, "transfer now").json()["state"] == "AWAITING_HUMAN"
     pause = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
-    shown = _surfaces(approver_client, admin_client, admin_user, conversation_id, pause)
-    mcp_results = [
-        json.dumps(list_pending_approvals(approver), default=str),
+    reviewer = [
+        *_reviewer_views(approver_client, admin_user, conversation_id, pause),
         json.dumps(
             get_approval_status(approver, conversation_id=conversation_id, detail="full"), default=str
         ),
     ]
+    for text in reviewer:
+        assert ARGUMENT_CANARY in text, text[:600]  # the reviewer sees what the model wrote
+        assert canary_secret not in text and "${vault:" + CANARY_SECRET_NAME + "}" in text
+    response_bodies.clear()
+    shown = _other_views(alice_client, approver_client, admin_client, conversation_id, pause)
+    mcp_results = [json.dumps(list_pending_approvals(approver), default=str)]
     card = json.dumps(
         approval_card(
             pause, integration_name="ops", agent_name="payments-bot", subject=conversation_id, buttons=True

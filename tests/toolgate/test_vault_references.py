@@ -102,7 +102,7 @@ def test_the_preview_journal_and_results_never_hold_the_resolved_secret(
     pause = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
     call = PendingToolCall.objects.get(batch__pause=pause)
     assert call.request_pinned and "very-private" not in json.dumps(call.request_preview)
-    assert "<REDACTED>" in call.request_preview["body"]
+    assert "${vault:signing.key}" in call.request_preview["body"]  # named, never shown
     approver_client.post(f"/agents/{conversation_id}/resume", {"verdict": "APPROVED"}, format="json")
     run_queued_tasks()
     (sent,) = [r for r in http_recorder.requests if r["path"] == "/transfers"]

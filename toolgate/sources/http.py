@@ -6,7 +6,7 @@ for patterns such as ``http.post:/accounts/*``. The request is built by ``toolga
 one builder, with the template data of the turn plus ``args`` (the model's arguments): ``run`` goes
 through ``toolgate.http_calls.run_http_call``, as a rule-fired call does (``preRequest``, the attempts,
 ``postResponse``; property writes through ``ToolContext.set_property``; every attempt's request is checked
-by the self-conversation guard before it is sent) and returns ``{"status": <http status>, "body": <parsed
+by the self-conversation guard and by ``ToolContext.check_request`` before it is sent) and returns ``{"status": <http status>, "body": <parsed
 body>}`` (a ``fireAndForget`` call returns ``{"sent": true, "status": <int or null>}``; a call that cannot
 be built or sent returns ``{"error"}``), and ``resolve`` builds the request of the first attempt without
 sending it and without running ``preRequest.propertyInstructions``, for request pinning.
@@ -71,8 +71,10 @@ def http_tool(
         return build_request(task, call_for(args), data, caller_token=ctx.caller_token or None)
 
     def run(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        def own_conversation(built: BuiltRequest) -> dict[str, Any] | None:
-            return dict(SELF_CONVERSATION) if targets_conversation(built, ctx.conversation_id) else None
+        def checked(built: BuiltRequest) -> dict[str, Any] | None:
+            if targets_conversation(built, ctx.conversation_id):
+                return dict(SELF_CONVERSATION)
+            return ctx.check_request(built) if ctx.check_request is not None else None
 
         # the result never carries a resolved secret back (to the model, the journal or memory)
         return run_http_call(
@@ -80,7 +82,7 @@ def http_tool(
             call_for(args),
             {**ctx.template_data, "args": args},
             caller_token=ctx.caller_token or None,
-            effects=CallEffects(set_property=ctx.set_property, check_attempt=own_conversation),
+            effects=CallEffects(set_property=ctx.set_property, check_attempt=checked),
         )
 
     method = str(request.get("method") or "GET").strip()
