@@ -35,6 +35,7 @@ from conversations.pipeline.memory import ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from tests.conversations.conftest import LoopbackServer, running_loopback_server
 from toolgate import http_calls
+from toolgate.egress import AllowList, address_allowed, parse_allow_list
 from toolgate.execution import run_call
 from toolgate.sources import http_tools
 from toolgate.tools import ToolCall, ToolContext, build_toolset
@@ -193,6 +194,30 @@ def test_a_name_is_refused_when_any_one_of_its_addresses_is_not_public(
     assert result["error"].startswith("refusing to call mixed.example: it resolves to a non-public address")
     assert not any(address in result["error"] for address in addresses)  # the caller learns no address
     assert loopback_server.received == []
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("::ffff:127.0.0.1", False),
+        ("::ffff:8.8.8.8", True),
+        ("64:ff9b::7f00:1", False),
+        ("64:ff9b::808:808", True),  # what DNS64 answers for a public IPv4-only host
+        ("2002:7f00:1::", False),
+        ("2002:808:808::", True),
+        ("::7f00:1", False),
+        ("2606:4700::1111", True),
+    ],
+)
+def test_an_ipv6_address_carrying_ipv4_is_judged_by_the_ipv4_it_carries(address: str, allowed: bool) -> None:
+    assert address_allowed(ipaddress.ip_address(address), allowed=AllowList()) is allowed
+
+
+def test_an_allow_listed_network_covers_the_ipv4_mapped_form_of_its_addresses() -> None:
+    internal = parse_allow_list("10.20.0.0/16")[0]
+
+    assert address_allowed(ipaddress.ip_address("::ffff:10.20.3.4"), allowed=internal)
+    assert not address_allowed(ipaddress.ip_address("::ffff:10.21.3.4"), allowed=internal)
 
 
 def test_a_name_that_resolves_to_cloud_metadata_is_refused(guard: Any, resolver: Resolver) -> None:
