@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-# IPv6 prefixes whose low 32 bits are an IPv4 address a gateway may forward to (RFC 6052 NAT64).
+# The IPv6 prefix whose low 32 bits are an IPv4 address a NAT64 gateway forwards to (RFC 6052).
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _HOST_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
@@ -111,7 +111,7 @@ def address_allowed(address: IPAddress, *, allowed: AllowList) -> bool:
     candidates = [address] if carried is None else [address, carried]
     if any(candidate in network for network in allowed.networks for candidate in candidates):
         return True
-    judged = carried or address
+    judged = address if carried is None else carried
     return judged.is_global and not judged.is_multicast and not judged.is_reserved
 
 

@@ -458,9 +458,7 @@ def test_a_transport_that_cannot_be_given_the_checked_connections_refuses_to_sen
     assert len(loopback_server.received) == 1
 
 
-def test_run_http_call_sends_through_the_guard_for_every_caller(
-    guard: Any, loopback_server: LoopbackServer
-) -> None:
+def test_the_one_call_runner_refuses_on_its_own(guard: Any, loopback_server: LoopbackServer) -> None:
     """The one implementation behind rule-fired calls and http tools refuses on its own."""
     task = probe_task(f"http://127.0.0.1:{loopback_server.port}")
 
