@@ -13,9 +13,8 @@ from cryptography.fernet import Fernet
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def check_deploy(**overrides: str) -> subprocess.CompletedProcess:
-    """``manage.py check --deploy --fail-level WARNING`` under the production settings with good keys,
-    except for ``overrides``."""
+def production_env(**overrides: str) -> dict[str, str]:
+    """The environment of a process under the production settings with good keys, except for ``overrides``."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.production",
@@ -25,13 +24,20 @@ def check_deploy(**overrides: str) -> subprocess.CompletedProcess:
         "ALLOWED_HOSTS": "hitl.example.org",
         **overrides,
     }
-    for knob in ("DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "HITL_PINNING_KEY"):
+    knobs = ("DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "HITL_PINNING_KEY")
+    for knob in (*knobs, "HITL_HTTP_DENY_PRIVATE", "HITL_HTTP_ALLOW_PRIVATE"):
         if knob not in overrides:
             env.pop(knob, None)  # the production defaults are what is checked
+    return env
+
+
+def check_deploy(**overrides: str) -> subprocess.CompletedProcess:
+    """``manage.py check --deploy --fail-level WARNING`` under the production settings with good keys,
+    except for ``overrides``."""
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=PROJECT_ROOT,
-        env=env,
+        env=production_env(**overrides),
         capture_output=True,
         text=True,
         timeout=120,
@@ -86,6 +92,35 @@ def test_short_pinning_key_and_empty_secrets_key_fail_deploy_check():
     assert pinning.returncode != 0 and "(hitl.E005) HITL_PINNING_KEY is 14 bytes long" in pinning.stderr
     assert "pin-0123456789" not in pinning.stderr
     assert no_store_key.returncode != 0 and "(hitl.E002) HITL_SECRETS_KEY is empty" in no_store_key.stderr
+
+
+def production_setting(name: str, **overrides: str) -> str:
+    """The value of setting ``name`` as the production settings module makes it, printed by a fresh process."""
+    shown = subprocess.run(
+        [sys.executable, "-c", f"from django.conf import settings; print(repr(settings.{name}))"],
+        cwd=PROJECT_ROOT,
+        env=production_env(**overrides),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.strip()
+
+
+def test_production_settings_deny_private_addresses_unless_the_environment_turns_that_off():
+    assert production_setting("HITL_HTTP_DENY_PRIVATE") == "True"
+    assert production_setting("HITL_HTTP_DENY_PRIVATE", HITL_HTTP_DENY_PRIVATE="false") == "False"
+    assert production_setting("HITL_HTTP_ALLOW_PRIVATE") == "''"
+
+
+def test_a_bad_egress_allow_list_fails_deploy_check():
+    bad = check_deploy(HITL_HTTP_ALLOW_PRIVATE="payments.internal,10.20.0.0/33")
+    good = check_deploy(HITL_HTTP_ALLOW_PRIVATE="payments.internal,10.20.0.0/16")
+
+    assert bad.returncode != 0
+    assert "(hitl.E006) HITL_HTTP_ALLOW_PRIVATE: '10.20.0.0/33' is not a network" in bad.stderr, bad.stderr
+    assert good.returncode == 0, good.stderr
 
 
 def test_a_web_process_refuses_to_start_with_a_key_that_cannot_work():

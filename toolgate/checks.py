@@ -1,4 +1,5 @@
-"""System checks of the secret store key and the request-pinning key (rules in approvals/checks.py)."""
+"""System checks of the secret store key, the request-pinning key and the egress allow-list (rules in
+approvals/checks.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from approvals.checks import TAG, KeyProblem, check_message, hmac_key_problem, strict
-from toolgate import secret_store
+from toolgate import egress, secret_store
 
 FERNET_KEY_HINT = (
     "A Fernet key is 32 random bytes in urlsafe base64 (44 characters); several keys are "
@@ -40,6 +41,23 @@ def pinning_key_problem() -> KeyProblem | None:
     return hmac_key_problem(setting="HITL_PINNING_KEY", value=value, empty=5, short=5) if value else None
 
 
+def egress_allow_list_problem() -> KeyProblem | None:
+    """Every entry of HITL_HTTP_ALLOW_PRIVATE is a host name, an address or a network in CIDR form
+    (toolgate/egress.py). A bad entry allows nothing, so calls the operator meant to allow would be refused:
+    an error under the production settings, a warning in development."""
+    problems = egress.allow_list_problems()
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return KeyProblem(
+        6,
+        f"HITL_HTTP_ALLOW_PRIVATE: {problems[0]}{more}",
+        "List host names and networks, comma-separated: payments.internal,10.20.0.0/16 (a network's "
+        "address has no bits set beyond its prefix: 10.20.0.0/16, not 10.20.1.0/16)",
+        unusable=False,
+    )
+
+
 @checks.register(TAG)
 def check_secret_store_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     problem = secrets_key_problem()
@@ -49,4 +67,10 @@ def check_secret_store_key(app_configs: Any = None, **kwargs: Any) -> list[check
 @checks.register(TAG)
 def check_pinning_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     problem = pinning_key_problem()
+    return [check_message(problem)] if problem else []
+
+
+@checks.register(TAG)
+def check_egress_allow_list(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    problem = egress_allow_list_problem()
     return [check_message(problem)] if problem else []

@@ -29,15 +29,14 @@ Building rules:
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import httpx
 
+from toolgate.egress import EgressRefused, checked_transport
 from toolgate.http_errors import HttpCallError as HttpCallError
 from toolgate.http_errors import SecretReferenceError as SecretReferenceError
 from toolgate.redaction import REDACTED as REDACTED
@@ -61,7 +60,7 @@ from toolgate.templates import render
 
 
 class PrivateAddressError(HttpCallError):
-    """The target resolves to a loopback, link-local or private address while those are denied."""
+    """The target resolves to a non-public address while those are denied (toolgate.egress): not sent."""
 
 
 @dataclass
@@ -278,12 +277,15 @@ def _path_of(base: str) -> str:
 def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
     """Send ``built`` and return status and body (parsed JSON, else text); HttpCallError on failure.
 
-    When ``settings.HITL_HTTP_DENY_PRIVATE`` is true the host is resolved first and the call refused
-    if any of its addresses is loopback, link-local, private or unspecified. Redirects are not followed.
+    While ``settings.HITL_HTTP_DENY_PRIVATE`` is true the connection is made by toolgate.egress (its rules:
+    resolved once, every address checked, the socket opened to a checked one) and a refused host is a
+    PrivateAddressError. Redirects are not followed.
     """
-    with _client(built, timeout) as client:
+    with _client(timeout) as client:
         try:
             response = client.send(built.outgoing(timeout=timeout))
+        except EgressRefused as refused:
+            raise PrivateAddressError(str(refused)) from None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
             raise not_sent(error) from error
     return HttpResult(status=response.status_code, body=_parse_body(response), headers=dict(response.headers))
@@ -292,11 +294,14 @@ def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
 def send_without_waiting(built: BuiltRequest, *, timeout: float) -> int | None:
     """Send ``built`` and return the status if it arrives within ``timeout``; the body is never read.
 
-    A read timeout after the request went out is not an error (None is returned); failing to connect is.
+    A read timeout after the request went out is not an error (None is returned); failing to connect, or a
+    host toolgate.egress refuses, is.
     """
-    with _client(built, timeout) as client:
+    with _client(timeout) as client:
         try:
             response = client.send(built.outgoing(timeout=timeout), stream=True)
+        except EgressRefused as refused:
+            raise PrivateAddressError(str(refused)) from None
         except httpx.ReadTimeout:
             return None
         except (httpx.HTTPError, httpx.InvalidURL) as error:
@@ -312,29 +317,6 @@ def not_sent(error: httpx.HTTPError | httpx.InvalidURL) -> HttpCallError:
     if isinstance(error, httpx.LocalProtocolError | httpx.InvalidURL):
         return HttpCallError(f"{type(error).__name__}: the request is malformed (its value is not shown)")
     return HttpCallError(f"{type(error).__name__}: {error or 'request failed'}")
-
-
-def refuse_private_address(url: str) -> None:
-    """Raise PrivateAddressError when ``url``'s host resolves to a non-public address."""
-    try:
-        host = httpx.URL(url).host
-    except httpx.InvalidURL as error:
-        raise HttpCallError(f"invalid url: {url}") from error
-    if not host:
-        raise HttpCallError(f"no host in url: {url}")
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as error:
-        raise HttpCallError(f"cannot resolve host {host}: {error}") from error
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-            address = address.ipv4_mapped
-        if address.is_loopback or address.is_link_local or address.is_private or address.is_unspecified:
-            raise PrivateAddressError(
-                f"refusing to call {host}: it resolves to non-public address {address} "
-                "(HITL_HTTP_DENY_PRIVATE is on)"
-            )
 
 
 def redacted_pairs(pairs: dict[str, str] | list[tuple[str, str]]) -> Any:
@@ -441,11 +423,11 @@ def _join_url(base: str, path: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _client(built: BuiltRequest, timeout: float) -> httpx.Client:
+def _client(timeout: float) -> httpx.Client:
     from django.conf import settings
 
     if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):
-        refuse_private_address(built.url)
+        return httpx.Client(timeout=timeout, follow_redirects=False, transport=checked_transport())
     return httpx.Client(timeout=timeout, follow_redirects=False)
 
 

@@ -168,7 +168,11 @@ HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_0
 HITL_MEMORY_WINDOW_STEPS = env.int("HITL_MEMORY_WINDOW_STEPS", default=10)
 HITL_SNAPSHOT_STEPS = env.int("HITL_SNAPSHOT_STEPS", default=50)
 HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
+# Outbound HTTP of declared calls (toolgate/egress.py, docs/operations.md "Outbound HTTP (egress)"): refuse
+# non-public addresses. Off here because development and the tests call servers on loopback; on by default
+# under the production settings. The allow-list: comma-separated host names and networks an operator trusts.
 HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
+HITL_HTTP_ALLOW_PRIVATE = env.str("HITL_HTTP_ALLOW_PRIVATE", default="")
 HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 # The process that makes a decision runs its continuation (resume?wait, the admin page); off: every
 # continuation is handed to the q-cluster (a q-cluster-only deployment, the web runs none).

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +34,7 @@ class CannedResponse:
     body: bytes = b'{"ok": true}'
     content_type: str = "application/json"
     delay_seconds: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,10 +46,11 @@ class LoopbackServer:
     received: list[ReceivedRequest] = field(default_factory=list)
     responses: dict[str, CannedResponse] = field(default_factory=dict)
     sequences: dict[str, list[CannedResponse]] = field(default_factory=dict)
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def respond(
         self,
@@ -56,11 +60,13 @@ class LoopbackServer:
         json_body: Any = None,
         text: str | None = None,
         delay_seconds: float = 0.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
         if text is not None:
             canned = CannedResponse(status, text.encode(), "text/plain; charset=utf-8", delay_seconds)
         else:
             canned = CannedResponse(status, json.dumps(json_body).encode(), "application/json", delay_seconds)
+        canned.headers.update(headers or {})
         self.responses[path] = canned
 
     def respond_in_turn(self, path: str, *answers: tuple[int, Any]) -> None:
@@ -96,6 +102,8 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(canned.status)
                 self.send_header("Content-Type", canned.content_type)
                 self.send_header("Content-Length", str(len(canned.body)))
+                for name, value in canned.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(canned.body)
             except (BrokenPipeError, ConnectionResetError):
@@ -109,11 +117,16 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def loopback_server() -> Iterator[LoopbackServer]:
-    """A ThreadingHTTPServer on 127.0.0.1 and a free port, stopped after the test."""
-    recorder = LoopbackServer(host="127.0.0.1", port=0)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(recorder))
+@contextmanager
+def running_loopback_server(
+    host: str = "127.0.0.1", port: int = 0, *, tls: ssl.SSLContext | None = None
+) -> Iterator[LoopbackServer]:
+    """A ThreadingHTTPServer on ``host`` and ``port`` (0: a free one), HTTPS with the server context ``tls``,
+    stopped on leaving."""
+    recorder = LoopbackServer(host=host, port=port, scheme="https" if tls else "http")
+    httpd = ThreadingHTTPServer((host, port), _handler_for(recorder))
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     httpd.daemon_threads = True
     recorder.port = httpd.server_address[1]
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -124,6 +137,13 @@ def loopback_server() -> Iterator[LoopbackServer]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[LoopbackServer]:
+    """A ThreadingHTTPServer on 127.0.0.1 and a free port, stopped after the test."""
+    with running_loopback_server() as recorder:
+        yield recorder
 
 
 @pytest.fixture

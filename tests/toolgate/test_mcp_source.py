@@ -112,6 +112,22 @@ def test_running_a_tool_calls_it_on_the_server(mcp_url: str) -> None:
     assert SENT == [{"to": "bob@example.com", "subject": "Hi", "body": ""}]
 
 
+def test_an_mcp_server_is_an_operator_configured_target_outside_the_egress_guard(
+    mcp_url: str, settings: Any
+) -> None:
+    """The guard covers declared http calls, whose URLs may carry what the model chose; an MCP server's URL
+    is written by an admin in the agent document, so one on loopback works with the guard on."""
+    settings.HITL_HTTP_DENY_PRIVATE = True
+    settings.HITL_HTTP_ALLOW_PRIVATE = ""
+
+    tools = by_name(mcp_tools([{"name": "crm", "url": mcp_url}]))
+
+    assert tools["send_email"].run({"to": "dan@example.com", "subject": "Hi"}, CTX) == {
+        "queued": True,
+        "to": "dan@example.com",
+    }
+
+
 def test_structured_content_is_the_result(mcp_url: str) -> None:
     # MCPServer also returns a plain value as structured content, wrapped as {"result": …}
     assert by_name(mcp_tools([{"name": "crm", "url": mcp_url}]))["motd"].run({}, CTX) == {

@@ -8,7 +8,9 @@ newlines; a result the server flags as an error is ``{"error": <text>}``, and so
 
 The client is async; these tools are called from synchronous code. Each operation runs on a fresh
 event loop, in a worker thread when the calling thread already runs one. Every operation is bounded by
-``HITL_HTTP_TIMEOUT_SECONDS``, and ``HITL_HTTP_DENY_PRIVATE`` refuses non-public servers.
+``HITL_HTTP_TIMEOUT_SECONDS``. A server's URL is set by whoever writes the agent document (an admin), not by
+the model, so the egress guard of declared calls (toolgate.egress) does not apply to it: an MCP server on
+an internal network is an ordinary, operator-configured target.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from toolgate.http_requests import refuse_private_address
 from toolgate.tools import Tool, ToolContext
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,6 @@ def _tool(url: str, server_name: str, listed: Any) -> Tool:
 async def _list_tools(url: str) -> list[Any]:
     from mcp import Client  # imported when used: the client pulls in a large dependency tree
 
-    _refuse_private(url)
     listed: list[Any] = []
     async with Client(url) as client:
         cursor = None
@@ -79,7 +79,6 @@ async def _list_tools(url: str) -> list[Any]:
 async def _call_tool(url: str, name: str, args: dict[str, Any]) -> Any:
     from mcp import Client
 
-    _refuse_private(url)
     async with Client(url) as client:
         result = await client.call_tool(name, args)
     text = "\n".join(
@@ -108,13 +107,6 @@ def run_sync(operation: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(bounded())
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-client") as pool:
         return pool.submit(asyncio.run, bounded()).result()
-
-
-def _refuse_private(url: str) -> None:
-    from django.conf import settings
-
-    if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):
-        refuse_private_address(url)
 
 
 def _describe(error: BaseException) -> str:
