@@ -1,7 +1,9 @@
 """The gate: which calls of one model response may run now and which must wait for a human.
 
 Only ``requireApproval`` and ``exempt`` decide; rules (toolgate.rules) tune a gated call's friction
-and never gate or ungate one.
+and never gate or ungate one. A call id clears nothing: an approval is consumed by the one execution
+of the approved call when the turn resumes (toolgate.resume), so every call the model issues is gated
+on what it asks for, whatever its id.
 """
 
 from __future__ import annotations
@@ -21,12 +23,10 @@ class GateResult:
     gate_reasons: dict[str, str] = field(default_factory=dict)
 
 
-def classify(
-    calls: list[ToolCall], config: dict | None, toolset: ToolSet, *, cleared_ids: set[str]
-) -> GateResult:
+def classify(calls: list[ToolCall], config: dict | None, toolset: ToolSet) -> GateResult:
     """Split ``calls`` (in batch order) into those that run now and those that need approval.
 
-    Every call must already carry an id (the loop gives an id-less call ``gen-<uuid>`` first).
+    Every call must already carry an id of its own (toolgate.call_ids.distinct_call_ids).
     """
     result = GateResult()
     if not gate_active(config):
@@ -37,7 +37,7 @@ def classify(
         if not call.id:  # a real check, not an assert: ``python -O`` would drop it (bandit B101)
             raise ValueError(f"tool call {call.name!r} has no id: give it one before gating")
         pattern = None
-        if not is_cleared(call, cleared_ids) and call.name is not None:
+        if call.name is not None:
             addresses = addresses_of(call, toolset)
             if not is_exempt(config, addresses):
                 pattern = gating_pattern(config, addresses)
@@ -52,12 +52,6 @@ def classify(
 def addresses_of(call: ToolCall, toolset: ToolSet) -> list[str]:
     """The addresses patterns test for this call, from what the toolset knows of its tool."""
     return call_addresses(toolset.source_of(call.name), call.name, toolset.endpoint_of(call.name))
-
-
-def is_cleared(call: ToolCall, cleared_ids: set[str]) -> bool:
-    """Already approved is never re-gated: a call id a human approved (or that already ran in this
-    turn's continuation) runs when the model reissues it."""
-    return call.id in cleared_ids
 
 
 def is_exempt(config: dict, addresses: list[str]) -> bool:
