@@ -17,6 +17,8 @@ def continuation_caller(pause: Pause) -> Caller | None:
     caller when it is null), exactly as if the turn had not paused: its ungated tool calls, the previews
     of new gated calls, the http calls rules fire after a RULE pause and the nested conversations its
     tools start. Never the decider's: they saw none of these calls."""
+    if pause.raised_by_id is not None and pause.raised_by_id == pause.owner_id:
+        return caller_for(pause.owner)  # the usual case, and the decision read the owner with the pause
     return caller_for(pause.raised_by)
 
 

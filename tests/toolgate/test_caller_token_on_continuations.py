@@ -247,3 +247,9 @@ def test_who_a_continuation_and_its_approved_calls_act_for(alice, approver):
     assert approver_caller(decided(PauseKind.TOOL_CALL, "slack:U123", None)) is None  # no account here
     assert approver_caller(decided(PauseKind.RULE, "approver", approver)) is None
     assert continuation_caller(Pause(kind=PauseKind.TOOL_CALL, raised_by=None)) is None
+    assert continuation_caller(Pause(kind=PauseKind.RULE, owner=alice, raised_by=alice)).username == "alice"
+    # an admin's turn in alice's conversation raised it: the continuation acts for the admin
+    assert (
+        continuation_caller(Pause(kind=PauseKind.RULE, owner=alice, raised_by=approver)).username
+        == "approver"
+    )
