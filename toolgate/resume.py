@@ -7,8 +7,9 @@ reported as outcome unknown. That execution consumes the approval: when the mode
 approved is left to clear, so every call it issues is gated afresh (same id or not, same call or not)
 and a gated one pauses again with a new epoch.
 
-The approved calls run in the context the caller passes for them (``approved_context``): the human
-approver's identity, who saw each request; every other call of the turn runs as the turn's own user.
+The approved calls run in the context the caller passes for them (``approved_context``, built in
+conversations: the human approver's identity when one approved them, who saw each request; else the
+turn's own); every other call of the turn runs as the turn's own user.
 """
 
 from __future__ import annotations
