@@ -49,7 +49,7 @@ def claim_continuation(pause_id: str) -> Pause | None:
     ).update(lease_until=lease_expiry())
     if not claimed:
         return None
-    return Pause.objects.select_related("owner", "decided_by_user").get(pk=pause_id)
+    return Pause.objects.select_related("owner", "raised_by", "decided_by_user").get(pk=pause_id)
 
 
 def renew_continuation_lease(pause_id: uuid.UUID | str, until: datetime) -> int:

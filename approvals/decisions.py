@@ -199,7 +199,8 @@ def record_decision(
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
             setattr(pause, field, value)
         if actor.user is not None:
-            pause.decided_by_user = actor.user  # the continuation runs as the decider: no need to load them
+            # the approved tool calls of a tool pause act as the decider: no need to load them
+            pause.decided_by_user = actor.user
         disarm_timer(pause)
         append_audit_entry(
             subject_type=subject_type,

@@ -31,6 +31,7 @@ from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
 from approvals.surfaces import ContinuationNotStarted
 from conversations import nested_agents
+from conversations.acting_identity import approver_caller, continuation_caller
 from conversations.agents import OnVersion, deployed_version, newest_deployed_version
 from conversations.cancels import (
     cancel_check,
@@ -112,6 +113,7 @@ def _turn_context(
         check_cancelled=cancel_check(conversation.pk),
         talk_to_agent=_talk_to_nested_agent,
         continuing=Continuing.of(continuing) if continuing is not None else None,
+        approver=approver_caller(continuing) if continuing is not None else None,
     )
 
 
@@ -541,7 +543,7 @@ def _prepare_continuation(
     if version is None:
         raise ContinuationNotStarted("agent version no longer deployed")
     try:
-        memory, row = memory_for_paused_turn(conversation, caller=caller_for(pause.decided_by_user))
+        memory, row = memory_for_paused_turn(conversation, caller=continuation_caller(pause))
     except LookupError as exc:
         raise ContinuationNotStarted(str(exc)) from None
     _apply_decision(memory, pause)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import unquote
 
@@ -22,14 +21,6 @@ UNCHECKABLE = {
     "status": "NOT_EXECUTED",
     "reason": "the request could not be resolved to check it before sending",
 }
-
-
-def ensure_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
-    """Every call gets an id (the provider's, or ``gen-<uuid>``) before it is classified."""
-    return [
-        call if call.id else ToolCall(id=f"gen-{uuid.uuid4().hex}", name=call.name, arguments=call.arguments)
-        for call in calls
-    ]
 
 
 def parse_arguments(arguments: str) -> dict[str, Any]:

@@ -1,8 +1,12 @@
 """The gate: which calls of one model response may run now and which must wait for a human.
 
 Only ``requireApproval`` and ``exempt`` decide; rules (toolgate.rules) tune a gated call's friction
-and never gate or ungate one. The gate judges the request as it will be sent, not only the template:
-an http tool's call is resolved first, and a requireApproval pattern that matches its method and path
+and never gate or ungate one. A call id clears nothing: an approval is consumed by the one execution
+of the approved call when the turn resumes (toolgate.resume), so every call the model issues is gated
+on what it asks for, whatever its id.
+
+The gate judges the request as it will be sent, not only the template: an http tool's call is resolved
+first, and a requireApproval pattern that matches its method and path
 (``toolgate.patterns.request_addresses``, compared case- and Unicode-insensitively) gates it; a call
 that runs ungated has every request it sends judged again just before it leaves
 (``unapproved_request_check``), so one that would reach a gated endpoint is never sent.
@@ -35,16 +39,11 @@ class GateResult:
 
 
 def classify(
-    calls: list[ToolCall],
-    config: dict | None,
-    toolset: ToolSet,
-    *,
-    cleared_ids: set[str],
-    context: ToolContext | None = None,
+    calls: list[ToolCall], config: dict | None, toolset: ToolSet, *, context: ToolContext | None = None
 ) -> GateResult:
     """Split ``calls`` (in batch order) into those that run now and those that need approval.
 
-    Every call must already carry an id (the loop gives an id-less call ``gen-<uuid>`` first). With
+    Every call must already carry an id of its own (toolgate.call_ids.distinct_call_ids). With
     ``context`` an http tool's request is resolved and judged as it will be sent (module rules).
     """
     result = GateResult()
@@ -56,7 +55,7 @@ def classify(
         if not call.id:  # a real check, not an assert: ``python -O`` would drop it (bandit B101)
             raise ValueError(f"tool call {call.name!r} has no id: give it one before gating")
         pattern = None
-        if not is_cleared(call, cleared_ids) and call.name is not None:
+        if call.name is not None:
             addresses = addresses_of(call, toolset)
             if not is_exempt(config, addresses):
                 pattern = gating_pattern(config, addresses) or sent_gating_pattern(
@@ -73,12 +72,6 @@ def classify(
 def addresses_of(call: ToolCall, toolset: ToolSet) -> list[str]:
     """The addresses patterns test for this call, from what the toolset knows of its tool."""
     return call_addresses(toolset.source_of(call.name), call.name, toolset.endpoint_of(call.name))
-
-
-def is_cleared(call: ToolCall, cleared_ids: set[str]) -> bool:
-    """Already approved is never re-gated: a call id a human approved (or that already ran in this
-    turn's continuation) runs when the model reissues it."""
-    return call.id in cleared_ids
 
 
 def is_exempt(config: dict, addresses: list[str]) -> bool:

@@ -3,8 +3,11 @@
 Each model answer with tool calls is classified: ungated calls run, gated ones stop the loop before
 they run. The ungated calls of a mixed batch run first; then the loop returns a PendingBatch and the
 caller pauses the turn. Past ``maxPausesPerTurn`` the remaining gated calls get a DENIED result and
-never run (audited). Calls whose ids a human already approved are never re-gated. A recorded cancel of
-the turn is honoured before every model call and every tool run (``ToolContext.stop_if_cancelled``).
+never run (audited). Every call is gated on what it asks for, whatever its id: an approval never
+carries over to a later call (toolgate.gate). Before anything else the response's call ids are made
+distinct and storable (toolgate.call_ids); a call that reused an id of its own response is refused.
+A recorded cancel of the turn is honoured before every model call and every tool run
+(``ToolContext.stop_if_cancelled``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from toolgate.batches import (
     pause_reason,
     pending_message,
 )
-from toolgate.execution import ensure_call_ids, run_call, tool_message
+from toolgate.call_ids import ResponseCalls, distinct_call_ids
+from toolgate.execution import run_call, tool_message
 from toolgate.gate import classify, unapproved_request_check
 from toolgate.pinning import pin
 from toolgate.precedence import clamp_max_pauses, effective_tool_timeout, gate_active
@@ -42,7 +46,6 @@ class LoopState:
     messages: list[dict[str, Any]]
     iteration: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
-    cleared_ids: set[str] = field(default_factory=set)
     pauses_so_far: int = 0
     executed_ungated: list[str] = field(default_factory=list)
 
@@ -90,6 +93,15 @@ def run_allowed(
         state.messages.append(tool_message(call.id, result))
         state.trace.append({"type": "tool_call", "tool": call.name, "callId": call.id, "result": result})
         state.executed_ungated.append(call.name)
+
+
+def refuse_repeated_ids(response: ResponseCalls, state: LoopState) -> None:
+    """A call that reused an id of its own response is answered with why it did not run (toolgate.call_ids)."""
+    for call in response.calls:
+        if call.id in response.refused:
+            result = response.refusal(call)
+            state.messages.append(tool_message(call.id, result))
+            state.trace.append({"type": "tool_call", "tool": call.name, "callId": call.id, "result": result})
 
 
 def deny_over_cap(gated: list[ToolCall], context: ToolContext, state: LoopState) -> None:
@@ -171,10 +183,12 @@ def run_tool_loop(
         content = turn.content
         if not turn.tool_calls:
             return LoopOutcome(reply=content or "", trace=state.trace)
-        calls = ensure_call_ids(turn.tool_calls)
-        state.messages.append(_assistant_message(content, calls))
+        response = distinct_call_ids(turn.tool_calls)
+        state.messages.append(_assistant_message(content, response.calls))
+        refuse_repeated_ids(response, state)
+        calls = response.runnable
         if gate_active(loop.config):
-            result = classify(calls, loop.config, toolset, cleared_ids=state.cleared_ids, context=context)
+            result = classify(calls, loop.config, toolset, context=context)
             allowed, gated, reasons = result.allowed, result.gated, result.gate_reasons
         else:
             allowed, gated, reasons = calls, [], {}

@@ -3,8 +3,13 @@
 Per call, in batch order: a rejected call becomes a structured rejection result carrying the reviewer's
 note; an approved call is claimed in the journal and run once (with the reviewer's amended arguments if
 any, and its result says so); an earlier attempt's EXECUTED entry is replayed, an EXECUTING one is
-reported as outcome unknown. Then the model continues; approved call ids are never re-gated, and a new
-gated call pauses again with a new epoch.
+reported as outcome unknown. That execution consumes the approval: when the model continues, nothing
+approved is left to clear, so every call it issues is gated afresh (same id or not, same call or not)
+and a gated one pauses again with a new epoch.
+
+The approved calls run in the context the caller passes for them (``approved_context``, built in
+conversations: the human approver's identity when one approved them, who saw each request; else the
+turn's own); every other call of the turn runs as the turn's own user.
 """
 
 from __future__ import annotations
@@ -158,11 +163,15 @@ def rejection_instruction(pause: Pause) -> str:
 
 
 def apply_verdicts(
-    batch: PendingToolBatch, toolset: ToolSet, context: ToolContext, messages: list[dict[str, Any]]
-) -> set[str]:
-    """Append one tool result per gated call; returns the call ids now cleared (never re-gated)."""
+    batch: PendingToolBatch,
+    toolset: ToolSet,
+    messages: list[dict[str, Any]],
+    *,
+    approved_context: ToolContext,
+) -> None:
+    """Append one tool result per gated call, running each approved one at most once as
+    ``approved_context`` (a rejected call runs nothing)."""
     pause = batch.pause
-    cleared: set[str] = set()
     for call in batch.calls.all():
         decision = decision_for(call, pause)
         outcome = "timeout" if pause.decided_by == "system:timeout" else decision.verdict.lower()
@@ -175,25 +184,22 @@ def apply_verdicts(
                 "instruction": rejection_instruction(pause),
             }
         else:
-            context.stop_if_cancelled()
-            result = execute_approved(call, decision, pause, toolset, context)
-            cleared.add(call.call_id)
+            approved_context.stop_if_cancelled()
+            result = execute_approved(call, decision, pause, toolset, approved_context)
         messages.append(tool_message(call.call_id, result))
-    return cleared
 
 
 def resume_state(
-    batch: PendingToolBatch, toolset: ToolSet, context: ToolContext, rebuild_messages: Any
+    batch: PendingToolBatch, toolset: ToolSet, rebuild_messages: Any, *, approved_context: ToolContext
 ) -> LoopState:
     """The loop state to continue from, with every verdict of the batch applied (the batch's llm task is
     the one running: the resume point was checked for config drift before the continuation ran)."""
     messages = list(batch.transcript) if batch.transcript is not None else rebuild_messages(batch)
-    cleared = apply_verdicts(batch, toolset, context, messages)
+    apply_verdicts(batch, toolset, messages, approved_context=approved_context)
     return LoopState(
         messages=messages,
         iteration=batch.iteration_index + 1,
         trace=list(batch.trace),
-        cleared_ids=cleared,
         pauses_so_far=batch.pause_count_this_turn,
         executed_ungated=list(batch.executed_ungated_calls),
     )

@@ -9,6 +9,7 @@ message). The continuation of that pause enters at this task with the batch on i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -104,6 +105,17 @@ def tool_context(memory: ConversationMemory, turn: TurnContext) -> ToolContext:
     )
 
 
+def approved_calls_context(context: ToolContext, turn: TurnContext) -> ToolContext:
+    """The context the approved calls of the resumed batch run in: the human approver's identity
+    (``${caller:token}`` is their token: they saw and approved each request), else the turn's own
+    (conversations.acting_identity.approver_caller). A nested conversation such a call starts still
+    belongs to the turn's user: the calls it makes are ones the approver never saw."""
+    approver = turn.approver
+    if approver is None:
+        return context
+    return dataclasses.replace(context, caller_username=approver.username, caller_token=approver.token)
+
+
 def shown_while_pending(interim: str, pending: str) -> list[str]:
     """What a tool pause adds to the step's output while it waits: the model's interim text, then the
     pending message (once, when they are the same)."""
@@ -194,7 +206,9 @@ def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> 
             )
             return messages
 
-        state = resume_state(previous, toolset, context, rebuild)
+        state = resume_state(
+            previous, toolset, rebuild, approved_context=approved_calls_context(context, turn)
+        )
     else:
         state = LoopState(
             messages=initial_messages(task, memory),

@@ -39,7 +39,8 @@ class Step:
 
 @dataclass
 class Caller:
-    """The identity a turn runs as: the user who said it, or the approver on a resumed turn.
+    """The identity a turn runs as: the user who said it, also when the turn resumes after a decision
+    (conversations.acting_identity).
 
     ``token`` is read only when a request needs it (``${caller:token}``, an llm task's tools): most turns
     never do, so ``load_token`` saves them a query."""

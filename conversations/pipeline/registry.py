@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.memory import Caller, ConversationMemory
 
 if TYPE_CHECKING:
     from conversations.lifecycle import PauseRequest, ResumePoint
@@ -40,6 +40,9 @@ class TurnContext:
     # The decided pause this turn continues (None for a new turn): its http calls go through the step
     # journal (toolgate.step_journal), so a second run of the same continuation never sends one twice.
     continuing: Continuing | None = None
+    # Who the approved calls of the tool batch this continuation resumes act as (conversations.
+    # acting_identity.approver_caller); None: they act for the turn's user, like every other call.
+    approver: Caller | None = None
 
     def stop_if_cancelled(self) -> None:
         if self.check_cancelled is not None:

@@ -6,7 +6,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +47,8 @@ class LoopbackServer:
     responses: dict[str, CannedResponse] = field(default_factory=dict)
     sequences: dict[str, list[CannedResponse]] = field(default_factory=dict)
     scheme: str = "http"
+    # answers every request when set (e.g. by its headers), before ``responses`` and ``sequences``
+    answering: Callable[[ReceivedRequest], CannedResponse] | None = None
 
     @property
     def url(self) -> str:
@@ -73,6 +75,11 @@ class LoopbackServer:
         """Answer ``path`` with each ``(status, json body)`` in turn; the last one then repeats."""
         self.sequences[path] = [CannedResponse(status, json.dumps(body).encode()) for status, body in answers]
 
+    def answer(self, request: ReceivedRequest) -> CannedResponse:
+        if self.answering is not None:
+            return self.answering(request)
+        return self.answer_for(request.path)
+
     def answer_for(self, path: str) -> CannedResponse:
         sequence = self.sequences.get(path)
         if sequence:
@@ -86,16 +93,15 @@ def _handler_for(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            server.received.append(
-                ReceivedRequest(
-                    method=self.command,
-                    path=parts.path,
-                    query=parse_qsl(parts.query, keep_blank_values=True),
-                    headers={name.lower(): value for name, value in self.headers.items()},
-                    body=body,
-                )
+            received = ReceivedRequest(
+                method=self.command,
+                path=parts.path,
+                query=parse_qsl(parts.query, keep_blank_values=True),
+                headers={name.lower(): value for name, value in self.headers.items()},
+                body=body,
             )
-            canned = server.answer_for(parts.path)
+            server.received.append(received)
+            canned = server.answer(received)
             if canned.delay_seconds:
                 time.sleep(canned.delay_seconds)
             try:

@@ -15,7 +15,7 @@ def test_the_id_check_survives_python_dash_o() -> None:
     code = (
         "from toolgate.gate import classify; from toolgate.tools import ToolCall, ToolSet\n"
         "try:\n"
-        f"    classify([ToolCall(id='', name='delete_file')], {CONFIG!r}, ToolSet(), cleared_ids=set())\n"
+        f"    classify([ToolCall(id='', name='delete_file')], {CONFIG!r}, ToolSet())\n"
         "except ValueError as error:\n"
         "    print('refused:', error)\n"
     )

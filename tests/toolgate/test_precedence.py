@@ -19,8 +19,6 @@ from toolgate.precedence import (
 )
 from toolgate.tools import ToolCall
 
-NO_CLEARED: set[str] = set()
-
 
 def strict(agent: dict | None, task: dict | None) -> dict | None:
     return effective_tool_approvals(agent, task, mode="strict")
@@ -35,14 +33,14 @@ def replace(agent: dict | None, task: dict | None) -> dict | None:
 
 def test_exempt_beats_require() -> None:
     config = {"requireApproval": ["mcp:*"], "exempt": ["mcp:read_*"]}
-    result = classify([call("read_file"), call("delete_file")], config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("read_file"), call("delete_file")], config, toolset())
     assert ids(result.allowed) == ["call-read_file"]
     assert ids(result.gated) == ["call-delete_file"]
 
 
 def test_exempt_beats_require_even_when_they_match_different_addresses() -> None:
     config = {"requireApproval": ["create_agent"], "exempt": ["http.post:*"]}
-    result = classify([call("create_agent")], config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("create_agent")], config, toolset())
     assert ids(result.allowed) == ["call-create_agent"] and result.gated == []
 
 
@@ -69,7 +67,7 @@ def test_is_exempt_and_gating_pattern_decide_on_addresses() -> None:
 )
 def test_absent_or_empty_require_approval_means_gate_off(config: dict | None) -> None:
     calls = [call("delete_account"), call("create_agent"), call("read_file")]
-    result = classify(calls, config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify(calls, config, toolset())
     assert result.allowed == calls and result.gated == [] and result.gate_reasons == {}
     assert not gate_active(config)
 
@@ -85,29 +83,27 @@ def test_gate_is_active_with_any_require_pattern() -> None:
 def test_any_match_suffices() -> None:
     config = {"requireApproval": ["nothing_like_it", "delete_*", "mcp:*"]}
     calls = [call("delete_account"), call("delete_file"), call("calculator")]
-    result = classify(calls, config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify(calls, config, toolset())
     assert ids(result.gated) == ["call-delete_account", "call-delete_file"]
     assert ids(result.allowed) == ["call-calculator"]
 
 
 def test_first_require_pattern_in_config_order_is_the_gate_reason() -> None:
     config = {"requireApproval": ["delete_*", "mcp:*"]}
-    result = classify([call("delete_file")], config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("delete_file")], config, toolset())
     assert result.gate_reasons == {"call-delete_file": "delete_*"}
 
 
 def test_endpoint_pattern_gates_an_http_tool_by_what_it_calls() -> None:
     config = {"requireApproval": ["http.post:*", "http.delete:*"], "exempt": ["http.get:*"]}
     calls = [call("create_agent"), call("list_agents"), call("delete_agent"), call("deploy_agent")]
-    result = classify(calls, config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify(calls, config, toolset())
     assert ids(result.gated) == ["call-create_agent", "call-delete_agent", "call-deploy_agent"]
     assert result.gate_reasons["call-delete_agent"] == "http.delete:*"
 
 
 def test_unknown_tool_still_matches_bare_name_patterns() -> None:
-    result = classify(
-        [call("not_registered")], {"requireApproval": ["not_*"]}, toolset(), cleared_ids=NO_CLEARED
-    )
+    result = classify([call("not_registered")], {"requireApproval": ["not_*"]}, toolset())
     assert ids(result.gated) == ["call-not_registered"]
 
 
@@ -119,19 +115,11 @@ def test_calls_keep_their_batch_order() -> None:
         call("delete_account", "2"),
         call("remember", "0"),
     ]
-    result = classify(calls, config, toolset(), cleared_ids=NO_CLEARED)
+    result = classify(calls, config, toolset())
     assert ids(result.gated) == ["3", "2"] and ids(result.allowed) == ["1", "0"]
 
 
-# --- Row: Already-approved never re-gated ----------------------------------------------------------
-
-
-def test_already_approved_call_ids_are_never_re_gated() -> None:
-    config = {"requireApproval": ["*"]}
-    calls = [call("delete_account", "approved-1"), call("delete_account", "new-2")]
-    result = classify(calls, config, toolset(), cleared_ids={"approved-1"})
-    assert ids(result.allowed) == ["approved-1"]
-    assert ids(result.gated) == ["new-2"]
+# --- Every call carries an id before it is gated -------------------------------------------------
 
 
 def test_a_call_must_have_an_id_before_it_is_gated() -> None:
@@ -140,7 +128,6 @@ def test_a_call_must_have_an_id_before_it_is_gated() -> None:
             [ToolCall(id="", name="delete_account")],
             {"requireApproval": ["*"]},
             toolset(),
-            cleared_ids=NO_CLEARED,
         )
 
 
@@ -160,7 +147,7 @@ def test_task_can_only_strengthen_in_strict_mode() -> None:
     assert merged["exempt"] == ["mcp:read_*"]
     assert merged["timeoutPolicy"] == "WAIT_INDEFINITELY"
     assert merged["maxAutoApprovalsPerTurn"] == 2
-    result = classify([call("delete_file"), call("read_file")], merged, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("delete_file"), call("read_file")], merged, toolset())
     assert ids(result.gated) == ["call-delete_file"]
 
 
@@ -187,7 +174,7 @@ def test_strict_merge_of_two_empty_gates_stays_off() -> None:
 def test_task_level_exempt_is_ignored_in_strict_mode() -> None:
     merged = strict({"requireApproval": ["*"]}, {"exempt": ["calculator"]})
     assert "exempt" not in merged
-    result = classify([call("calculator")], merged, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("calculator")], merged, toolset())
     assert ids(result.gated) == ["call-calculator"]
 
 
@@ -290,7 +277,7 @@ def test_task_replaces_the_agent_block_wholesale_in_replace_mode(mode: str) -> N
     agent = {"requireApproval": ["*"], "timeoutPolicy": "ABORT"}
     task = {"requireApproval": ["delete_*"], "exempt": ["delete_file"], "timeoutPolicy": "AUTO_APPROVE"}
     assert effective_tool_approvals(agent, task, mode=mode) is task
-    result = classify([call("delete_file"), call("calculator")], task, toolset(), cleared_ids=NO_CLEARED)
+    result = classify([call("delete_file"), call("calculator")], task, toolset())
     assert result.gated == []
 
 
@@ -308,7 +295,7 @@ def test_fail_closed_undetermined_config_gates_every_call() -> None:
         config = effective_tool_approvals(UNDETERMINED, {"exempt": ["*"], "requireApproval": []}, mode=mode)
         assert config is UNDETERMINED
         calls = [call("calculator"), call("read_file"), call("not_registered"), call("create_agent")]
-        result = classify(calls, config, toolset(), cleared_ids=NO_CLEARED)
+        result = classify(calls, config, toolset())
         assert result.gated == calls
         assert set(result.gate_reasons.values()) == {"*"}
     assert UNDETERMINED["pauseReason"] == UNDETERMINED_REASON

@@ -201,10 +201,8 @@ def test_a_rule_never_gates_or_ungates() -> None:
         ],
     }
     calls = [call("calculator"), call("delete_account"), call("delete_file")]
-    result = classify(calls, config, toolset(), cleared_ids=set())
-    without_rules = classify(
-        calls, {k: v for k, v in config.items() if k != "rules"}, toolset(), cleared_ids=set()
-    )
+    result = classify(calls, config, toolset())
+    without_rules = classify(calls, {k: v for k, v in config.items() if k != "rules"}, toolset())
     assert ids(result.gated) == ids(without_rules.gated) == ["call-delete_account"]
     assert ids(result.allowed) == ["call-calculator", "call-delete_file"]
     resolution = resolve_rules(config, result.gated, toolset())
@@ -213,5 +211,5 @@ def test_a_rule_never_gates_or_ungates() -> None:
 
 def test_rules_alone_never_switch_the_gate_on() -> None:
     config = {"rules": [{"match": "*", "timeoutPolicy": "WAIT_INDEFINITELY"}]}
-    result = classify([call("delete_account")], config, toolset(), cleared_ids=set())
+    result = classify([call("delete_account")], config, toolset())
     assert result.gated == []

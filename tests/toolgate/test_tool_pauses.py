@@ -272,16 +272,22 @@ def test_at_most_once_a_claimed_unfinished_call_is_reported_outcome_unknown(
     assert AuditEntry.objects.filter(pause_id=pause.id, verb="hitl.tool.outcome_unknown").count() == 1
 
 
-def test_an_approved_call_id_is_never_re_gated(alice_client, approver_client, http_recorder):
+def test_an_approval_clears_one_execution_a_reissued_call_pauses_again(
+    alice_client, approver_client, http_recorder
+):
     reissue = {"id": "call-1", "name": "transfer_funds", "arguments": {"amount": 100, "to": "bob"}}
     script = [
         {"when": {"afterToolResults": True}, "toolCalls": [reissue]},
         {"when": {"inputContains": "transfer"}, "toolCalls": [reissue]},
     ]
-    conversation_id, _ = paused_transfer(alice_client, http_recorder, script=script)
+    conversation_id, first = paused_transfer(alice_client, http_recorder, script=script)
     decide(approver_client, conversation_id, {"verdict": "APPROVED"})
-    assert Pause.objects.filter(subject_id=conversation_id).count() == 1  # no second pause for call-1
-    assert Conversation.objects.get(pk=conversation_id).state == "READY"
+    assert len(transfers(http_recorder)) == 1  # the approved call, once; its reissue waits
+    second = Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
+    assert second.epoch != first.epoch
+    assert Conversation.objects.get(pk=conversation_id).state == "AWAITING_HUMAN"
+    decide(approver_client, conversation_id, {"verdict": "APPROVED"})
+    assert len(transfers(http_recorder)) == 2
 
 
 def test_a_new_gated_call_after_resume_pauses_again_with_a_new_epoch(
