@@ -476,7 +476,7 @@ INBOX_ROW = inline_serializer(
 
 class PendingApprovalsView(APIView):
     @extend_schema(
-        summary="Pending approvals you may decide (oldest first)",
+        summary="Pending approvals you may decide (what is due first: by deadline, none last, then oldest)",
         parameters=[OpenApiParameter("limit", int, required=False, description="1..1000, default 200")],
         responses=INBOX_ROW,
     )
