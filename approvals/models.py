@@ -135,8 +135,8 @@ class Pause(models.Model):
                 condition=Q(status="PENDING"),
                 name="pause_pending_owner_due",
             ),
-            # The group inboxes (every group's, one group's): pending group pauses only, so neither walks
-            # the 1:1 backlog and a 1:1 pause never writes these two.
+            # The group inboxes (every group's, one group's): pending group pauses only, so none walks
+            # the 1:1 backlog and a 1:1 pause never writes these three.
             models.Index(
                 fields=["due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="group"),
@@ -146,6 +146,12 @@ class Pause(models.Model):
                 fields=["group_id", "due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="group"),
                 name="pause_pending_per_group",
+            ),
+            # A plain user's every-group inbox: without it, it read through the user's own 1:1 backlog.
+            models.Index(
+                fields=["owner", "due_at", "paused_at", "id"],
+                condition=Q(status="PENDING", surface="group"),
+                name="pause_pending_group_owner",
             ),
             # The 1:1 inbox (``agents/pending-approvals``, every caller's and one owner's): pending 1:1
             # pauses only, so a backlog of group pauses never makes it read past them.

@@ -252,7 +252,7 @@ HITL_THROTTLE_WRITES_RATE = throttle_rate(
 # Where the counts live: a cache every web process shares. The default is a table of this database
 # (created by migrate); a cache URL such as redis://host:6379/1 moves them (django-environ's cache URLs).
 HITL_THROTTLE_CACHE_URL = env.str(
-    "HITL_THROTTLE_CACHE_URL", default="dbcache://hitl_throttle_cache?max_entries=100000"
+    "HITL_THROTTLE_CACHE_URL", default="dbcache://hitl_throttle_cache?max_entries=10000"
 )
 # Pending pauses a user may own (1:1 and groups) and an agent may have before a new turn is refused
 # (approvals.pause_caps; 0: no cap), and the largest context a turn stores (canonical JSON, UTF-8; 0: no bound).
