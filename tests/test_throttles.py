@@ -78,6 +78,18 @@ def test_another_user_is_not_affected_by_someone_elses_turn_rate(settings, alice
     assert bob_client.post(f"/agents/{agent_id}/start", format="json").status_code == 201
 
 
+def test_anonymous_requests_are_refused_401_before_any_rate_and_never_counted(settings, anon_client):
+    settings.HITL_THROTTLE_TURNS_RATE = settings.HITL_THROTTLE_WRITES_RATE = "1/min"
+    agent_id = deployed_agent()
+
+    answers = {anon_client.post(f"/agents/{agent_id}/start", format="json").status_code for _ in range(3)}
+
+    assert answers == {401}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM hitl_throttle_cache")
+        assert cursor.fetchone()[0] == 0
+
+
 def test_reads_are_never_counted(settings, alice_client):
     settings.HITL_THROTTLE_TURNS_RATE = settings.HITL_THROTTLE_WRITES_RATE = "1/min"
     agent_id = deployed_agent()
