@@ -8,8 +8,11 @@ secret values, audit filters.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
+
+from django.conf import settings
 
 from approvals.errors import BadRequest
 
@@ -41,6 +44,26 @@ def unstorable_text_problem(text: str) -> str | None:
 def unstorable_number_problem(number: float) -> str | None:
     """A number too large for a float (``1e400`` parses as infinity) cannot be stored in jsonb."""
     return None if math.isfinite(number) else "is a number too large to store"
+
+
+def canonical_json_bytes(value: Any) -> int:
+    """The size of ``value`` as canonical JSON: keys sorted, no spaces, UTF-8 (not ``\\u`` escapes), so the
+    same value has one size however the client spelled it."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def context_size_problem(context: Any) -> str | None:
+    """A turn's ``context`` is stored with the conversation and with every step it takes, so its size is
+    bounded: at most ``HITL_CONTEXT_MAX_BYTES`` bytes of canonical JSON (``canonical_json_bytes``; 0: no
+    bound). Returns why ``context`` is refused, or None."""
+    limit = settings.HITL_CONTEXT_MAX_BYTES
+    if limit <= 0 or not context:
+        return None
+    size = canonical_json_bytes(context)
+    if size <= limit:
+        return None
+    return f"is {size} bytes of JSON, over the limit of {limit} bytes (HITL_CONTEXT_MAX_BYTES)"
 
 
 def body_errors(value: Any, *, field: str = "", max_depth: int = MAX_JSON_DEPTH) -> list[dict[str, str]]:

@@ -64,3 +64,12 @@ class Disabled(ApplicationError):
     status = 409
     code = "DISABLED"
     title = "Disabled"
+
+
+class LimitReached(ApplicationError):
+    """A cap on open work is reached (approvals.pause_caps): nothing was started or said. ``setting`` and
+    ``limit`` name the cap."""
+
+    status = 409
+    code = "LIMIT_REACHED"
+    title = "Limit reached"

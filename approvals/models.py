@@ -118,32 +118,50 @@ class Pause(models.Model):
             ),
         ]
         indexes = [
+            # Pending pauses oldest first (the retention sweep, the admin inbox sorted by "paused"), and by
+            # owner (the admin inbox of a staff owner sorted so, the per-user cap's count).
             models.Index(fields=["paused_at"], condition=Q(status="PENDING"), name="pause_pending_inbox"),
             models.Index(
                 fields=["owner", "paused_at"], condition=Q(status="PENDING"), name="pause_pending_owner_inbox"
             ),
-            models.Index(fields=["due_at"], condition=Q(status="PENDING"), name="pause_pending_due"),
-            # The group inboxes (every group's, one group's): pending group pauses only, so neither walks
-            # the 1:1 backlog and a 1:1 pause never writes these two.
+            # Every inbox lists what is due first (approvals.selectors.due_first: deadline, NULLs last as an
+            # ascending index keeps them, then paused_at, then id). This one also serves the timers, which
+            # read the pending pauses by deadline; the next serves a staff owner's admin inbox.
             models.Index(
-                fields=["paused_at"],
+                fields=["due_at", "paused_at", "id"], condition=Q(status="PENDING"), name="pause_pending_due"
+            ),
+            models.Index(
+                fields=["owner", "due_at", "paused_at", "id"],
+                condition=Q(status="PENDING"),
+                name="pause_pending_owner_due",
+            ),
+            # The group inboxes (every group's, one group's): pending group pauses only, so none walks
+            # the 1:1 backlog and a 1:1 pause never writes these three.
+            models.Index(
+                fields=["due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="group"),
                 name="pause_pending_group_inbox",
             ),
             models.Index(
-                fields=["group_id", "paused_at"],
+                fields=["group_id", "due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="group"),
                 name="pause_pending_per_group",
+            ),
+            # A plain user's every-group inbox: without it, it read through the user's own 1:1 backlog.
+            models.Index(
+                fields=["owner", "due_at", "paused_at", "id"],
+                condition=Q(status="PENDING", surface="group"),
+                name="pause_pending_group_owner",
             ),
             # The 1:1 inbox (``agents/pending-approvals``, every caller's and one owner's): pending 1:1
             # pauses only, so a backlog of group pauses never makes it read past them.
             models.Index(
-                fields=["paused_at"],
+                fields=["due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="regular"),
                 name="pause_pending_regular_inbox",
             ),
             models.Index(
-                fields=["owner", "paused_at"],
+                fields=["owner", "due_at", "paused_at", "id"],
                 condition=Q(status="PENDING", surface="regular"),
                 name="pause_pending_regular_owner",
             ),

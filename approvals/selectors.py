@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from approvals.access import may_use_inbox, sees_every_pause
 from approvals.models import Pause, PauseStatus
@@ -31,12 +31,25 @@ def decidable_by(user: Any, pauses: QuerySet[Pause]) -> QuerySet[Pause]:
     return pauses if sees_every_pause(user) else pauses.filter(owner_id=user.pk)
 
 
+# Every inbox's order (``due_first``); the admin inbox's default ``ordering`` too.
+INBOX_ORDER = (F("due_at").asc(nulls_last=True), "paused_at", "id")
+
+
+def due_first(pauses: QuerySet[Pause]) -> QuerySet[Pause]:
+    """What is due comes first, in every inbox: by deadline, soonest first, every pause without a deadline
+    after every pause with one; then oldest first (``paused_at``), then by id. So no number of pauses
+    without a deadline ever pushes one with a deadline off the first page. The partial indexes on
+    ``(due_at, paused_at, id)`` of pending pauses serve this order (PostgreSQL keeps NULLs last in an
+    ascending index, as the order does)."""
+    return pauses.order_by(*INBOX_ORDER)
+
+
 def pending_pauses_for(
     user: Any, *, limit: int, surface: str | None = None, group_id: uuid.UUID | None = None
 ) -> QuerySet[Pause]:
-    """PENDING pauses the user may decide, oldest first (of ``surface`` and of the group ``group_id``
-    when given). Admins and approvers see all, others their own; the owner filter is part of the query,
-    so a personal inbox is never starved by other users' backlog."""
+    """PENDING pauses the user may decide, what is due first (``due_first``), of ``surface`` and of the
+    group ``group_id`` when given. Admins and approvers see all, others their own; the owner filter is
+    part of the query, so a personal inbox is never starved by other users' backlog."""
     if not user or not user.is_authenticated:
         return Pause.objects.none()
     pauses = Pause.objects.filter(status=PauseStatus.PENDING)
@@ -44,9 +57,7 @@ def pending_pauses_for(
         pauses = pauses.filter(surface=surface)
     if group_id is not None:
         pauses = pauses.filter(group_id=group_id)
-    return (
-        decidable_by(user, pauses).select_related("owner").order_by("paused_at", "id")[: clamp_limit(limit)]
-    )
+    return due_first(decidable_by(user, pauses).select_related("owner"))[: clamp_limit(limit)]
 
 
 INBOX_COLUMNS = (

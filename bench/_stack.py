@@ -41,6 +41,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
+# The benches drive the service as fast as it goes, as one user: its per-user rates and caps of pending
+# approvals (docs/operations.md, "Throttles and caps") are off in every process they start.
+UNTHROTTLED = {
+    "HITL_THROTTLE_TURNS_RATE": "off",
+    "HITL_THROTTLE_WRITES_RATE": "off",
+    "HITL_MAX_OPEN_PAUSES_PER_USER": "0",
+    "HITL_MAX_OPEN_PAUSES_PER_AGENT": "0",
+}
 if not Path(PYTHON).exists():  # run from another interpreter: use it for the children too
     PYTHON = sys.executable
 LOG_DIR = ROOT / "var" / "log"
@@ -321,6 +329,7 @@ class Stack:
                 "LOG_LEVEL": "WARNING",
                 "DJANGO_SETTINGS_MODULE": "hitl_project.settings.base",
                 "HITL_Q_WORKERS": str(self.q_workers),
+                **UNTHROTTLED,
             }
         )
         env.update(extra)

@@ -10,6 +10,10 @@ The synthetic rows (reason 'bench-inbox') are deleted at the start and, unless -
 
     .venv/bin/python bench/inbox.py                   # 100,000 pending pauses
     .venv/bin/python bench/inbox.py --rows 1000000    # a million
+    .venv/bin/python bench/inbox.py --due 50          # and 50 newer pauses with a deadline
+
+With --due, it says how many pauses with a deadline the first page shows; where the checkout has the
+caps of pending approvals (approvals.pause_caps), it also prints the plans of their two counts.
 """
 
 from __future__ import annotations
@@ -50,6 +54,28 @@ FROM generate_series(1, %(rows)s) AS g
 """
 
 
+# --due: pauses with a deadline, newer than every other (a request raised after a flood of pauses that
+# have none): how many of them the first page shows says whether the inbox puts what is due first.
+DUE_SQL = PAUSES_SQL.replace(
+    "now() - interval '30 days' + g * interval '10 milliseconds', NULL,",
+    "now() + g * interval '1 millisecond', now() + interval '1 hour' + g * interval '1 minute',",
+).replace("'WAIT_INDEFINITELY', ''", "'AUTO_REJECT', 'PT1H'")
+
+
+def cap_count_plans(username: str, agent_id: str) -> list[tuple[str, str, tuple]]:
+    """The SQL of the open-pause caps' counts (approvals.pause_caps), when this checkout has them."""
+    from django.contrib.auth import get_user_model
+
+    try:
+        from approvals.pause_caps import counted_pending_pauses
+    except ImportError:
+        return []
+    user = get_user_model().objects.get(username=username)
+    owner = counted_pending_pauses(cap=100, owner_id=user.pk).query.sql_with_params()
+    agent = counted_pending_pauses(cap=1000, agent_id=agent_id).query.sql_with_params()
+    return [(f"{username}'s pending pauses (cap 100)", *owner), ("the agent's (cap 1000)", *agent)]
+
+
 def orm_inbox_sql(username: str) -> tuple[str, tuple]:
     """The SQL the inbox view runs for ``username`` (surface 'regular', limit 200), from the ORM."""
     import django
@@ -71,9 +97,10 @@ def explain(conn, sql: str, params: tuple) -> str:
     return "\n".join("    " + row[0] for row in rows)
 
 
-def time_inbox(client, requests: int, limit: int) -> tuple[list[float], int]:
+def time_inbox(client, requests: int, limit: int) -> tuple[list[float], int, int]:
+    """The latencies, the rows of the page and how many of them have a deadline."""
     latencies = []
-    rows = 0
+    rows = due = 0
     client.get("/agents/pending-approvals", params={"limit": limit}).raise_for_status()  # warm up
     for _ in range(requests):
         t0 = time.perf_counter()
@@ -81,7 +108,8 @@ def time_inbox(client, requests: int, limit: int) -> tuple[list[float], int]:
         latencies.append(time.perf_counter() - t0)
         response.raise_for_status()
         rows = len(response.json())
-    return latencies, rows
+        due = sum(1 for row in response.json() if row["deadline"] is not None)
+    return latencies, rows, due
 
 
 def main() -> int:
@@ -95,6 +123,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=300, help="timed inbox reads per user (default 300)")
     parser.add_argument("--limit", type=int, default=200, help="inbox limit (default 200)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic pauses at the end")
+    parser.add_argument(
+        "--due", type=int, default=0, help="also this many pauses with a deadline, the newest (default 0)"
+    )
     add_stack_args(parser, qcluster=False)
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = database_url(args.db)
@@ -124,6 +155,18 @@ def main() -> int:
                 "rows": args.rows,
             },
         )
+        if args.due:
+            conn.execute(
+                DUE_SQL,
+                {
+                    "owners": owner_ids,
+                    "alice": alice_id,
+                    "alice_share": args.alice_share,
+                    "agent": stack.agent_id,
+                    "mark": MARK,
+                    "rows": args.due,
+                },
+            )
         inserted = time.perf_counter() - t0
         conn.execute("VACUUM (ANALYZE) approvals_pause")  # also clears what an earlier run deleted
         conn.execute("ANALYZE auth_user")
@@ -143,6 +186,10 @@ def main() -> int:
             conn.execute(sql, params).fetchall()  # warm the cache before EXPLAIN ANALYZE
         approver_plan = explain(conn, approver_sql, approver_params)
         alice_plan = explain(conn, alice_sql, alice_params)
+        cap_plans = [
+            (title, explain(conn, sql, params))
+            for title, sql, params in cap_count_plans("alice", stack.agent_id)
+        ]
         db_times: dict[str, list[float]] = {"approver": [], "alice": []}
         for name, sql, params in (
             ("approver", approver_sql, approver_params),
@@ -153,8 +200,15 @@ def main() -> int:
                 conn.execute(sql, params).fetchall()
                 db_times[name].append(time.perf_counter() - t)
 
-        approver_latencies, approver_rows = time_inbox(stack.client("approver"), args.requests, args.limit)
-        alice_latencies, alice_rows = time_inbox(stack.client("alice"), args.requests, args.limit)
+        approver_latencies, approver_rows, approver_due = time_inbox(
+            stack.client("approver"), args.requests, args.limit
+        )
+        alice_latencies, alice_rows, alice_due = time_inbox(stack.client("alice"), args.requests, args.limit)
+        alice_due_total = conn.execute(
+            "SELECT count(*) FROM approvals_pause WHERE status = 'PENDING' AND owner_id = %s "
+            "AND due_at IS NOT NULL",
+            (alice_id,),
+        ).fetchone()[0]
 
         if not args.keep:
             t = time.perf_counter()
@@ -163,6 +217,7 @@ def main() -> int:
             print(f"(deleted the synthetic pauses in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
 
     print(machine_line())
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print(
         f"inbox: inserted {args.rows} PENDING pauses in {inserted:.1f} s over {len(owner_ids)} owners + alice; "
         f"PENDING now {pending} (alice {alice_pending}); table {sizes[0]}, "
@@ -174,6 +229,11 @@ def main() -> int:
     )
     print_latency(f"approver inbox ({approver_rows} rows)", approver_latencies)
     print_latency(f"alice inbox    ({alice_rows} rows)", alice_latencies)
+    if args.due:
+        print(
+            f"  with a deadline on page 1: approver {approver_due} of {min(args.due, args.limit)}, "
+            f"alice {alice_due} of {min(alice_due_total, args.limit)}"
+        )
     for name in ("approver", "alice"):
         s = summarize(db_times[name])
         print(f"  SQL alone, {name}: p50={s['p50']:.2f} ms  p95={s['p95']:.2f} ms (psycopg, 50 runs)")
@@ -181,6 +241,8 @@ def main() -> int:
     print("EXPLAIN ANALYZE:\n" + approver_plan)
     print("\nalice query (ORM SQL):\n    " + alice_sql)
     print("EXPLAIN ANALYZE:\n" + alice_plan)
+    for title, plan in cap_plans:
+        print(f"\nthe count of {title}, EXPLAIN ANALYZE:\n" + plan)
     return 0
 
 

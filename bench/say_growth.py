@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from _stack import ROOT, database_url, ensure_database, machine_line, summarize
+from _stack import ROOT, UNTHROTTLED, database_url, ensure_database, machine_line, summarize
 
 DEFAULT_DB = "hitl_bench_say"
 
@@ -33,6 +33,7 @@ def setup(db: str, *, fresh: bool) -> None:
     os.environ["DATABASE_URL"] = database_url(db)
     os.environ["HITL_DB_POOL"] = "false"
     os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ.update(UNTHROTTLED)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="hitl-bench-say-metrics-")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

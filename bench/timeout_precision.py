@@ -38,7 +38,17 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from _stack import LOG_DIR, PYTHON, ROOT, database_url, ensure_database, machine_line, stop_group, summarize
+from _stack import (
+    LOG_DIR,
+    PYTHON,
+    ROOT,
+    UNTHROTTLED,
+    database_url,
+    ensure_database,
+    machine_line,
+    stop_group,
+    summarize,
+)
 
 DEFAULT_DB = "hitl_bench_timers"
 CONTINUATION = "approvals.continuation_runs.run_continuation"
@@ -54,6 +64,7 @@ def configure_environment(db: str) -> None:
     os.environ["DATABASE_URL"] = database_url(db)
     os.environ["HITL_DB_POOL"] = "false"
     os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ.update(UNTHROTTLED)
     if not os.environ.get("HITL_BENCH_METRICS_DIR"):
         # the metric files of this bench's processes, away from var/prometheus (other stacks use it)
         metrics_dir = tempfile.mkdtemp(prefix="hitl-bench-timers-metrics-")

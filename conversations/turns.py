@@ -27,6 +27,7 @@ from approvals.decisions import finish_pause
 from approvals.errors import WrongState
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
+from approvals.pause_caps import require_room_for_a_pause
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
 from approvals.surfaces import ContinuationNotStarted
@@ -282,13 +283,22 @@ def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
 
 
 def start_conversation(
-    *, user: Any, agent_id: Any, environment: str, context: dict[str, Any] | None = None
+    *,
+    user: Any,
+    agent_id: Any,
+    environment: str,
+    context: dict[str, Any] | None = None,
+    check_pause_caps: bool = True,
 ) -> TurnResult:
     """Start on the newest version deployed in ``environment``; the conversation stays on it.
 
-    An agent whose tasks are all local starts in one transaction (conversations.local_turns): the
-    conversation and its first step commit together, or neither does."""
+    Refused (409 LIMIT_REACHED) with nothing created while the user or the agent is at its cap of pending
+    pauses (approvals.pause_caps); ``check_pause_caps=False`` only for a group member's turn, whose pause
+    never stays open. An agent whose tasks are all local starts in one transaction
+    (conversations.local_turns): the conversation and its first step commit together, or neither does."""
     version = newest_deployed_version(agent_id=agent_id, environment=environment)
+    if check_pause_caps:
+        require_room_for_a_pause(owner_id=user.pk, agent_id=version.agent_id)
 
     def created() -> Conversation:
         conversation = Conversation(
@@ -331,9 +341,16 @@ def start_conversation(
 
 
 def say(
-    *, conversation: Conversation | OnVersion, user: Any, user_input: str, context: dict[str, Any] | None
+    *,
+    conversation: Conversation | OnVersion,
+    user: Any,
+    user_input: str,
+    context: dict[str, Any] | None,
+    check_pause_caps: bool = True,
 ) -> TurnResult:
-    """Run one turn. While paused the input is refused (409) and not consumed.
+    """Run one turn. While paused the input is refused (409) and not consumed, and so it is while the
+    conversation's owner or its agent is at its cap of pending pauses (409 LIMIT_REACHED,
+    approvals.pause_caps; ``check_pause_caps=False`` only for a group member's turn).
 
     A turn that cannot start (agent no longer deployed) leaves the conversation as it was; once it
     started, whatever it raises leaves the conversation ERROR with the error on the step (never
@@ -348,6 +365,12 @@ def say(
         )
     else:
         version = _version_for_turn(conversation, _deployed_version_of(conversation))
+    if check_pause_caps and conversation.state in TALKABLE:  # a busy one is refused for being busy
+        require_room_for_a_pause(
+            owner_id=conversation.owner_id,
+            agent_id=conversation.agent_id,
+            for_other=conversation.owner_id != user.pk,
+        )
 
     def claimed() -> bool:
         return claim_turn(

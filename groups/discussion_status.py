@@ -73,7 +73,8 @@ def approval_status(discussion: GroupConversation) -> dict[str, Any]:
 
 
 def pending_group_approvals(user: Any, *, limit: Any, group_id: Any = None) -> list[dict[str, Any]]:
-    """Pending group pauses ``user`` may decide, oldest first: every group's, or only ``group_id``'s.
+    """Pending group pauses ``user`` may decide, what is due first (approvals.selectors.due_first): every
+    group's, or only ``group_id``'s.
 
     The group is looked up like the group store does (unknown, malformed or deleted: 404 for every
     caller). Group ids are no secret (every signed-in user may list the groups), so this is no existence

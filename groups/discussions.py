@@ -26,6 +26,7 @@ from approvals.audit import append_audit_entry
 from approvals.errors import NotFound
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import SubjectType
+from approvals.pause_caps import require_room_for_a_pause
 from conversations.agents import newest_deployed_version
 from conversations.errors import NotDeployed
 from groups import events as ev
@@ -185,10 +186,12 @@ def start_discussion(
     """Start a discussion on the group's latest version and run it until it ends (COMPLETED, FAILED,
     CANCELLED) or pauses at a gate (AWAITING_APPROVAL).
 
-    Refused with nothing created when a member is not deployed in production (409 NOT_DEPLOYED, naming it)."""
+    Refused with nothing created when a member is not deployed in production (409 NOT_DEPLOYED, naming it),
+    or when the user is at the cap of pending pauses (409 LIMIT_REACHED, approvals.pause_caps)."""
     version = group_version(group_id=group_id)
     document = version.document
     require_deployed_members(document)
+    require_room_for_a_pause(owner_id=user.pk)
     with transaction.atomic():
         discussion = GroupConversation.objects.create(
             group_id=version.group_id,

@@ -55,14 +55,20 @@ class Answer:
 def _talk(*, owner: Any, known: str | None, agent_id: str, prompt: str) -> tuple[turns.TurnResult, str]:
     """The member's turn in its own conversation, started (as the discussion's owner) on its first turn;
     returns the turn and the conversation's id."""
+    # Not checked against the caps of pending pauses: the discussion's start was, and a member's own pause
+    # never stays open (it is cancelled or its calls rejected at once, below).
     if known is None:
-        started = turns.start_conversation(user=owner, agent_id=agent_id, environment=ENVIRONMENT)
+        started = turns.start_conversation(
+            user=owner, agent_id=agent_id, environment=ENVIRONMENT, check_pause_caps=False
+        )
         if started.conversation.state == ConversationState.AWAITING_HUMAN:
             return started, str(started.conversation.id)
         conversation = started.conversation
     else:
         conversation = reread_conversation(conversation_id=known)
-    said = turns.say(conversation=conversation, user=owner, user_input=prompt, context={})
+    said = turns.say(
+        conversation=conversation, user=owner, user_input=prompt, context={}, check_pause_caps=False
+    )
     return said, str(conversation.id)
 
 

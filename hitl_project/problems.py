@@ -36,7 +36,7 @@ _DRF_CODES = {
     406: ("BAD_REQUEST", "Not acceptable"),
     409: ("CONFLICT", "Conflict"),
     415: ("BAD_REQUEST", "Unsupported media type"),
-    429: ("CONFLICT", "Too many requests"),
+    429: ("THROTTLED", "Too many requests"),
 }
 
 
@@ -84,6 +84,8 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
     else:
         detail = str(getattr(exc, "detail", exc))
+    if isinstance(exc, drf_exceptions.Throttled) and exc.wait is not None:
+        extra["retryAfter"] = exc.wait  # Retry-After's seconds, in the body too
     problem = problem_response(status, code, title, detail or title, **extra)
     for header in ("WWW-Authenticate", "Allow", "Retry-After"):
         if header in response:

@@ -11,7 +11,10 @@ Views declare what they answer when all goes well; the errors come from one exce
   session's CSRF check refuses a session caller without the token);
 - 404 for every operation with a path parameter;
 - 400 for every operation that reads a body or a query parameter; 413 and 415 for every body;
-- 409 where a state or a conflict is checked (``STATE_CHECKED``), 429 for the login throttle;
+- 409 where a state or a conflict is checked (``STATE_CHECKED``), and where a turn may be refused by the
+  open-pause caps (every unsafe method of a view counted against the ``turns`` rate: ``LIMIT_REACHED``);
+- 429 on every unsafe method of a view with a per-user throttle (``THROTTLED``, hitl_project/throttles.py),
+  and for the login throttle;
 - 503 for every operation: the database unreachable or its answer lost (``UNAVAILABLE``, with
   ``Retry-After``; docs/rest-api.md).
 
@@ -24,6 +27,8 @@ tests/test_api_contract.py (schemathesis, every check, every role).
 from __future__ import annotations
 
 from typing import Any
+
+from hitl_project.throttles import THROTTLES, TURNS
 
 PROBLEM = "Problem"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -46,6 +51,8 @@ PROBLEM_SCHEMA: dict[str, Any] = {
                 "CONFLICT",
                 "NOT_DEPLOYED",
                 "DISABLED",
+                "LIMIT_REACHED",
+                "THROTTLED",
                 "UNAVAILABLE",
                 "INTERNAL",
             ],
@@ -67,10 +74,11 @@ DESCRIPTIONS = {
     401: "Not authenticated.",
     403: "Forbidden: the role or the subject's access does not allow it (same answer for an unknown id).",
     404: "No such resource (admins and approvers; a plain user gets 403 for a conversation).",
-    409: "The subject is in the wrong state, or a conflict (`WRONG_STATE`, `CONFLICT`, `NOT_DEPLOYED`, `DISABLED`).",
+    409: "The subject is in the wrong state, or a conflict (`WRONG_STATE`, `CONFLICT`, `NOT_DEPLOYED`, "
+    "`DISABLED`), or an open-pause cap is reached (`LIMIT_REACHED`: nothing was started or said).",
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE.",
     415: "The body's media type is not one this operation reads.",
-    429: "Too many attempts.",
+    429: "Too many requests (`THROTTLED`, `Retry-After`): over the caller's request rate, nothing was done.",
     503: "The database did not answer (`UNAVAILABLE`, `Retry-After`): read the state again, then retry.",
 }
 
@@ -105,10 +113,14 @@ LENIENT_BODIES = frozenset({"Credentials", "SlackEventBody", "SlackInteractionBo
 SUBJECT_PARAMETERS = ("{conversation_id}", "{discussion_id}")
 UNSAFE = frozenset({"post", "put", "patch", "delete"})
 METHODS = frozenset({"get", "post", "put", "patch", "delete"})
+NONE: frozenset[str] = frozenset()
 
 
-def error_statuses(path: str, method: str, operation: dict[str, Any], *, role_checked: bool) -> set[int]:
-    """The error statuses ``method path`` can answer with, by the rules of the module docstring."""
+def error_statuses(
+    path: str, method: str, operation: dict[str, Any], *, role_checked: bool, throttled: frozenset[str] = NONE
+) -> set[int]:
+    """The error statuses ``method path`` can answer with, by the rules of the module docstring
+    (``throttled``: the per-user throttle scopes its view counts unsafe requests against)."""
     key = f"{method.upper()} {path}"
     statuses = set(EXTRA.get(key, ())) | {503}
     security = operation.get("security")
@@ -126,6 +138,10 @@ def error_statuses(path: str, method: str, operation: dict[str, Any], *, role_ch
         statuses.add(400)
     if key in STATE_CHECKED:
         statuses.add(409)
+    if method in UNSAFE and throttled:
+        statuses.add(429)
+        if TURNS in throttled:
+            statuses.add(409)
     return statuses
 
 
@@ -136,12 +152,19 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
     schemas[PROBLEM] = PROBLEM_SCHEMA
     problem = {PROBLEM_CONTENT_TYPE: {"schema": {"$ref": f"#/components/schemas/{PROBLEM}"}}}
     role_checked = _role_checked_operations(generator)
+    throttled = _throttle_scopes(generator)
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             if method not in METHODS:
                 continue
             responses = operation.setdefault("responses", {})
-            statuses = error_statuses(path, method, operation, role_checked=(path, method) in role_checked)
+            statuses = error_statuses(
+                path,
+                method,
+                operation,
+                role_checked=(path, method) in role_checked,
+                throttled=throttled.get((path, method), NONE),
+            )
             for status in sorted(statuses):
                 response = responses.setdefault(str(status), {"description": DESCRIPTIONS[status]})
                 response.setdefault("content", problem)
@@ -160,6 +183,16 @@ def _role_checked_operations(generator: Any) -> set[tuple[str, str]]:
         if any(cls not in (IsAuthenticated, AllowAny) for cls in classes):
             checked.add((path, method.lower()))
     return checked
+
+
+def _throttle_scopes(generator: Any) -> dict[tuple[str, str], frozenset[str]]:
+    """(path, method) -> the per-user throttle scopes (``turns``, ``writes``) its view counts against."""
+    by_class = {throttle: scope for scope, throttle in THROTTLES.items()}
+    scopes = {}
+    for path, _regex, method, view in getattr(generator, "endpoints", None) or ():
+        classes = getattr(view.cls, "throttle_classes", ())
+        scopes[(path, method.lower())] = frozenset(by_class[cls] for cls in classes if cls in by_class)
+    return scopes
 
 
 def _close_objects(schema: dict[str, Any], schemas: dict[str, Any], *, seen: set[str]) -> None:

@@ -23,7 +23,14 @@ logger = logging.getLogger(__name__)
 ERROR_CODES = frozenset(
     {"NOT_FOUND", "WRONG_STATE", "FORBIDDEN", "DISABLED", "BAD_REQUEST", "CONFLICT", "INTERNAL"}
 )
-_BY_STATUS = {400: "BAD_REQUEST", 403: "FORBIDDEN", 404: "NOT_FOUND", 409: "WRONG_STATE", 413: "BAD_REQUEST"}
+_BY_STATUS = {
+    400: "BAD_REQUEST",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    409: "WRONG_STATE",
+    413: "BAD_REQUEST",
+    429: "CONFLICT",  # THROTTLED (kept in details.code): the reference's codes have none for a rate
+}
 MUTATIONS_SETTING = "HITL_MCP_MUTATIONS_ENABLED"
 
 

@@ -24,6 +24,7 @@ from conversations.selectors import (
     talk_on_version,
 )
 from conversations.snapshots import approval_status, snapshot
+from hitl_project.throttles import TURNS, WRITES, count_request
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.identity import mcp_actor
 
@@ -77,6 +78,7 @@ def resume_conversation(
     """REST's resume with ``?wait``: the decision, then its continuation in this process (or queued for
     the q-cluster in a q-cluster-only deployment), answered with the conversation as it then is."""
     require_mutations_enabled()
+    count_request(user=user, scope=WRITES)
     decision = parse_decision_body(_decision_body(verdict, note, tool_decisions))
     found = decision_on_version(user, required_id(conversation_id, "conversationId"))
     continued = decide_and_continue(
@@ -105,6 +107,7 @@ def cancel_conversation(user: Any, *, conversation_id: Any) -> dict[str, Any]:
     """REST's cancel: the pending approval (CANCELLED) or the running turn (CANCEL_REQUESTED while it
     stops before its next task)."""
     require_mutations_enabled()
+    count_request(user=user, scope=WRITES)
     conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
     result = turns.cancel_conversation(conversation=conversation, actor=mcp_actor(user))
     body: dict[str, Any] = {
@@ -160,8 +163,10 @@ def talk_to_agent(
     user: Any, *, message: Any, agent_id: Any = None, conversation_id: Any = None, environment: Any = None
 ) -> dict[str, Any]:
     """Start a conversation with ``agent_id`` and say ``message``, or say it in ``conversation_id``
-    (it changes a conversation: off with the kill switch, like the decisions)."""
+    (it changes a conversation: off with the kill switch, like the decisions). It counts against the
+    caller's turn rate as REST's start and say do."""
     require_mutations_enabled()
+    count_request(user=user, scope=TURNS)
     text = _message(message)
     if isinstance(conversation_id, str) and conversation_id.strip():
         return _talk(user, conversation_id.strip(), text)
@@ -175,8 +180,10 @@ def talk_to_agent(
 
 def chat_managed(user: Any, *, agent_id: Any, message: Any, environment: Any = None) -> dict[str, Any]:
     """The caller's one running conversation with an agent, kept by the server: it continues the newest
-    one that has not ended (pinned while it awaits approval) or starts one (off with the kill switch)."""
+    one that has not ended (pinned while it awaits approval) or starts one (off with the kill switch). It
+    counts against the caller's turn rate as REST's start and say do."""
     require_mutations_enabled()
+    count_request(user=user, scope=TURNS)
     text = _message(message)
     agent = required_id(agent_id, "agentId")
     where = _environment(environment)

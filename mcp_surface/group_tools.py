@@ -15,6 +15,7 @@ from groups.discussion_status import approval_status, pending_group_approvals
 from groups.errors import ResumeNotStarted
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
+from hitl_project.throttles import WRITES, count_request
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor
@@ -69,6 +70,7 @@ def approve_group_phase(
     """REST's approve: the decision and the resumed discussion, run to its end or next gate before the
     answer (queued for the q-cluster in a q-cluster-only deployment)."""
     require_mutations_enabled()
+    count_request(user=user, scope=WRITES)
     decision: dict[str, Any] = {"verdict": verdict}
     if note is not None:
         decision["note"] = note
@@ -98,6 +100,7 @@ def approve_group_phase(
 
 def cancel_group_discussion(user: Any, *, group_id: Any, conversation_id: Any) -> dict[str, Any]:
     require_mutations_enabled()
+    count_request(user=user, scope=WRITES)
     discussion = cancel_discussion(
         user=user,
         group_id=required_id(group_id, "groupId"),

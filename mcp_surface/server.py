@@ -86,8 +86,9 @@ def build_server() -> MCPServer:
 
     @server.tool(annotations=READ)
     async def list_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
-        """Pending 1:1 approvals you may decide, oldest first (GET /agents/pending-approvals): yours,
-        or every one for approvers and admins. Default limit 200."""
+        """Pending 1:1 approvals you may decide, what is due first (by deadline, those without one last,
+        then oldest first; GET /agents/pending-approvals): yours, or every one for approvers and admins.
+        Default limit 200."""
         return await _run(ctx, conversations.list_pending_approvals, limit=limit)
 
     @server.tool(annotations=READ)
@@ -128,12 +129,12 @@ def build_server() -> MCPServer:
     async def list_group_pending_approvals(
         ctx: Context, groupId: GroupId, limit: Limit = None
     ) -> CallToolResult:  # noqa: N803
-        """Pending approvals of one group's discussions you may decide, oldest first. Default limit 100."""
+        """Pending approvals of one group's discussions you may decide, what is due first. Default limit 100."""
         return await _run(ctx, groups.list_group_pending_approvals, group_id=groupId, limit=limit)
 
     @server.tool(annotations=READ)
     async def list_all_group_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
-        """Pending approvals of every group's discussions you may decide, oldest first. Default limit 100."""
+        """Pending approvals of every group's discussions you may decide, what is due first. Default limit 100."""
         return await _run(ctx, groups.list_all_group_pending_approvals, limit=limit)
 
     @server.tool(annotations=READ)

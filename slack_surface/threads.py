@@ -82,9 +82,16 @@ def handle_message(event_pk: int) -> str:
     thread = SlackThread.objects.filter(integration=integration, channel=channel, thread_ts=thread_ts).first()
     said: list[str] = []
     if thread is None:
-        started = turns.start_conversation(
-            user=integration.run_as, agent_id=integration.agent_id, environment=integration.environment
-        )
+        try:
+            started = turns.start_conversation(
+                user=integration.run_as, agent_id=integration.agent_id, environment=integration.environment
+            )
+        except ApplicationError as exc:  # not deployed, or a cap of pending pauses: nothing was started
+            logger.warning("slack message in %s/%s refused: %s", channel, thread_ts, exc.detail)
+            post_message(
+                integration, channel=channel, thread_ts=thread_ts, text=f"⚠️ {messages.escaped(exc.detail)}"
+            )
+            return "refused"
         thread = SlackThread.objects.create(
             integration=integration,
             channel=channel,

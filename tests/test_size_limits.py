@@ -17,7 +17,7 @@ from django.test import Client
 
 from approvals.models import Pause, PauseStatus
 from conversations.agents import create_agent
-from conversations.models import Agent
+from conversations.models import Agent, Conversation
 from groups.models import Group
 from tests.approvals.test_admin_inbox import rows
 from tests.conftest import make_user
@@ -58,6 +58,33 @@ def _say_input(clients: dict[str, Any], size: int):
 
     before = step_count()
     response = say(clients["alice"], conversation_id, "x" * size)
+    return response, lambda: step_count() == before
+
+
+def context_of(size: int) -> dict[str, str]:
+    """A context of exactly ``size`` bytes of canonical JSON (``{"k":"…"}``)."""
+    return {"k": "x" * (size - len('{"k":""}'))}
+
+
+def _start_context(clients: dict[str, Any], size: int):
+    agent_id = deployed_agent()
+    before = Conversation.objects.count()
+    response = clients["alice"].post(
+        f"/agents/{agent_id}/start", {"context": context_of(size)}, format="json"
+    )
+    return response, lambda: Conversation.objects.count() == before
+
+
+def _say_context(clients: dict[str, Any], size: int):
+    conversation_id = start(clients["alice"], deployed_agent())
+
+    def step_count() -> int:
+        return clients["alice"].get(f"/agents/{conversation_id}").json()["stepCount"]
+
+    before = step_count()
+    response = clients["alice"].post(
+        f"/agents/{conversation_id}", {"input": "hello", "context": context_of(size)}, format="json"
+    )
     return response, lambda: step_count() == before
 
 
@@ -184,6 +211,8 @@ def _bulk_selection(clients: dict[str, Any], count: int):
 LIMITS = [
     Limit("resume note (rest-api.md: ≤ 4096 characters)", "note", 4096, _resume_note),
     Limit("say input (rest-api.md: at most 16,384 characters)", "input", 16_384, _say_input),
+    Limit("start context (rest-api.md: at most 65,536 bytes of JSON)", "context", 65_536, _start_context),
+    Limit("say context (rest-api.md: at most 65,536 bytes of JSON)", "context", 65_536, _say_context),
     Limit(
         "amendedArguments (tool-gating.md: at most 32 KiB)", "amendedArguments", 32_768, _amended_arguments
     ),

@@ -34,7 +34,7 @@ from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_bod
 from approvals.decisions import decide_pause
 from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
-from approvals.selectors import reviewable_pauses
+from approvals.selectors import due_first, reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
 
 BULK_MAX = 100
@@ -202,7 +202,7 @@ def confirmation_rows(user: Any, pauses: list[Pause]) -> list[ConfirmationRow]:
 def _confirm(
     model_admin: ModelAdmin, request: HttpRequest, queryset: QuerySet, verdict: str
 ) -> HttpResponse | None:
-    pauses = list(with_names(queryset).order_by("paused_at", "id")[: BULK_MAX + 1])
+    pauses = list(due_first(with_names(queryset))[: BULK_MAX + 1])
     if not pauses:  # decided meanwhile, or not this reviewer's: the queryset is scoped and PENDING only
         model_admin.message_user(
             request, "None of the selected pauses is pending for you: nothing to decide.", messages.WARNING
@@ -277,9 +277,9 @@ def bulk_decide_view(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespo
     try:
         decision = parse_decision_body({"verdict": verdict, "note": note})
     except BadRequest as exc:
-        shown = with_names(
-            reviewable_pauses(user=request.user, status=PauseStatus.PENDING, ids=pause_ids)
-        ).order_by("paused_at", "id")
+        shown = due_first(
+            with_names(reviewable_pauses(user=request.user, status=PauseStatus.PENDING, ids=pause_ids))
+        )
         errors = [f"{e.get('field')}: {e.get('message')}" for e in exc.extra.get("errors", [])] or [
             exc.detail
         ]

@@ -36,7 +36,7 @@ from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
 from approvals.models import PauseStatus, PendingApproval, SubjectType
 from approvals.pause_kinds import decision_page_for
-from approvals.selectors import reviewable_pauses
+from approvals.selectors import INBOX_ORDER, reviewable_pauses
 
 
 def agent_label(agent_id: Any, version: int | None, name: str | None) -> str:
@@ -68,7 +68,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         "Reason, owner's username or agent name (any part), or a conversation, discussion, group, agent or "
         "pause id: whole, or the 8-character short id shown in the list."
     )
-    ordering = ("paused_at", "id")
+    ordering = INBOX_ORDER  # what is due first, as every inbox (approvals.selectors.due_first)
     list_per_page = 50
     show_full_result_count = False
     # Django's "Show counts" would run a COUNT per filter choice (up to 50 agents and 50 owners) over every

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
+from approvals.body_rules import context_size_problem
 from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
@@ -40,6 +41,7 @@ from conversations.selectors import (
     talk_on_version,
 )
 from conversations.snapshots import approval_status, snapshot
+from hitl_project.throttles import TurnRateThrottle
 
 
 def _snapshot_fields() -> dict[str, serializers.Field]:
@@ -104,13 +106,26 @@ DECIDED = inline_serializer(
 INPUT_MAX = 16_384
 
 
+class ContextField(serializers.DictField):
+    """A turn's context: an object of at most ``HITL_CONTEXT_MAX_BYTES`` bytes of canonical JSON
+    (approvals.body_rules.context_size_problem)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        problem = context_size_problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
+        return value
+
+
 def _context_field() -> serializers.DictField:
-    return serializers.DictField(
+    return ContextField(
         required=False,
         allow_null=True,
         default=dict,
         error_messages={"not_a_dict": "must be an object"},
-        help_text="Conversation context for this turn ({context.X} in templates)",
+        help_text="Conversation context for this turn ({context.X} in templates); at most "
+        "HITL_CONTEXT_MAX_BYTES (64 KiB) of JSON",
     )
 
 
@@ -135,6 +150,8 @@ def json_body(request: Request, *, required: bool) -> Any:
 
 
 class StartView(APIView):
+    throttle_classes = [TurnRateThrottle]
+
     @extend_schema_serializer(component_name="StartInput")
     class InputSerializer(BodySerializer):
         """The optional start body; any other field is a 400 naming it."""
@@ -166,6 +183,8 @@ class StartView(APIView):
 
 
 class ConversationView(APIView):
+    throttle_classes = [TurnRateThrottle]  # its say (a read is never counted)
+
     @extend_schema_serializer(component_name="SayInput")
     class InputSerializer(BodySerializer):
         """The say body; any other field is a 400 naming it."""
@@ -457,7 +476,7 @@ INBOX_ROW = inline_serializer(
 
 class PendingApprovalsView(APIView):
     @extend_schema(
-        summary="Pending approvals you may decide (oldest first)",
+        summary="Pending approvals you may decide (what is due first: by deadline, none last, then oldest)",
         parameters=[OpenApiParameter("limit", int, required=False, description="1..1000, default 200")],
         responses=INBOX_ROW,
     )

@@ -97,7 +97,7 @@ class DiscussionApprovalStatusView(APIView):
 
 class GroupPendingApprovalsView(APIView):
     @extend_schema(
-        summary="Pending approvals of one group's discussions you may decide (oldest first)",
+        summary="Pending approvals of one group's discussions you may decide (what is due first)",
         parameters=[LIMIT],
         responses=INBOX_ROW,
     )
@@ -111,7 +111,7 @@ class GroupPendingApprovalsView(APIView):
 
 class AllGroupsPendingApprovalsView(APIView):
     @extend_schema(
-        summary="Pending approvals of every group's discussions you may decide (oldest first)",
+        summary="Pending approvals of every group's discussions you may decide (what is due first)",
         parameters=[LIMIT],
         responses=INBOX_ROW,
     )

@@ -19,6 +19,7 @@ from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
 from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
+from hitl_project.throttles import TurnRateThrottle
 
 QUESTION_MAX = 16_384
 ENTRY_STATUSES = ["OK", "SKIPPED", "ERROR"]
@@ -99,6 +100,8 @@ def discussion_snapshot(discussion: GroupConversation) -> dict[str, Any]:
 
 
 class DiscussionListView(APIView):
+    throttle_classes = [TurnRateThrottle]
+
     @extend_schema_serializer(component_name="StartDiscussionInput")
     class InputSerializer(BodySerializer):
         """The start body; any other field is a 400 naming it."""

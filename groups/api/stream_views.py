@@ -1,7 +1,8 @@
 """SSE adapters: start a discussion, or decide a paused one, and watch it run (docs/groups.md, "SSE").
 
 What can be refused before the stream starts is an HTTP error like on the plain endpoints: 401 without
-a valid token; the start body (400) and an unknown group (404); on approve, access to the discussion
+a valid token, 429 over the caller's request rate; the start body (400), an unknown group (404) and the
+caller's cap of pending approvals (409 LIMIT_REACHED); on approve, access to the discussion
 (403/404, no existence oracle). Everything after that is told in the stream: an approve body that does
 not validate, a discussion not awaiting approval, a member not deployed, a failure, are a ``group_error``
 event that closes it, so a watching client never gets a 4xx in the middle of a conversation.
@@ -20,6 +21,7 @@ from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
 from approvals.errors import ApplicationError
+from approvals.pause_caps import require_room_for_a_pause
 from approvals.request_bodies import validated_body
 from conversations.api.conversation_views import json_body
 from groups import events as ev
@@ -30,6 +32,7 @@ from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
 from groups.models import GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason, live_group
+from hitl_project.throttles import TurnRateThrottle
 
 NO_OUTCOME = "the discussion ended without telling its outcome"
 QUEUED_MESSAGE = (
@@ -52,6 +55,7 @@ def _stream_responses(events: str) -> dict[Any, OpenApiResponse]:
 
 class DiscussionStartStreamView(APIView):
     renderer_classes = [JSONRenderer, sse.EventStreamRenderer]
+    throttle_classes = [TurnRateThrottle]
 
     @extend_schema(
         summary="Start a group discussion and stream its events (SSE)",
@@ -63,11 +67,15 @@ class DiscussionStartStreamView(APIView):
         | {
             400: OpenApiResponse(description="The body is not a valid start body (problem details)."),
             404: OpenApiResponse(description="No such group, or it was deleted (problem details)."),
+            409: OpenApiResponse(
+                description="The caller is at the cap of pending approvals (`LIMIT_REACHED`, problem details)."
+            ),
         },
     )
     def post(self, request: Request, group_id: str) -> StreamingHttpResponse:
         body = validated_body(DiscussionListView.InputSerializer, json_body(request, required=True))
         live_group(group_id=group_id)
+        require_room_for_a_pause(owner_id=request.user.pk)  # a 409 before the stream, like the plain start's
         user, question = request.user, body["question"]
 
         def run(sink: ev.EventSink) -> sse.Event:

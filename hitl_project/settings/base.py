@@ -6,6 +6,7 @@ import environ
 
 from hitl_project.metrics_setup import configure_multiprocess_dir
 from hitl_project.settings.database import database_settings
+from hitl_project.settings.rates import throttle_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -102,6 +103,9 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "hitl_project.problems.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # every unsafe request of a signed-in user counts against the "writes" rate; the views that run a
+    # turn count against "turns" instead (hitl_project.throttles)
+    "DEFAULT_THROTTLE_CLASSES": ["hitl_project.throttles.WriteRateThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -239,6 +243,30 @@ HITL_SLACK_API_URL = env.str("HITL_SLACK_API_URL", default="https://slack.com/ap
 HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5)
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
+# Throttles and caps (docs/operations.md, "Throttles and caps"): one signed-in user cannot flood the
+# service nor bury other people's requests. Request rates per user, "N/s", "N/min", "N/hour" or "N/day",
+# read at request time (hitl_project.throttles); empty or "off" turns one off. "turns": requests that run
+# an agent turn or start a group discussion; "writes": every other POST, PUT, PATCH and DELETE.
+HITL_THROTTLE_TURNS_RATE = throttle_rate(
+    env.str("HITL_THROTTLE_TURNS_RATE", default="60/min"), setting="HITL_THROTTLE_TURNS_RATE"
+)
+HITL_THROTTLE_WRITES_RATE = throttle_rate(
+    env.str("HITL_THROTTLE_WRITES_RATE", default="600/min"), setting="HITL_THROTTLE_WRITES_RATE"
+)
+# Where the counts live: a cache every web process shares. The default is a table of this database
+# (created by migrate); a cache URL such as redis://host:6379/1 moves them (django-environ's cache URLs).
+HITL_THROTTLE_CACHE_URL = env.str(
+    "HITL_THROTTLE_CACHE_URL", default="dbcache://hitl_throttle_cache?max_entries=10000"
+)
+# Pending pauses a user may own (1:1 and groups) and an agent may have before a new turn is refused
+# (approvals.pause_caps; 0: no cap), and the largest context a turn stores (canonical JSON, UTF-8; 0: no bound).
+HITL_MAX_OPEN_PAUSES_PER_USER = env.int("HITL_MAX_OPEN_PAUSES_PER_USER", default=100)
+HITL_MAX_OPEN_PAUSES_PER_AGENT = env.int("HITL_MAX_OPEN_PAUSES_PER_AGENT", default=1000)
+HITL_CONTEXT_MAX_BYTES = env.int("HITL_CONTEXT_MAX_BYTES", default=65_536)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": environ.Env.cache_url_config(HITL_THROTTLE_CACHE_URL),
+}
 # Whether a key that cannot work (or is too short) is an error that stops manage.py check, migrate and
 # qcluster, or a warning: the production settings make it an error (approvals/checks.py).
 HITL_STRICT_CONFIG = False

@@ -1,5 +1,5 @@
 """The group inboxes, one group's and every group's: pending group pauses, owner-scoped inside the query
-before the limit, oldest first, bounded, and served by the partial indexes of pending group pauses."""
+before the limit, what is due first, bounded, and served by the partial indexes of pending group pauses."""
 
 from __future__ import annotations
 
@@ -251,7 +251,10 @@ def test_the_group_inboxes_are_served_by_the_pending_group_indexes(alice, approv
     plan = queryset.explain()
 
     assert "Seq Scan on approvals_pause" not in plan, plan
-    assert ("pause_pending_per_group" if per_group else "pause_pending_group_inbox") in plan, plan
+    if per_group:
+        assert "pause_pending_per_group" in plan, plan
+    else:  # either index of pending group pauses: the two hold the same rows, the planner picks by cost
+        assert "pause_pending_group_inbox" in plan or "pause_pending_per_group" in plan, plan
 
 
 @pytest.mark.parametrize("own", [False, True], ids=["approver", "owner"])
@@ -283,5 +286,8 @@ def test_the_1to1_inbox_is_not_slowed_by_a_backlog_of_group_pauses(alice, approv
     plan = queryset.explain()
 
     assert "Seq Scan on approvals_pause" not in plan, plan
-    assert ("pause_pending_regular_owner" if own else "pause_pending_regular_inbox") in plan, plan
+    if own:
+        assert "pause_pending_regular_owner" in plan, plan
+    else:  # either index of pending 1:1 pauses: the two hold the same rows, the planner picks by cost
+        assert "pause_pending_regular_inbox" in plan or "pause_pending_regular_owner" in plan, plan
     assert len(queryset) == (10 if own else 20)

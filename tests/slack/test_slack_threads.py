@@ -95,3 +95,23 @@ def test_a_bot_message_is_ignored(integration, anon_client, fake_slack):
 
     assert run_queued_tasks() == 0
     assert fake_slack.calls == []
+
+
+def test_a_thread_message_whose_user_is_at_the_pause_cap_is_told_so_and_starts_nothing(
+    integration, anon_client, fake_slack, settings
+):
+    from conversations.models import Conversation
+    from tests.approvals.test_pause_caps import pending
+
+    settings.HITL_MAX_OPEN_PAUSES_PER_USER = 2
+    pending(integration.owner, 2)
+    post_event(anon_client, message_event("please delete my account", ts="400.1"))
+
+    assert run_queued_tasks() == 1
+
+    [told] = fake_slack.posted("CTHREADS")
+    assert told["thread_ts"] == "400.1"
+    assert told["text"].startswith("⚠️ You already have 2 pending approvals"), told["text"]
+    assert "HITL_MAX_OPEN_PAUSES_PER_USER=2" in told["text"]
+    assert (Conversation.objects.count(), SlackThread.objects.count()) == (0, 0)
+    assert fake_slack.posted(APPROVAL_CHANNEL) == []
