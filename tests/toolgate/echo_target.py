@@ -85,9 +85,10 @@ def _handler_for(target: EchoTarget) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def running_echo_target() -> Iterator[EchoTarget]:
-    target = EchoTarget()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(target))
+def running_echo_target(host: str = "127.0.0.1") -> Iterator[EchoTarget]:
+    """An EchoTarget serving on ``host`` (any loopback address) and a free port until the block ends."""
+    target = EchoTarget(host=host)
+    server = ThreadingHTTPServer((host, 0), _handler_for(target))
     server.daemon_threads = True
     target.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
