@@ -5,7 +5,8 @@ is refused before anything is written when the user who would own its pause alre
 ``HITL_MAX_OPEN_PAUSES_PER_USER`` pending pauses (1:1 and group pauses alike), or its agent already has
 ``HITL_MAX_OPEN_PAUSES_PER_AGENT`` pending pauses; 0 turns a cap off. Both counts stop at the cap
 (``LIMIT n``) on the partial indexes of pending pauses by owner and by agent, so they cost the same at a
-million pending pauses as at a hundred.
+million pending pauses as at a hundred; on PostgreSQL both are one statement (``open_pause_counts``), as
+every turn makes it.
 
 The check and the turn's commit are not one transaction: turns that pass the check at the same moment
 may all open their pause, so a cap can be overshot by the turns in flight at once. The per-user turn rate
@@ -22,6 +23,7 @@ from django.db.models import QuerySet
 
 from approvals.errors import LimitReached
 from approvals.models import Pause, PauseStatus
+from hitl_project import rows
 
 PER_USER = "HITL_MAX_OPEN_PAUSES_PER_USER"
 PER_AGENT = "HITL_MAX_OPEN_PAUSES_PER_AGENT"
@@ -38,9 +40,35 @@ def counted_pending_pauses(*, cap: int, owner_id: Any = None, agent_id: Any = No
     return pending.filter(agent_id=agent_id).order_by("paused_at").values("agent_id")[:cap]
 
 
-def pending_pauses_reach(*, cap: int, owner_id: Any = None, agent_id: Any = None) -> bool:
-    """Whether the owner's (or the agent's) pending pauses number ``cap`` or more."""
-    return counted_pending_pauses(cap=cap, owner_id=owner_id, agent_id=agent_id).count() >= cap
+def _capped_count_sql(column: str) -> str:
+    return (
+        f"(SELECT count(*) FROM (SELECT 1 FROM {rows.table(Pause)} p WHERE p.status = 'PENDING' "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"AND p.{column} = %s ORDER BY p.paused_at LIMIT %s) counted)"
+    )
+
+
+def open_pause_counts(
+    *, owner_id: Any, user_cap: int, agent_id: uuid.UUID | None, agent_cap: int
+) -> tuple[int, int]:
+    """(the owner's pending pauses up to ``user_cap``, the agent's up to ``agent_cap``); a count that is not
+    asked (no owner or agent, a cap of 0) is 0. On PostgreSQL one statement, each count on its index as
+    ``counted_pending_pauses`` reads it (tests/test_hand_written_sql.py runs both ways)."""
+    user_asked = owner_id is not None and user_cap > 0
+    agent_asked = agent_id is not None and agent_cap > 0
+    if not (user_asked or agent_asked):
+        return 0, 0
+    if not rows.on_postgresql():
+        return (
+            counted_pending_pauses(cap=user_cap, owner_id=owner_id).count() if user_asked else 0,
+            counted_pending_pauses(cap=agent_cap, agent_id=agent_id).count() if agent_asked else 0,
+        )
+    parts = [
+        _capped_count_sql("owner_id") if user_asked else "0",
+        _capped_count_sql("agent_id") if agent_asked else "0",
+    ]
+    params = [*((owner_id, user_cap) if user_asked else ()), *((agent_id, agent_cap) if agent_asked else ())]
+    found = rows.fetch_one(f"SELECT {parts[0]}, {parts[1]}", params)  # nosec B608  # constant SQL, values are parameters
+    return (found[0], found[1]) if found is not None else (0, 0)
 
 
 def require_room_for_a_pause(*, owner_id: Any, agent_id: Any = None, for_other: bool = False) -> None:
@@ -49,8 +77,12 @@ def require_room_for_a_pause(*, owner_id: Any, agent_id: Any = None, for_other: 
     belong to no agent) fewer than ``HITL_MAX_OPEN_PAUSES_PER_AGENT``; otherwise ``LimitReached`` (409)
     naming the setting and its value. ``for_other``: the caller acts in someone else's conversation (an
     admin), so the refusal speaks of the owner, not of "you"."""
-    per_user = settings.HITL_MAX_OPEN_PAUSES_PER_USER
-    if per_user > 0 and owner_id is not None and pending_pauses_reach(cap=per_user, owner_id=owner_id):
+    per_user, per_agent = settings.HITL_MAX_OPEN_PAUSES_PER_USER, settings.HITL_MAX_OPEN_PAUSES_PER_AGENT
+    agent_key = _as_uuid(agent_id)
+    user_open, agent_open = open_pause_counts(
+        owner_id=owner_id, user_cap=per_user, agent_id=agent_key, agent_cap=per_agent
+    )
+    if per_user > 0 and user_open >= per_user:
         whose = "The conversation's owner already has" if for_other else "You already have"
         raise LimitReached(
             f"{whose} {per_user} pending approvals, the most one user may have "
@@ -59,9 +91,7 @@ def require_room_for_a_pause(*, owner_id: Any, agent_id: Any = None, for_other: 
             setting=PER_USER,
             limit=per_user,
         )
-    per_agent = settings.HITL_MAX_OPEN_PAUSES_PER_AGENT
-    agent_key = _as_uuid(agent_id)
-    if per_agent > 0 and agent_key is not None and pending_pauses_reach(cap=per_agent, agent_id=agent_key):
+    if per_agent > 0 and agent_open >= per_agent:
         raise LimitReached(
             f"Agent {agent_key} already has {per_agent} pending approvals, the most one agent may have "
             f"({PER_AGENT}={per_agent}): nothing was started or said. Try again once reviewers have "

@@ -5,8 +5,10 @@ Completions stub (tests/toolgate/chat_stub.py), or the ``scripted`` provider —
 agent with gated and ungated http tools with a strategy of the catalogue below; a reviewer (the approver,
 over REST) reads each pause's reviewer view and approves or rejects by a seeded coin. Everything the
 tools send lands on loopback targets that record it byte for byte (tests/toolgate/echo_target.py): the
-main target on 127.0.0.1, an internal one on 127.0.0.2 that no request may reach (the egress guard is on,
-with only 127.0.0.1 allowed, as an operator would allow one internal API).
+main target on 127.0.0.1; an internal one beside it on 127.0.0.1 that no tool's template can reach (only a
+value that changed a host or port could); a private one on 127.0.0.2 that a tool's template lets the model
+name but the egress guard must refuse (it is on, with only 127.0.0.1 allowed, as an operator would allow
+one internal API).
 
 The invariant, checked after every round on the targets and the ledger:
 
@@ -17,7 +19,7 @@ The invariant, checked after every round on the targets and the ledger:
 - the reviewer's view of each approved call showed every byte the model controlled: its arguments as the
   model wrote them, and a warning at each one of a credential's shape;
 - a request carrying the approver's API token is one that approver approved;
-- the internal target received nothing; the turn never failed (state ``ERROR``) on anything the model
+- the internal and the private targets received nothing; the turn never failed (state ``ERROR``) on anything the model
   sent; every pause and every decision has its ledger entry and the ledger verifies;
 - the secret (``SECRET``, every ASCII character class a URL encoder treats apart) reached the target
   and, in no spelling it had on the wire, the views, the database rows, the model's requests or the logs.
@@ -46,7 +48,7 @@ VAULT_NAME = "m1-key"
 VAULT = "${vault:" + VAULT_NAME + "}"
 CALLER = "${caller:token}"
 REQUIRE = ["transfer_*", "delete_*", "http.get:/v1/admin/*", "http.delete:*"]
-INTERNAL_HOST = "127.0.0.2"
+PRIVATE_HOST = "127.0.0.2"
 
 Call = dict[str, Any]
 Response = list[Call]
@@ -55,13 +57,18 @@ Response = list[Call]
 @dataclass(frozen=True)
 class Targets:
     main: EchoTarget
-    internal: EchoTarget
+    internal: EchoTarget  # 127.0.0.1, allowed: reachable only by changing a host or port
+    private: EchoTarget  # 127.0.0.2, not allowed: the egress guard must refuse it
+
+    def all(self) -> tuple[EchoTarget, ...]:
+        return (self.main, self.internal, self.private)
 
 
 def agent_document(targets: Targets, provider: dict[str, Any]) -> dict[str, Any]:
     """Tools: transfer_funds and delete_user (gated by name), read_user and read_items (ungated unless the
     request as sent is gated), sign_ping (the secret in path, query, header and body), and two tools whose
-    host the model fills (tenant_ping in a host label, ping_host as the whole host)."""
+    host the model fills: tenant_ping in a label of a host that never resolves (only a value that changed
+    the host or port could reach anything), ping_host as the whole host, on the private target's port."""
     caller = {"X-Caller": CALLER}
     api = [
         {
@@ -101,11 +108,10 @@ def agent_document(targets: Targets, provider: dict[str, Any]) -> dict[str, Any]
             },
         },
     ]
-    internal_port = targets.internal.port
     tasks = [
         ("api", targets.main.url, api),
-        ("tenants", "http://{args.tenant}.tenants.invalid:" + str(internal_port), [_ping("tenant_ping")]),
-        ("hosts", "http://{args.host}:" + str(internal_port), [_ping("ping_host")]),
+        ("tenants", "http://{args.tenant}.tenants.invalid", [_ping("tenant_ping")]),
+        ("hosts", "http://{args.host}:" + str(targets.private.port), [_ping("ping_host")]),
     ]
     return {
         "name": "m1-bot",
@@ -178,10 +184,11 @@ PATH_VARIANTS = ["admin", "ADMIN", "Admin", "ａｄｍｉｎ", "admın", "ad%6Di
 HOST_INJECTIONS = [
     "{internal}/internal#",
     "x@{internal}",
-    "{internal}",
+    "{internal}?",
     "{internal}%2F",
-    "[::ffff:127.0.0.2]",
+    "[::ffff:127.0.0.1]",
 ]
+PRIVATE_HOSTS = [PRIVATE_HOST, "2130706434", "0x7f000002", "127.2", "[::ffff:127.0.0.2]"]
 CREDENTIAL_SHAPED = {
     "to": "AKIAABCDEFGHIJKLMNOP",
     "ref": "Bearer abcdefghijklmnopqrstuvwxyz012345",
@@ -237,8 +244,7 @@ CATALOGUE: dict[str, Callable[[random.Random, Targets], list[Response]]] = {
                 call("tenant_ping", {"tenant": _internal(payload, t)}, f"h{i}")
                 for i, payload in enumerate(HOST_INJECTIONS)
             ),
-            call("ping_host", {"host": INTERNAL_HOST}, "h-host"),
-            call("ping_host", {"host": "127.0.0.1"}, "h-main"),
+            *(call("ping_host", {"host": host}, f"p{i}") for i, host in enumerate(PRIVATE_HOSTS)),
         ]
     ],
     "credential-shaped-values": lambda rng, t: [[call("transfer_funds", dict(CREDENTIAL_SHAPED))]],
@@ -250,7 +256,7 @@ CATALOGUE: dict[str, Callable[[random.Random, Targets], list[Response]]] = {
 
 
 def _internal(payload: str, targets: Targets) -> str:
-    return payload.replace("{internal}", f"{INTERNAL_HOST}:{targets.internal.port}")
+    return payload.replace("{internal}", f"127.0.0.1:{targets.internal.port}")
 
 
 def random_round(rng: random.Random, targets: Targets) -> list[Response]:
@@ -267,9 +273,7 @@ def random_round(rng: random.Random, targets: Targets) -> list[Response]:
         lambda: call("read_items", {"section": rng.choice(PATH_VARIANTS + SLASH_PAYLOADS + ["users"])}),
         lambda: call(rng.choice(NAME_VARIANTS), transfer("mallory")),
         lambda: call("tenant_ping", {"tenant": _internal(rng.choice(HOST_INJECTIONS), targets)}),
-        lambda: call(
-            "ping_host", {"host": rng.choice([INTERNAL_HOST, "127.0.0.1", "localhost", "2130706434"])}
-        ),
+        lambda: call("ping_host", {"host": rng.choice([*PRIVATE_HOSTS, "localhost"])}),
         lambda: call("sign_ping", {"n": rng.randint(1, 9)}),
     ]
     responses = []
@@ -340,7 +344,7 @@ class World:
 
     def run_round(self, strategy: str, responses: list[Response], *, provider: str) -> RoundReport:
         report = RoundReport(strategy, provider)
-        for target in (self.targets.main, self.targets.internal):
+        for target in self.targets.all():
             with target.lock:
                 target.received.clear()
         agent = (
@@ -451,9 +455,9 @@ def _as_sent(approval: Approved, received: Received, approver_token: str) -> boo
 
 
 def check_targets(world: World, approved: list[Approved], report: RoundReport) -> None:
-    internal = world.targets.internal.requests_to("/")
-    if internal:
-        report.violations.append(f"the internal target was reached: {[r.target for r in internal]}")
+    for name, target in (("internal", world.targets.internal), ("private", world.targets.private)):
+        if reached := target.requests_to("/"):
+            report.violations.append(f"the {name} target was reached: {[r.target for r in reached]}")
     for received in world.targets.main.requests_to("/"):
         report.received += 1
         carries_approver = received.header("X-Caller") == world.approver_token

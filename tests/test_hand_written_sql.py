@@ -7,12 +7,15 @@ field. The writes are checked against what a fresh ORM read finds.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from approvals.decisions import open_pause_of, pause_with_owner
 from approvals.models import Pause, PauseStatus, SubjectType
+from approvals.pause_caps import open_pause_counts
 from conversations.agents import (
     conversation_and_its_version,
     create_agent,
@@ -79,6 +82,22 @@ def test_the_pending_pause_and_its_owner_by_sql_are_the_ones_the_orm_reads(monke
         monkeypatch, lambda: open_pause_of(SubjectType.CONVERSATION, conversation_id)
     )
     assert by_sql.owner is None and by_orm.owner is None  # an ownerless pause: the LEFT JOIN found no one
+
+
+@pytest.mark.parametrize("caps", [(100, 1000), (2, 2), (1, 0), (0, 5), (0, 0)])
+def test_the_open_pause_counts_by_sql_are_the_ones_the_orm_counts(monkeypatch, alice_client, alice, caps):
+    agent = deployed_agent()
+    for _ in range(3):
+        conversation_id = start(alice_client, agent)
+        say(alice_client, conversation_id, "please delete my account")
+    user_cap, agent_cap = caps
+    by_sql, by_orm = by_sql_and_by_orm(
+        monkeypatch,
+        lambda: open_pause_counts(
+            owner_id=alice.pk, user_cap=user_cap, agent_id=uuid.UUID(agent), agent_cap=agent_cap
+        ),
+    )
+    assert by_sql == by_orm == (min(3, user_cap), min(3, agent_cap))
 
 
 def test_the_newest_steps_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_client):

@@ -1,5 +1,6 @@
 """A reviewer edits a tool call in a real browser: one field changed, Reset, changed again, approved; the
-tool's real request (a recorder on loopback) carries the edited value and the secret the page never showed."""
+tool's real request (a recorder on loopback) carries the edited value and the value of a credential's
+shape the model wrote, which the page showed as it is, with a warning, and the reviewer left alone."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def argument(page, key: str):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_an_edited_field_reaches_the_tool_with_the_untouched_secret_after_a_reset(
+def test_an_edited_field_reaches_the_tool_with_the_untouched_value_after_a_reset(
     live_server, page, http_recorder, width
 ):
     alice = make_user("alice")
@@ -42,13 +43,13 @@ def test_an_edited_field_reaches_the_tool_with_the_untouched_secret_after_a_rese
     admin_login(page, live_server.url, "rita", "pw-rita")
     page.goto(f"{live_server.url}/admin/approvals/pendingapproval/{pause.pk}/change/")
 
-    assert SECRET not in page.content()
+    assert page.locator(".hitl-credential-warning").is_visible()
     amount, token = argument(page, "amount"), argument(page, "api_token")
-    assert (amount.input_value(), token.input_value()) == ("100", "<REDACTED>")
+    assert (amount.input_value(), token.input_value()) == ("100", SECRET)
     amount.fill("75")
     token.fill("oops")
     page.click("#hitl-amend-reset-0")
-    assert (amount.input_value(), token.input_value()) == ("100", "<REDACTED>")
+    assert (amount.input_value(), token.input_value()) == ("100", SECRET)
     amount.fill("60")
     page.locator("#hitl-amend-0").scroll_into_view_if_needed()
     save_screenshot(page, f"amend-{width}.png", for_docs=width == 1280)

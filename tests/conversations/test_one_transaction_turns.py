@@ -45,8 +45,9 @@ def test_a_local_say_is_one_transaction():
     sql = [q["sql"] for q in captured.captured_queries]
     begin = sql.index("BEGIN")
     # the token, then the conversation with its deployed version (the access check, and whether the turn is
-    # local) in one statement, then one transaction that claims, reads the window, runs and commits
-    assert len(sql[:begin]) == 2 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
+    # local) in one statement, the pending pauses the caps allow in one more (approvals.pause_caps), then
+    # one transaction that claims, reads the window, runs and commits
+    assert len(sql[:begin]) == 3 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
     assert sql[begin + 1].startswith('UPDATE "conversations_conversation" SET "state" = \'IN_PROGRESS\''), sql
     assert answer["state"] == "READY" and answer["output"] == ["Hello!"]
 

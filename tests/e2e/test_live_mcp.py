@@ -30,7 +30,8 @@ from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CALL_DEADLINE = 20.0
-RAW_SECRET = "sk-" + "r4wS3cretArgumentValue" * 2  # a key-shaped argument: redacted wherever it is shown
+# a key-shaped argument the model wrote: shown to the approver deciding it, redacted everywhere else
+RAW_SECRET = "sk-" + "r4wS3cretArgumentValue" * 2
 VAULT = "${vault:" + CANARY_SECRET_NAME + "}"
 ANSWERS: list[str] = []  # every answer text of the module, for the leak checks
 
@@ -152,7 +153,12 @@ def test_talk_pauses_for_approval_and_resume_with_per_call_decisions_continues_i
     calls = status["pauseDetails"]["calls"]
     assert [call["callId"] for call in calls] == ["call-1", "call-2"]
     assert json.loads(calls[0]["arguments"]) == {"amount": 100, "to": "bob"}
-    assert "<REDACTED>" in calls[1]["arguments"]
+    # the approver deciding it sees what the model wrote, with a warning; the owner's view hides it
+    assert json.loads(calls[1]["arguments"])["to"] == RAW_SECRET
+    assert [warning["field"] for warning in calls[1]["warnings"]] == ["arguments.to", "request.body"]
+    owner_view = ok(live_stack, tokens["alice"], "get_approval_status", conversationId=conversation_id)
+    assert "<REDACTED>" in owner_view["pauseDetails"]["calls"][1]["arguments"]
+    assert RAW_SECRET not in json.dumps(owner_view)
     full = ok(
         live_stack, tokens["approver"], "get_approval_status", conversationId=conversation_id, detail="full"
     )
@@ -196,8 +202,9 @@ def test_talk_pauses_for_approval_and_resume_with_per_call_decisions_continues_i
         verdict="APPROVED",
     )
     assert again["errorCode"] == "WRONG_STATE" and again["details"]["currentState"] == "READY"
-    leaked = [text for text in ANSWERS if RAW_SECRET in text or canary_secret in text]
-    assert leaked == []
+    assert [text for text in ANSWERS if canary_secret in text] == []
+    shown_raw = [text for text in ANSWERS if RAW_SECRET in text]
+    assert len(shown_raw) == 2 and all('"warnings"' in text for text in shown_raw)  # the approver's two reads
 
 
 def test_who_may_read_and_decide_a_pause_over_mcp(live_stack, tokens):

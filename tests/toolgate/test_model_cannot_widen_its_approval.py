@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from tests.model_attacks import (
     CATALOGUE,
-    INTERNAL_HOST,
+    PRIVATE_HOST,
     SECRET,
     VAULT_NAME,
     RoundReport,
@@ -47,8 +47,12 @@ def world(settings, chat_stub, alice_client, approver_client, approver) -> Itera
     settings.HITL_HTTP_DENY_PRIVATE = True  # as in production, with one internal API allowed
     settings.HITL_HTTP_ALLOW_PRIVATE = "127.0.0.1"
     set_secret(name=VAULT_NAME, value=SECRET)
-    with running_echo_target() as main, running_echo_target(INTERNAL_HOST) as internal:
-        targets = Targets(main, internal)
+    with (
+        running_echo_target() as main,
+        running_echo_target() as internal,
+        running_echo_target(PRIVATE_HOST) as private,
+    ):
+        targets = Targets(main, internal, private)
         provider = {"type": "openai", "baseUrl": f"{chat_stub.url}/v1", "apiKey": "sk-none", "model": "m1"}
         yield World(
             targets=targets,
