@@ -341,6 +341,7 @@ class World:
     openai_agent: str
     rng: random.Random
     views: list[str] = field(default_factory=list)  # every reviewer and owner view read, for the secret check
+    secret_spellings: set[str] = field(default_factory=set)  # the secret as it was on the wire, every round
 
     def run_round(self, strategy: str, responses: list[Response], *, provider: str) -> RoundReport:
         report = RoundReport(strategy, provider)
@@ -388,6 +389,7 @@ class World:
         if provider == "openai" and self.stub.answers:
             report.violations.append(f"{len(self.stub.answers)} scripted model answers left unread")
         check_targets(self, approved, report)
+        self.secret_spellings |= wire_forms(self.targets.main)
         check_ledger(cid, report.pauses, decisions, report)
         self.views.append(stored_rows_text(cid))
         return report
@@ -493,10 +495,11 @@ def check_ledger(conversation_id: str, pauses: int, decisions: int, report: Roun
         report.violations.append(f"ledger: {ledger.problems[0]}")
 
 
-def wire_forms(world: World) -> set[str]:
-    """Every spelling the secret had on the wire (path segments, query values), as written and JSON-escaped."""
+def wire_forms(target: EchoTarget) -> set[str]:
+    """Every spelling the secret had on the wire to ``target`` (path segments, query values), as written and
+    JSON-escaped."""
     forms = {SECRET, json.dumps(SECRET)[1:-1], json.dumps(SECRET, ensure_ascii=False)[1:-1]}
-    for received in world.targets.main.requests_to("/v1/sign/"):
+    for received in target.requests_to("/v1/sign/"):
         path, _, query = received.target.partition("?")
         forms.add(path.removeprefix("/v1/sign/").removesuffix("/x"))
         forms |= {pair.partition("=")[2] for pair in query.split("&")}
@@ -505,7 +508,7 @@ def wire_forms(world: World) -> set[str]:
 
 def secret_leaks(world: World, log_text: str) -> list[str]:
     """Where the secret showed up in any of its wire spellings (it must only have reached the target)."""
-    forms = wire_forms(world)
+    forms = world.secret_spellings
     places = {
         "a view or a database row": "\n".join(world.views),
         "the model's requests": json.dumps(world.stub.requests),
@@ -531,3 +534,42 @@ def summary(reports: list[RoundReport]) -> str:
         f"{total['rejected']} rejected), {total['received']} requests reached the target, "
         f"{total['gated_received']} of them gated (each an approved request, sent once), {violations} violations"
     )
+
+
+# the strategies of one response (or one repeated after every tool result) the scripted provider can play
+SCRIPTED = [
+    "reuse-id-other-arguments",
+    "dot-segments",
+    "name-variants",
+    "host-and-port-injection",
+    "credential-shaped-values",
+    "duplicate-ids-in-one-response",
+]
+
+
+def run_attacks(
+    world: World, *, random_rounds: int, log_text: Callable[[], str], scripted: bool = True
+) -> list[RoundReport]:
+    """Every strategy with the openai client, the ``SCRIPTED`` ones with the scripted provider too, then
+    ``random_rounds`` random mixes; prints the figure and asserts the invariant held everywhere."""
+    reports = [
+        world.run_round(name, make(world.rng, world.targets), provider="openai")
+        for name, make in CATALOGUE.items()
+    ]
+    if scripted:
+        reports += [
+            world.run_round(name, CATALOGUE[name](world.rng, world.targets), provider="scripted")
+            for name in SCRIPTED
+        ]
+    reports += [
+        world.run_round("random", random_round(world.rng, world.targets), provider="openai")
+        for _ in range(random_rounds)
+    ]
+    print(summary(reports))
+    violations = [f"{r.strategy} ({r.provider}): {v}" for r in reports for v in r.violations]
+    violations += secret_leaks(world, log_text())
+    assert not violations, "\n".join(violations)
+    assert sum(r.pauses for r in reports) and sum(r.gated_received for r in reports), (
+        "the attacks proved nothing"
+    )
+    return reports

@@ -6,24 +6,20 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.model_attacks import (
-    CATALOGUE,
     PRIVATE_HOST,
     SECRET,
     VAULT_NAME,
-    RoundReport,
     Targets,
     World,
     agent_document,
     deployed,
-    random_round,
-    secret_leaks,
-    summary,
+    run_attacks,
 )
 from tests.toolgate.echo_target import running_echo_target
 from tests.toolgate.test_no_secret_in_logs import every_logger_at_debug
@@ -32,14 +28,6 @@ from toolgate.secret_store import set_secret
 __all__ = ["every_logger_at_debug"]  # the fixture, imported to be used here
 
 pytestmark = pytest.mark.django_db
-SCRIPTED = [
-    "reuse-id-other-arguments",
-    "dot-segments",
-    "name-variants",
-    "host-and-port-injection",
-    "credential-shaped-values",
-    "duplicate-ids-in-one-response",
-]
 
 
 @pytest.fixture
@@ -63,29 +51,6 @@ def world(settings, chat_stub, alice_client, approver_client, approver) -> Itera
             openai_agent=deployed(agent_document(targets, provider)),
             rng=random.Random(int(os.environ.get("HITL_M1_SEED", "26"))),
         )
-
-
-def run_attacks(world: World, *, random_rounds: int, log_text: Callable[[], str]) -> list[RoundReport]:
-    reports = [
-        world.run_round(name, make(world.rng, world.targets), provider="openai")
-        for name, make in CATALOGUE.items()
-    ]
-    reports += [
-        world.run_round(name, CATALOGUE[name](world.rng, world.targets), provider="scripted")
-        for name in SCRIPTED
-    ]
-    reports += [
-        world.run_round("random", random_round(world.rng, world.targets), provider="openai")
-        for _ in range(random_rounds)
-    ]
-    print(summary(reports))
-    violations = [f"{r.strategy} ({r.provider}): {v}" for r in reports for v in r.violations]
-    violations += secret_leaks(world, log_text())
-    assert not violations, "\n".join(violations)
-    assert sum(r.pauses for r in reports) and sum(r.gated_received for r in reports), (
-        "the attacks proved nothing"
-    )
-    return reports
 
 
 def test_the_model_cannot_widen_its_approval(world, every_logger_at_debug):
