@@ -44,7 +44,9 @@ def classify(
     """Split ``calls`` (in batch order) into those that run now and those that need approval.
 
     Every call must already carry an id of its own (toolgate.call_ids.distinct_call_ids). With
-    ``context`` an http tool's request is resolved and judged as it will be sent (module rules).
+    ``context`` an http tool's request is resolved and judged as it will be sent (module rules). A call
+    of a tool the toolset does not have is never gated: it cannot run (``run_call`` answers that the tool
+    is unknown), so there is nothing for a reviewer to approve.
     """
     result = GateResult()
     if not gate_active(config):
@@ -55,7 +57,7 @@ def classify(
         if not call.id:  # a real check, not an assert: ``python -O`` would drop it (bandit B101)
             raise ValueError(f"tool call {call.name!r} has no id: give it one before gating")
         pattern = None
-        if call.name is not None:
+        if call.name is not None and call.name in toolset.tools:  # an unknown tool never runs: no pause
             addresses = addresses_of(call, toolset)
             if not is_exempt(config, addresses):
                 pattern = gating_pattern(config, addresses) or sent_gating_pattern(

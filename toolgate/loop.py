@@ -32,6 +32,7 @@ from toolgate.batches import (
 from toolgate.call_ids import ResponseCalls, distinct_call_ids
 from toolgate.execution import run_call, tool_message
 from toolgate.gate import classify, unapproved_request_check
+from toolgate.model_text import storable_turn
 from toolgate.pinning import pin
 from toolgate.precedence import clamp_max_pauses, effective_tool_timeout, gate_active
 from toolgate.providers import ChatModel
@@ -179,7 +180,7 @@ def run_tool_loop(
     content: str | None = None
     while state.iteration < loop.max_iterations:
         context.stop_if_cancelled()
-        turn = model.complete(state.messages, toolset.for_model(), user_input=loop.user_input)
+        turn = storable_turn(model.complete(state.messages, toolset.for_model(), user_input=loop.user_input))
         content = turn.content
         if not turn.tool_calls:
             return LoopOutcome(reply=content or "", trace=state.trace)

@@ -102,9 +102,11 @@ def test_endpoint_pattern_gates_an_http_tool_by_what_it_calls() -> None:
     assert result.gate_reasons["call-delete_agent"] == "http.delete:*"
 
 
-def test_unknown_tool_still_matches_bare_name_patterns() -> None:
-    result = classify([call("not_registered")], {"requireApproval": ["not_*"]}, toolset())
-    assert ids(result.gated) == ["call-not_registered"]
+def test_a_call_of_a_tool_the_agent_does_not_have_is_never_gated_it_cannot_run() -> None:
+    """Nothing for a reviewer to approve: run_call answers NOT_EXECUTED "unknown tool" (a model's case or
+    Unicode variant of a gated name, ``Transfer_Funds``, is such a call)."""
+    result = classify([call("not_registered"), call("Delete_file")], {"requireApproval": ["*"]}, toolset())
+    assert result.gated == [] and ids(result.allowed) == ["call-not_registered", "call-Delete_file"]
 
 
 def test_calls_keep_their_batch_order() -> None:
@@ -294,7 +296,7 @@ def test_fail_closed_undetermined_config_gates_every_call() -> None:
     for mode in ("strict", "replace"):
         config = effective_tool_approvals(UNDETERMINED, {"exempt": ["*"], "requireApproval": []}, mode=mode)
         assert config is UNDETERMINED
-        calls = [call("calculator"), call("read_file"), call("not_registered"), call("create_agent")]
+        calls = [call("calculator"), call("read_file"), call("create_agent")]
         result = classify(calls, config, toolset())
         assert result.gated == calls
         assert set(result.gate_reasons.values()) == {"*"}
