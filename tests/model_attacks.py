@@ -41,6 +41,7 @@ from conversations.agents import create_agent, deploy_agent
 from tests.toolgate.chat_stub import ChatStub
 from tests.toolgate.echo_target import EchoTarget, Received
 from tests.toolgate.test_openai_end_to_end import stored_rows_text
+from toolgate.model_text import storable_arguments
 from toolgate.redaction import redact
 
 SECRET = 'M1-key "q" \\ ;:@!$&\'()*+,=~[]{}|^<> %41 end/x'
@@ -248,6 +249,17 @@ CATALOGUE: dict[str, Callable[[random.Random, Targets], list[Response]]] = {
         ]
     ],
     "credential-shaped-values": lambda rng, t: [[call("transfer_funds", dict(CREDENTIAL_SHAPED))]],
+    "unstorable-text": lambda rng, t: [
+        [
+            call("t" * 300, {}, "u0"),
+            call("transfer_\ud800", transfer(), "u1"),
+            call(
+                "transfer_funds",
+                '{"to": "bob\\u0000", "amount": 1, "payee": "b\\ud800", "memo": "m", "ref": "r"}',
+                "u2",
+            ),
+        ]
+    ],
     "secret-every-class": lambda rng, t: [
         [call("sign_ping", {"n": 1}, "k1")],
         [call("sign_ping", {"n": 2}, "k1")],
@@ -426,8 +438,10 @@ def check_reviewer_view(
 
 
 def _arguments(made: Call) -> Any:
+    """What the model wrote, as the service keeps it: NUL and lone surrogates are U+FFFD (model_text)."""
     arguments = made["arguments"]
-    return json.loads(arguments) if isinstance(arguments, str) else arguments
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return json.loads(storable_arguments(text))
 
 
 def approved_request(shown: dict[str, Any]) -> Approved:
