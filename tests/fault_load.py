@@ -51,6 +51,7 @@ from django_q.signing import SignedPackage
 from rest_framework.test import APIClient
 
 from approvals.audit import verify_ledger
+from approvals.continuation_runs import ContinuationStillClaimed
 from approvals.leases import lease_seconds
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import recover_expired_leases
@@ -431,9 +432,15 @@ def _run_fault_load(
         )
         started = time.monotonic()
         load.run()
-        run_queued_tasks()
+        try:
+            run_queued_tasks()
+        except ContinuationStillClaimed:
+            # a fault left its claim alive: django-q2 delivers the task again after its retry time, by when
+            # the lease has run out and the recovery below has put the pause back for a reviewer
+            pass
         time.sleep(lease_seconds() + 0.2)
         recover_expired_leases()
+        run_queued_tasks()
     load.result.seconds = time.monotonic() - started
     return load.result
 
