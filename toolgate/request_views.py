@@ -35,10 +35,6 @@ class RequestView:
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
-    def request_line(self) -> str:
-        """``POST https://pay.example/transfers?payee=bob``: what a reviewer reads first."""
-        return f"{self.method} {self.url}"
-
     def as_preview(self) -> dict[str, Any]:
         """What a pending call keeps to show (``requestPreview``): the body up to
         ``PREVIEW_BODY_MAX_BYTES``, ``bodyTruncated`` beyond (such a call is refused if approved: nobody
