@@ -515,6 +515,7 @@ def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
     os.environ["DATABASE_URL"] = database_url(db)
+    os.environ.update(UNTHROTTLED)  # the in-process runs drive this process's own views and services
     os.environ.pop("HITL_DB_POOL", None)
     os.environ.setdefault(
         "LOG_LEVEL", "WARNING"
