@@ -17,8 +17,8 @@ from conversations.document_fields import (
     expect_string,
     expect_string_list,
 )
-from toolgate.approval_config import validate_tool_approvals
-from toolgate.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS
+from toolgate.gate.approval_config import validate_tool_approvals
+from toolgate.runtime.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport
@@ -31,7 +31,7 @@ MAX_TOOL_ITERATIONS = 50
 
 
 def check_llm(report: DocumentReport, task: dict, path: str) -> None:
-    """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.approval_config)."""
+    """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.gate.approval_config)."""
     _check_provider(report, task.get("provider"), child(path, "provider"))
     expect_string(report, task.get("systemMessage"), child(path, "systemMessage"), required=False)
     _check_tools(report, task.get("tools"), child(path, "tools"))

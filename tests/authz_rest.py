@@ -26,7 +26,7 @@ from slack_surface.integrations import IntegrationInput, create_integration
 from tests.authz_table import NO_SUBJECT, OK, ROLES, expected, outcome_of
 from tests.conftest import client_for, make_user
 from tests.factories import account_bot, deployed_agent, paused_conversation
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 JSON = {"format": "json"}
 SCHEDULE = {"func": "approvals.maintenance_tasks.noop", "scheduleType": "MINUTES", "minutes": 60}

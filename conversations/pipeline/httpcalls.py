@@ -4,7 +4,7 @@ Rules:
 
 - A call fires when any of its ``actions`` is among ``memory.current.actions``; a call without
   ``actions`` never fires here (it is offered to the LLM as a tool instead). Calls fire in document order.
-- It runs through ``toolgate.http_calls.run_http_call``, the one implementation it shares with http tools:
+- It runs through ``toolgate.outbound.http_calls.run_http_call``, the one implementation it shares with http tools:
   ``preRequest.propertyInstructions``, the attempts (a retry rebuilds the request from the memory the
   previous attempt wrote), ``postResponse.propertyInstructions``. Properties are written to this memory
   (``ConversationMemory.set_property``).
@@ -16,11 +16,11 @@ Rules:
 - ``fireAndForget`` calls are sent with a short timeout and their body is never read; they store
   ``{"sent": true, "status": <int or null>}``.
 - In a continuation of a decided pause (``turn.continuing``) each call is a step of the execution journal
-  (toolgate.step_journal): claimed before it runs, its result recorded after; a second run of the same
+  (toolgate.runtime.step_journal): claimed before it runs, its result recorded after; a second run of the same
   continuation replays a recorded call and never sends a claimed one again (``outcomeUnknown``).
 - What was sent, every attempt, is appended to ``data["httpcalls:requests"]``: the request's view (each
-  injected secret named by its reference, toolgate.request_views) through the one redaction filter
-  (toolgate.redaction): URL, header and query values, and the body; the request actually sent is
+  injected secret named by its reference, toolgate.outbound.request_views) through the one redaction filter
+  (toolgate.outbound.redaction): URL, header and query values, and the body; the request actually sent is
   untouched.
 """
 
@@ -30,10 +30,10 @@ from typing import Any
 
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
-from toolgate.http_calls import CallEffects, run_http_call
-from toolgate.http_requests import BuiltRequest, without_secrets
-from toolgate.redaction import redact, redact_headers, redact_query_pairs, redact_uri
-from toolgate.step_journal import journaled
+from toolgate.outbound.http_calls import CallEffects, run_http_call
+from toolgate.outbound.http_requests import BuiltRequest, without_secrets
+from toolgate.outbound.redaction import redact, redact_headers, redact_query_pairs, redact_uri
+from toolgate.runtime.step_journal import journaled
 
 
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:

@@ -17,7 +17,7 @@ from conversations.pipeline.memory import Caller, ConversationMemory
 
 if TYPE_CHECKING:
     from conversations.lifecycle import PauseRequest, ResumePoint
-    from toolgate.step_journal import Continuing
+    from toolgate.runtime.step_journal import Continuing
 
 
 @dataclass
@@ -38,7 +38,7 @@ class TurnContext:
     # with the turn services it runs on); set by the services that run a stored conversation's turn.
     talk_to_agent: Callable[..., dict[str, Any]] | None = None
     # The decided pause this turn continues (None for a new turn): its http calls go through the step
-    # journal (toolgate.step_journal), so a second run of the same continuation never sends one twice.
+    # journal (toolgate.runtime.step_journal), so a second run of the same continuation never sends one twice.
     continuing: Continuing | None = None
     # Who the approved calls of the tool batch this continuation resumes act as (conversations.
     # acting_identity.approver_caller); None: they act for the turn's user, like every other call.

@@ -10,8 +10,8 @@ import pytest
 from conversations.pipeline import httpcalls
 from conversations.pipeline.memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
-from toolgate import http_calls
-from toolgate.http_requests import (
+from toolgate.outbound import http_calls
+from toolgate.outbound.http_requests import (
     PrivateAddressError,
     SecretReferenceError,
     build_request,

@@ -26,7 +26,7 @@ from tests.model_attacks import (
 )
 from tests.toolgate.chat_stub import running_chat_stub
 from tests.toolgate.echo_target import running_echo_target
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

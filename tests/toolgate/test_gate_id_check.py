@@ -13,7 +13,7 @@ CONFIG = {"requireApproval": ["*"]}
 def test_the_id_check_survives_python_dash_o() -> None:
     """An ``assert`` would be compiled away by ``-O`` and the id-less call gated under an empty id."""
     code = (
-        "from toolgate.gate import classify; from toolgate.tools import ToolCall, ToolSet\n"
+        "from toolgate.gate.classification import classify; from toolgate.gate.tools import ToolCall, ToolSet\n"
         "try:\n"
         f"    classify([ToolCall(id='', name='delete_file')], {CONFIG!r}, ToolSet())\n"
         "except ValueError as error:\n"

@@ -1,5 +1,5 @@
-"""A secret never leaks through an encoding the redactor does not know (toolgate.redaction.encoded_forms,
-toolgate.request_views).
+"""A secret never leaks through an encoding the redactor does not know (toolgate.outbound.redaction.encoded_forms,
+toolgate.outbound.request_views).
 
 A vault value with a space and an ``=`` (``CANARY-odd val=9z``) was percent-encoded by httpx in a path to
 a form (``CANARY-odd%20val=9z``) none of the spellings the redactor knew covered: it reached the owner's
@@ -26,8 +26,8 @@ from tests.queue_drain import run_queued_tasks
 from tests.toolgate.echo_target import EchoTarget, Received
 from tests.toolgate.test_no_secret_in_logs import assert_canary_in_no_record, every_logger_at_debug
 from tests.toolgate.test_openai_end_to_end import stored_rows_text
-from toolgate.http_requests import SecretReferenceError, build_request
-from toolgate.secret_store import set_secret
+from toolgate.outbound.http_requests import SecretReferenceError, build_request
+from toolgate.outbound.secret_store import set_secret
 
 __all__ = ["every_logger_at_debug"]  # the fixture, imported to be used here
 

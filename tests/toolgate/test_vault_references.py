@@ -12,8 +12,8 @@ from tests.conftest import CANARY_SECRET_NAME
 from tests.factories import account_bot, deployed_agent, say, start
 from tests.queue_drain import run_queued_tasks
 from tests.toolgate.agents import payments_agent
-from toolgate import secret_store
 from toolgate.models import JournalEntry, PendingToolCall
+from toolgate.outbound import secret_store
 
 pytestmark = pytest.mark.django_db
 
