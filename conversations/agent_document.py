@@ -30,7 +30,7 @@ from conversations.document_fields import (
     warn_unknown_keys,
 )
 from conversations.pipeline.memory import PAUSE_CONVERSATION
-from toolgate.gate.approval_config import tool_approvals_warnings, validate_tool_approvals
+from toolgate.gate import tool_approvals_warnings, validate_tool_approvals
 
 NAME_MAX = 200
 DOCUMENT_KEYS = ("name", "description", "workflows", "hitlConfig")

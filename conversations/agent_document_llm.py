@@ -17,8 +17,8 @@ from conversations.document_fields import (
     expect_string,
     expect_string_list,
 )
-from toolgate.gate.approval_config import validate_tool_approvals
-from toolgate.runtime.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS
+from toolgate.gate import validate_tool_approvals
+from toolgate.runtime import BUILTIN_TOOL_NAMES, TOOLS_KEYS
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport

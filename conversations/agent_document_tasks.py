@@ -36,7 +36,7 @@ from conversations.document_fields import (
 )
 from conversations.pipeline.expressions import Expression
 from conversations.pipeline.memory import RESERVED_ACTIONS
-from toolgate.outbound.http_call_config import read_call_processing
+from toolgate.outbound import read_call_processing
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport

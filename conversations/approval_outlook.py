@@ -18,7 +18,7 @@ from django.db.models import OuterRef, Subquery
 from approvals.models import Pause, PauseKind
 from conversations.models import AgentVersion, ConversationStep
 from conversations.pipeline.memory import PAUSE_CONVERSATION
-from toolgate.outbound.redaction import redact_uri
+from toolgate.outbound import redact_uri
 
 SECRET_REFERENCE = re.compile(r"\$\{[^}]*\}")
 # Task types that change nothing a reviewer weighs (templating fills placeholders of texts already listed).

@@ -31,9 +31,9 @@ from conversations.pipeline.memory import (
 from conversations.pipeline.registry import TurnContext, runner_for
 
 if TYPE_CHECKING:
-    from toolgate.gate.batches import PendingBatch
+    from toolgate.gate import PendingBatch
     from toolgate.models import PendingToolBatch
-    from toolgate.runtime.no_progress import GuardTrip
+    from toolgate.runtime import GuardTrip
 
 
 @dataclass(frozen=True)

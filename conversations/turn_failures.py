@@ -21,7 +21,7 @@ from approvals.models import Pause
 from conversations.memory_store import save_step
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.pipeline.memory import Step
-from toolgate.outbound.redaction import redact
+from toolgate.outbound import redact
 
 logger = logging.getLogger(__name__)
 

@@ -71,10 +71,9 @@ from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import DATABASE_UNAVAILABLE, fail_turn, failure_text, run_guarded
 from hitl_project import rows
-from toolgate.gate.batches import store_batch
+from toolgate.gate import store_batch
 from toolgate.models import PendingToolBatch
-from toolgate.runtime.no_progress import act_on_trip, record_trip
-from toolgate.runtime.step_journal import Continuing
+from toolgate.runtime import Continuing, act_on_trip, record_trip
 
 logger = logging.getLogger(__name__)
 

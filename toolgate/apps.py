@@ -30,7 +30,7 @@ class ToolgateConfig(AppConfig):
         )
         from toolgate import checks  # noqa: F401  (registers the checks of the secret store and pinning keys)
         from toolgate.gate.decision_validation import validate_tool_decision
-        from toolgate.gate.tool_pause_details import tool_pause_details
+        from toolgate.gate.pause_details import tool_pause_details
         from toolgate.outbound import log_redaction
         from toolgate.runtime.step_journal import outcome_unknown_steps
 

@@ -1,7 +1,7 @@
 """What a tool-call pause keeps on the server: the gated batch, its calls, and the execution journal.
 
 Raw arguments, the frozen transcript and request fingerprints live here and never leave the server:
-every surface shows the approver-facing projection built by toolgate.gate.tool_pause_details.
+every surface shows the approver-facing projection built by toolgate.gate.pause_details.
 """
 
 from __future__ import annotations

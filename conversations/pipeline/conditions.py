@@ -30,7 +30,7 @@ from conversations.pipeline.expressions import (
     parse_expressions,
 )
 from conversations.pipeline.memory import ConversationMemory, Step
-from toolgate.outbound.templates import MISSING, lookup_path
+from toolgate.outbound import MISSING, lookup_path
 
 Condition = dict[str, Any]
 

@@ -30,10 +30,17 @@ from typing import Any
 
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
-from toolgate.outbound.http_calls import CallEffects, run_http_call
-from toolgate.outbound.http_requests import BuiltRequest, without_secrets
-from toolgate.outbound.redaction import redact, redact_headers, redact_query_pairs, redact_uri
-from toolgate.runtime.step_journal import journaled
+from toolgate.outbound import (
+    BuiltRequest,
+    CallEffects,
+    redact,
+    redact_headers,
+    redact_query_pairs,
+    redact_uri,
+    run_http_call,
+    without_secrets,
+)
+from toolgate.runtime import journaled
 
 
 def run(task: dict[str, Any], memory: ConversationMemory, turn: TurnContext) -> None:

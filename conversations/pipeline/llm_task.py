@@ -20,16 +20,25 @@ from approvals.models import Pause, PauseKind, SubjectType
 from conversations.lifecycle import PauseRequest, ResumePoint
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
-from toolgate.gate.approval_config import validate_tool_approvals
-from toolgate.gate.batches import PendingBatch
-from toolgate.gate.precedence import UNDETERMINED, effective_tool_approvals
-from toolgate.gate.tools import ToolContext
+from toolgate.gate import (
+    UNDETERMINED,
+    PendingBatch,
+    ToolContext,
+    effective_tool_approvals,
+    validate_tool_approvals,
+)
 from toolgate.models import PendingToolBatch
-from toolgate.runtime.loop import LoopSettings, LoopState, run_tool_loop
-from toolgate.runtime.no_progress import check_guard, wait_for_human_timeout
-from toolgate.runtime.providers import chat_model_for
-from toolgate.runtime.resume import CONFIG_DRIFT_TEXT, resume_state
-from toolgate.runtime.sources import toolset_for
+from toolgate.runtime import (
+    CONFIG_DRIFT_TEXT,
+    LoopSettings,
+    LoopState,
+    chat_model_for,
+    check_guard,
+    resume_state,
+    run_tool_loop,
+    toolset_for,
+    wait_for_human_timeout,
+)
 
 MAX_ITERATIONS_DEFAULT = 8
 HISTORY_DEFAULT = 10

@@ -17,7 +17,7 @@ from conversations.pipeline.memory import Caller, ConversationMemory
 
 if TYPE_CHECKING:
     from conversations.lifecycle import PauseRequest, ResumePoint
-    from toolgate.runtime.step_journal import Continuing
+    from toolgate.runtime import Continuing
 
 
 @dataclass

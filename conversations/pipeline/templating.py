@@ -6,7 +6,7 @@ from typing import Any
 
 from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
-from toolgate.outbound.templates import TEMPLATE_ROOTS, lookup_path, render, value_as_text
+from toolgate.outbound import TEMPLATE_ROOTS, lookup_path, render, value_as_text
 
 __all__ = ["TEMPLATE_ROOTS", "lookup_path", "render", "value_as_text", "run"]
 

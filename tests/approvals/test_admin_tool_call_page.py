@@ -42,7 +42,7 @@ def stored_calls(pause: Pause):
     return PendingToolCall.objects.filter(batch__pause=pause)
 
 
-# What the tool gate's details provider reads (toolgate.gate.tool_pause_details): the stored batch, its calls and
+# What the tool gate's details provider reads (toolgate.gate.pause_details): the stored batch, its calls and
 # the journal. Each case stores something unusual there and names what the page must then show.
 STORED_BATCHES = {
     "no batch": (

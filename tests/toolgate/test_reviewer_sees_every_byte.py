@@ -1,4 +1,4 @@
-"""The reviewer sees every byte the model controls (toolgate.gate.tool_pause_details, toolgate.outbound.request_views).
+"""The reviewer sees every byte the model controls (toolgate.gate.pause_details, toolgate.outbound.request_views).
 
 A gated call's request is shown as it will be sent on every surface, query string included; in the
 reviewer's decision views (the admin page, an approver's approval-status over REST and MCP while it waits)

@@ -11,7 +11,7 @@ Rules:
   the same without the query; ``query`` the decoded pairs in order (repeats kept); ``headers`` as
   sent (names as declared, plus the ``Content-Type`` the body implies); ``body`` the bytes.
 - Nothing here is redacted by shape: a value the model chose that looks like a credential is a value
-  the reviewer must see (``toolgate.gate.tool_pause_details`` warns about it). Views for anyone else go
+  the reviewer must see (``toolgate.gate.pause_details`` warns about it). Views for anyone else go
   through ``toolgate.outbound.redaction`` (``redacted_preview``).
 """
 

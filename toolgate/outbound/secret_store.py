@@ -13,15 +13,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from typing import TYPE_CHECKING
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import Manager
 
 from approvals.body_rules import refuse_bad_body
 from approvals.errors import ApplicationError, BadRequest, NotFound
-from toolgate.models import StoredSecret
+
+if TYPE_CHECKING:
+    from toolgate.models import StoredSecret
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 VALUE_MAX_BYTES = 65_536
@@ -108,23 +113,29 @@ def validate_value(value: object) -> str:
     return value
 
 
+def _stored_secrets() -> Manager[StoredSecret]:
+    # Looked up on use, not imported: this module is on the import path of the logging filter
+    # (toolgate.outbound.log_redaction), which Django sets up before its app registry.
+    return apps.get_model("toolgate", "StoredSecret").objects
+
+
 def set_secret(*, name: str, value: str) -> StoredSecret:
     name, value = validate_name(name), validate_value(value)
     token = _cipher().encrypt(value.encode("utf-8")).decode("ascii")
     with transaction.atomic():
-        secret, _ = StoredSecret.objects.update_or_create(name=name, defaults={"ciphertext": token})
+        secret, _ = _stored_secrets().update_or_create(name=name, defaults={"ciphertext": token})
     return secret
 
 
 def delete_secret(*, name: str) -> None:
-    deleted, _ = StoredSecret.objects.filter(name=validate_name(name)).delete()
+    deleted, _ = _stored_secrets().filter(name=validate_name(name)).delete()
     if not deleted:
         raise NotFound(f"No secret named '{name}'.")
 
 
 def secret_value(name: str) -> str:
     """The decrypted value; UnknownSecret when there is none (callers name the reference, not a value)."""
-    row = StoredSecret.objects.filter(name=name).values_list("ciphertext", flat=True).first()
+    row = _stored_secrets().filter(name=name).values_list("ciphertext", flat=True).first()
     if row is None:
         raise UnknownSecret(name)
     try:
@@ -138,7 +149,7 @@ def rotate_all() -> int:
     cipher = _cipher()
     rotated = 0
     with transaction.atomic():
-        for secret in StoredSecret.objects.select_for_update().order_by("name"):
+        for secret in _stored_secrets().select_for_update().order_by("name"):
             try:
                 secret.ciphertext = cipher.rotate(secret.ciphertext.encode("ascii")).decode("ascii")
             except InvalidToken:
