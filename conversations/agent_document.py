@@ -29,7 +29,7 @@ from conversations.document_fields import (
     refuse_unknown_keys,
     warn_unknown_keys,
 )
-from conversations.pipeline.memory import PAUSE_CONVERSATION
+from conversations.pipeline.conversation_memory import PAUSE_CONVERSATION
 from toolgate.gate import tool_approvals_warnings, validate_tool_approvals
 
 NAME_MAX = 200

@@ -34,8 +34,8 @@ from conversations.document_fields import (
     lint_action_name,
     warn_unknown_keys,
 )
+from conversations.pipeline.conversation_memory import RESERVED_ACTIONS
 from conversations.pipeline.expressions import Expression
-from conversations.pipeline.memory import RESERVED_ACTIONS
 from toolgate.outbound import read_call_processing
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from django.db.models import OuterRef, Subquery
 
 from approvals.models import Pause, PauseKind
 from conversations.models import AgentVersion, ConversationStep
-from conversations.pipeline.memory import PAUSE_CONVERSATION
+from conversations.pipeline.conversation_memory import PAUSE_CONVERSATION
 from toolgate.outbound import redact_uri
 
 SECRET_REFERENCE = re.compile(r"\$\{[^}]*\}")

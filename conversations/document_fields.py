@@ -15,14 +15,14 @@ from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
 from approvals.field_errors import child as child
 from approvals.field_errors import json_type as json_type
-from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
-from conversations.pipeline.memory import (
+from conversations.pipeline.conversation_memory import (
     CONVERSATION_END,
     CONVERSATION_START,
     PAUSE_CONVERSATION,
     RESERVED_ACTIONS,
     STOP_CONVERSATION,
 )
+from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
 
 if TYPE_CHECKING:
     from conversations.agent_document import DocumentReport

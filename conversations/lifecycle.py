@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from approvals.models import PauseKind
-from conversations.pipeline.memory import (
+from conversations.pipeline.conversation_memory import (
     CONVERSATION_END,
     PAUSE_CONVERSATION,
     STOP_CONVERSATION,

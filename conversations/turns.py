@@ -55,7 +55,17 @@ from conversations.lifecycle import (
     run_lifecycle,
 )
 from conversations.local_turns import runs_in_one_transaction
-from conversations.memory_store import (
+from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from conversations.pipeline.builtin_tasks import register_builtin_tasks
+from conversations.pipeline.conversation_memory import (
+    CONVERSATION_START,
+    PAUSE_CONVERSATION,
+    ConversationMemory,
+)
+from conversations.pipeline.llm_task import apply_config_drift
+from conversations.pipeline.registry import TurnContext
+from conversations.snapshots import snapshot_steps_in
+from conversations.step_store import (
     caller_for,
     claim_turn,
     commit_turn_state,
@@ -63,12 +73,6 @@ from conversations.memory_store import (
     memory_for_paused_turn,
     save_step,
 )
-from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
-from conversations.pipeline.llm_task import apply_config_drift
-from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory
-from conversations.pipeline.registry import TurnContext
-from conversations.pipeline.tasks import register_builtin_tasks
-from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import DATABASE_UNAVAILABLE, fail_turn, failure_text, run_guarded
 from hitl_project import rows
 from toolgate.gate import store_batch
@@ -598,7 +602,7 @@ def _move_history(conversation: Conversation, *, undo: bool) -> Conversation:
                 f"Cannot {'undo' if undo else 'redo'} while the conversation is {locked.state}",
                 current_state=locked.state,
             )
-        # live steps are the indexes 0..step_count-1, the undone ones follow (conversations.memory_store)
+        # live steps are the indexes 0..step_count-1, the undone ones follow (conversations.step_store)
         steps = ConversationStep.objects.filter(conversation=locked)
         if undo:
             target = steps.filter(undone=False, index=locked.step_count - 1).first()

@@ -26,7 +26,7 @@ from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Surface
 from approvals.pause_kinds import register_decision_validator, register_details_provider
 from approvals.request_bodies import BodySerializer, validated_body
 from groups import events as ev
-from groups import tasks as task_list
+from groups import task_list
 from groups.models import TERMINAL_STATES, GroupConversation
 from groups.selectors import discussion_for_owner
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from approvals.models import Pause, PauseKind, SubjectType, Surface
 from approvals.pauses import open_pause
-from groups import tasks as task_list
+from groups import task_list
 from groups.group_document import EXECUTE
 from groups.models import DiscussionState, GroupConversation
 

@@ -12,10 +12,10 @@ from approvals.audit import append_audit_entry
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
+from groups.discussion_continuation import resume_discussion
 from groups.discussions import renew_lease
 from groups.member_turns import GROUP_ACTOR
 from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
-from groups.resumes import resume_discussion
 from groups.transcript import own_error
 
 S = DiscussionState

@@ -78,7 +78,7 @@ class JournalStatus(models.TextChoices):
 
 
 class JournalStepKind(models.TextChoices):
-    TOOL_CALL = "TOOL_CALL"  # an approved tool call (toolgate.runtime.resume)
+    TOOL_CALL = "TOOL_CALL"  # an approved tool call (toolgate.runtime.tool_continuation)
     HTTP_CALL = "HTTP_CALL"  # an httpcalls task's call run by a continuation (toolgate.runtime.step_journal)
 
 

@@ -4,7 +4,7 @@ A selector for the decision page (issue 15, point 5). Nothing is invented: a rul
 from its surface (``SurfaceHandler.approve_steps``: the agent version's remaining tasks, allow-listed and
 redacted), a tool call's request from the already redacted ``requestPreview`` of pause_details(), a
 group pause's from its kind's page (approvals.pause_kinds.PageSection labels). What a rejection tells
-the subject is worded as the continuation words it (approvals.decision_notices, toolgate.runtime.resume).
+the subject is worded as the continuation words it (approvals.decision_notices, toolgate.runtime.tool_continuation).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def request_line(call: ReviewCall) -> str:
 
 
 def call_outlook(call: ReviewCall) -> CallOutlook:
-    """What approving and rejecting one gated call does (toolgate.runtime.resume.apply_verdicts)."""
+    """What approving and rejecting one gated call does (toolgate.runtime.tool_continuation.apply_verdicts)."""
     line = request_line(call)
     if call.args_truncated:
         approve = "does not run: its arguments were too large to keep (the model is told NOT_EXECUTED)"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conversations.pipeline.memory import Caller, ConversationMemory
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory
 
 if TYPE_CHECKING:
     from conversations.lifecycle import PauseRequest, ResumePoint

@@ -15,7 +15,7 @@ from tests.conftest import client_for
 from tests.factories import account_bot, deployed_agent, say, start
 from tests.queue_drain import run_queued_tasks
 from tests.toolgate.agents import payments_agent
-from toolgate.runtime.resume import REJECTION_INSTRUCTION
+from toolgate.runtime.tool_continuation import REJECTION_INSTRUCTION
 
 pytestmark = pytest.mark.django_db
 

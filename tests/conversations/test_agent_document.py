@@ -10,7 +10,7 @@ from approvals.edit_distance import levenshtein, near_miss
 from approvals.field_errors import FieldError
 from conversations.agent_document import DocumentReport, validate_agent_document
 from conversations.demo_agent import demo_agent_document
-from conversations.pipeline.memory import RESERVED_ACTIONS
+from conversations.pipeline.conversation_memory import RESERVED_ACTIONS
 
 T0 = "workflows[0].tasks[0]"
 

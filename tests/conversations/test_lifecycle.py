@@ -13,9 +13,9 @@ from conversations.lifecycle import (
     config_drift,
     run_lifecycle,
 )
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.pipeline.builtin_tasks import register_builtin_tasks
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext, register_task_type
-from conversations.pipeline.tasks import register_builtin_tasks
 from toolgate.models import PendingToolBatch
 
 

@@ -31,8 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from django.core import checks
 
 from approvals.checks import TAG
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from tests.conversations.conftest import LoopbackServer, running_loopback_server
 from toolgate.gate.tools import ToolCall, ToolContext, build_toolset
@@ -141,7 +141,7 @@ def probe_task(target: str, **call_overrides: Any) -> dict[str, Any]:
 def rule_fired(task: dict[str, Any]) -> dict[str, Any]:
     """The result of the task's call fired by a behaviour rule's action."""
     memory = ConversationMemory("c1", current=Step(input="go", actions=["probe"]))
-    httpcalls.run(task, memory, TurnContext({}, "c1"))
+    httpcalls_task.run(task, memory, TurnContext({}, "c1"))
     return memory.current.outputs["probe"]
 
 

@@ -17,8 +17,8 @@ import pytest
 from django.test import Client
 
 from approvals.models import Pause, PauseStatus
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from mcp_surface.conversation_tools import get_approval_status
 from tests.factories import deployed_agent, say, start
@@ -165,7 +165,7 @@ def test_a_secret_in_a_rule_fired_call_reaches_the_target_and_no_output_or_recor
     memory = ConversationMemory(
         "c1", current=Step(input="x", actions=["pay"]), caller=Caller("alice", given_token="")
     )
-    httpcalls.run(task, memory, TurnContext({}, "c1"))
+    httpcalls_task.run(task, memory, TurnContext({}, "c1"))
     (received,) = echo_target.requests_to("/t/")
     assert json.loads(received.body)["k"] == secret
     kept = json.dumps({"outputs": memory.current.outputs, "data": memory.current.data}, ensure_ascii=False)

@@ -9,7 +9,7 @@ from conversations.models import AgentVersion, ConversationStep
 from tests.factories import deployed_agent, say, start
 from tests.queue_drain import run_queued_tasks
 from tests.toolgate.agents import payments_agent
-from toolgate.runtime.resume import CONFIG_DRIFT_TEXT
+from toolgate.runtime.tool_continuation import CONFIG_DRIFT_TEXT
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from tests.metrics.scrape import scrape, value
 from tests.queue_drain import run_queued_tasks
 from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 from toolgate.models import JournalEntry, PendingToolBatch
-from toolgate.runtime.resume import CONFIG_DRIFT_TEXT
+from toolgate.runtime.tool_continuation import CONFIG_DRIFT_TEXT
 
 pytestmark = pytest.mark.django_db
 

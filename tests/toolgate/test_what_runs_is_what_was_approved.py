@@ -98,7 +98,7 @@ def test_a_query_in_the_url_is_part_of_the_fingerprint():
 
 
 def test_a_rule_call_sends_the_query_of_its_path_template(http_recorder):
-    from conversations.pipeline.httpcalls import sent_record
+    from conversations.pipeline.httpcalls_task import sent_record
 
     task = {
         "id": "ops",

@@ -2,7 +2,7 @@
 
 Only ``requireApproval`` and ``exempt`` decide; rules (toolgate.gate.rules) tune a gated call's friction
 and never gate or ungate one. A call id clears nothing: an approval is consumed by the one execution
-of the approved call when the turn resumes (toolgate.runtime.resume), so every call the model issues is gated
+of the approved call when the turn resumes (toolgate.runtime.tool_continuation), so every call the model issues is gated
 on what it asks for, whatever its id.
 
 The gate judges the request as it will be sent, not only the template: an http tool's call is resolved

@@ -1,5 +1,5 @@
 """Running one declared http call with its ``preRequest`` and ``postResponse``: the one implementation behind
-rule-fired calls (conversations.pipeline.httpcalls) and http tools (toolgate.runtime.sources.http).
+rule-fired calls (conversations.pipeline.httpcalls_task) and http tools (toolgate.runtime.sources.http).
 
 Rules of ``run_http_call`` (the fields are read by toolgate.outbound.http_call_config):
 

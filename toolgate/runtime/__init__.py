@@ -17,9 +17,9 @@ from toolgate.runtime.no_progress import (
     wait_for_human_timeout,
 )
 from toolgate.runtime.providers import chat_model_for
-from toolgate.runtime.resume import CONFIG_DRIFT_TEXT, resume_state
 from toolgate.runtime.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS, toolset_for
 from toolgate.runtime.step_journal import Continuing, journaled
+from toolgate.runtime.tool_continuation import CONFIG_DRIFT_TEXT, resume_state
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

@@ -18,9 +18,9 @@ from typing import Any
 from toolgate.gate.tools import Tool, ToolSet, build_toolset
 from toolgate.runtime.sources.agents import a2a_tools, dynamic_tools
 from toolgate.runtime.sources.builtin import BUILTIN_TOOL_NAMES, builtin_tools
+from toolgate.runtime.sources.facts import memory_tools
 from toolgate.runtime.sources.http import http_tools, openapi_tools
 from toolgate.runtime.sources.mcp import mcp_tools
-from toolgate.runtime.sources.memory import memory_tools
 from toolgate.runtime.sources.recall import recall_tools
 
 TOOLS_KEYS = ("builtin", "http", "mcp", "a2a", "dynamic", "memory", "recall")

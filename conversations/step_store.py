@@ -3,7 +3,7 @@
 A turn loads a bounded window, so its cost does not grow with the conversation: the newest
 ``HITL_MEMORY_WINDOW_STEPS`` live steps (default 10, an llm task's default conversationHistoryLimit),
 in one query, without the per-step ``properties`` snapshot (only undo reads it). What reaches further
-back reads the database on demand (conversations.pipeline.memory): an llm task with a longer history,
+back reads the database on demand (conversations.pipeline.conversation_memory): an llm task with a longer history,
 the ``anyStep``/``never`` conditions, and the recall tool, which searches in SQL.
 
 Live steps are the indexes 0..n-1 of a conversation and undone steps the tail after them: undo marks
@@ -27,7 +27,7 @@ from django.db.models.functions import Lower, StrIndex
 from rest_framework.authtoken.models import Token
 
 from conversations.models import Conversation, ConversationStep
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from hitl_project import rows
 
 # " ".join([input, *output]) of a step row, as the recall tool matches it in memory.

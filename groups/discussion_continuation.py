@@ -29,7 +29,7 @@ from approvals.errors import ApplicationError
 from approvals.models import Pause, PauseKind, SubjectType, Verdict
 from approvals.surfaces import ContinuationNotStarted
 from groups import events as ev
-from groups import tasks as task_list
+from groups import task_list
 from groups.discussions import Run, finish, require_deployed_members, run_from
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_version, group_version

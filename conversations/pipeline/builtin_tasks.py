@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conversations.pipeline import (
     behavior_rules,
-    httpcalls,
+    httpcalls_task,
     llm_task,
     output_task,
     parser,
@@ -19,7 +19,7 @@ BUILTIN_TASKS: dict[str, TaskRunner] = {
     "properties": properties_task.run,
     "output": output_task.run,
     "templating": templating.run,
-    "httpcalls": httpcalls.run,
+    "httpcalls": httpcalls_task.run,
     "llm": llm_task.run,
 }
 
