@@ -6,7 +6,7 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import agent_directory, surface_handler
+        from conversations import agent_directory, engine_handler
 
-        surface_handler.register()
+        engine_handler.register()
         agent_directory.register()

@@ -24,13 +24,13 @@ from django.utils import timezone
 from approvals.actors import system_actor
 from approvals.decision_notices import rejection_text
 from approvals.decisions import finish_pause
+from approvals.engines import ContinuationNotStarted
 from approvals.errors import WrongState
 from approvals.leases import kept_alive, lease_expiry
-from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
+from approvals.models import Engine, Pause, PauseKind, SubjectType, Verdict
 from approvals.pause_caps import require_room_for_a_pause
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
-from approvals.surfaces import ContinuationNotStarted
 from conversations import nested_agents
 from conversations.acting_identity import approver_caller, continuation_caller
 from conversations.agents import OnVersion, deployed_version, newest_deployed_version
@@ -253,7 +253,7 @@ def _open_pause(
     request = paused.request
     hitl_config = document.get("hitlConfig")
     pause = open_pause(
-        surface=Surface.REGULAR,
+        surface=Engine.REGULAR,
         kind=request.kind,
         subject_type=SubjectType.CONVERSATION,
         subject_id=conversation.pk,

@@ -26,7 +26,7 @@ from approvals.continuation_runs import Continued, decide_and_continue, decide_a
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
-from approvals.models import PauseStatus, SubjectType, Surface
+from approvals.models import Engine, PauseStatus, SubjectType
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
@@ -317,7 +317,7 @@ class ResumeView(APIView):
         found = decision_on_version(request.user, conversation_id)
         conversation = found.conversation
         decide = {
-            "surface": Surface.REGULAR,
+            "surface": Engine.REGULAR,
             "subject_type": SubjectType.CONVERSATION,
             "subject_id": conversation.pk,
             "decision": decision,
@@ -482,6 +482,6 @@ class PendingApprovalsView(APIView):
     )
     def get(self, request: Request) -> Response:
         rows = pending_inbox_rows(
-            request.user, limit=request.query_params.get("limit", 200), surface=Surface.REGULAR
+            request.user, limit=request.query_params.get("limit", 200), surface=Engine.REGULAR
         )
         return Response([inbox_row_from_values(row) for row in rows])

@@ -1,6 +1,6 @@
-"""How the core reaches the surfaces it knows nothing about.
+"""How the core reaches the engines it knows nothing about.
 
-conversations/ and groups/ register a handler for their surface in AppConfig.ready(); the core calls
+conversations/ and groups/ register a handler for their engine in AppConfig.ready(); the core calls
 it to move the subject's state in the same transaction as the Pause, and to run the continuation.
 """
 
@@ -17,15 +17,15 @@ class ContinuationNotStarted(Exception):
     """Raised by a handler before the continuation had any effect: the pause is restored."""
 
 
-class SurfaceHandler(Protocol):
+class EngineHandler(Protocol):
     subject_word: str
-    """What the surface's subject is called in a refusal ("Conversation is not in a resumable state")."""
+    """What the engine's subject is called in a refusal ("Conversation is not in a resumable state")."""
 
     def subject_state(self, subject_id: object) -> str | None:
         """The subject's current state, or None when it does not exist."""
 
     def check_can_continue(self, pause: Pause, subject: object | None = None) -> object | None:
-        """Raise (the surface's own ApplicationError) when a decision could not be carried out; runs before the CAS.
+        """Raise (the engine's own ApplicationError) when a decision could not be carried out; runs before the CAS.
 
         ``subject``: the subject as the deciding request's access check just read it (opaque to the core;
         None: read it here). Returns what the check read (e.g. the subject and its agent version), handed
@@ -63,29 +63,30 @@ class SurfaceHandler(Protocol):
         """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,
         for a reviewer deciding ``pause`` (the caller checks the reviewer may read them)."""
 
-    # Optional (approvals.admin.outlook asks with getattr; a surface without them shows no such line):
+    # Optional (approvals.admin.outlook asks with getattr; an engine without them shows no such line):
 
     def approve_steps(self, pause: Pause) -> list[str] | None:
         """Labels of what approving ``pause`` runs next (e.g. "notify → POST /notify"), allow-listed and
-        redacted, never a secret or a raw header; None when the surface cannot say."""
+        redacted, never a secret or a raw header; None when the engine cannot say."""
 
     def latest_inputs(self, subject_ids: list[object]) -> dict[object, str]:
         """The latest input of each subject, in one query (the caller checks the reviewer may read it)."""
 
 
-_HANDLERS: dict[str, SurfaceHandler] = {}
+_HANDLERS: dict[str, EngineHandler] = {}
 
 
-def register_surface(surface: str, handler: SurfaceHandler) -> None:
-    _HANDLERS[surface] = handler
+def register_engine(engine: str, handler: EngineHandler) -> None:
+    _HANDLERS[engine] = handler
 
 
-def handler_for(surface: str) -> SurfaceHandler:
+def handler_for(engine: str) -> EngineHandler:
+    """The handler of a pause's engine (``Pause.surface``)."""
     try:
-        return _HANDLERS[surface]
+        return _HANDLERS[engine]
     except KeyError:
-        raise LookupError(f"no handler registered for surface '{surface}'") from None
+        raise LookupError(f"no handler registered for engine '{engine}'") from None
 
 
-def registered_handlers() -> list[SurfaceHandler]:
+def registered_handlers() -> list[EngineHandler]:
     return list(_HANDLERS.values())

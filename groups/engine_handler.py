@@ -1,4 +1,4 @@
-"""The group surface's handler, registered with the HITL core at startup (approvals.surfaces)."""
+"""The group engine's handler, registered with the HITL core at startup (approvals.engines)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals.audit import append_audit_entry
+from approvals.engines import register_engine
 from approvals.leases import lease_expiry
-from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
-from approvals.surfaces import register_surface
+from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
 from groups.discussion_continuation import resume_discussion
 from groups.discussions import renew_lease
 from groups.member_turns import GROUP_ACTOR
@@ -23,7 +23,7 @@ INTERRUPTED_NOTE = "Discussion interrupted: the process running it stopped befor
 REVIEW_INPUT = "[{phase}] {speaker}"
 
 
-class GroupSurface:
+class GroupEngine:
     subject_word = "Group conversation"
 
     def subject_state(self, subject_id: object) -> str | None:
@@ -136,4 +136,4 @@ def _interrupted_entry(discussion: GroupConversation) -> dict:
 
 
 def register() -> None:
-    register_surface(Surface.GROUP, GroupSurface())
+    register_engine(Engine.GROUP, GroupEngine())

@@ -1,4 +1,4 @@
-"""The regular (1:1) surface's handler, registered with the HITL core at startup."""
+"""The regular (1:1) engine's handler, registered with the HITL core at startup."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals.audit import append_audit_entry
+from approvals.engines import register_engine
 from approvals.leases import lease_expiry
-from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
-from approvals.surfaces import register_surface
+from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
 from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
@@ -23,7 +23,7 @@ from hitl_project import rows
 S = ConversationState
 
 
-class ConversationSurface:
+class ConversationEngine:
     subject_word = "Conversation"
 
     def subject_state(self, subject_id: object) -> str | None:
@@ -141,4 +141,4 @@ class ConversationSurface:
 
 
 def register() -> None:
-    register_surface(Surface.REGULAR, ConversationSurface())
+    register_engine(Engine.REGULAR, ConversationEngine())
