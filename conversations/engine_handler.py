@@ -17,7 +17,8 @@ from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationState, ConversationStep
-from conversations.turns import continue_after_decision, renew_turn
+from conversations.turn_commits import renew_turn
+from conversations.turn_continuation import continue_after_decision
 from hitl_project import rows
 
 S = ConversationState

@@ -80,7 +80,7 @@ def _joined(steps: list[str]) -> str:
 
 def rule_outlook(pause: Pause) -> Outlook:
     """A 1:1 rule pause: approve runs the rest of the turn; reject skips it and posts the rejection
-    (conversations.turns._prepare_continuation)."""
+    (conversations.turn_continuation._prepare_continuation)."""
     steps = engine_steps(pause)
     if steps is None:
         approve = "Approve: the conversation goes on with the rest of its turn."

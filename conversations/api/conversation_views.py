@@ -30,7 +30,7 @@ from approvals.models import Engine, PauseStatus, SubjectType
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
-from conversations import turns
+from conversations import turns, undo_redo
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import (
@@ -239,7 +239,7 @@ class UndoView(APIView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
-        return Response(snapshot(turns.undo(conversation=conversation)))
+        return Response(snapshot(undo_redo.undo(conversation=conversation)))
 
 
 class RedoView(APIView):
@@ -250,7 +250,7 @@ class RedoView(APIView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
-        return Response(snapshot(turns.redo(conversation=conversation)))
+        return Response(snapshot(undo_redo.redo(conversation=conversation)))
 
 
 def _cancel_answer(result: CancelResult) -> dict[str, Any]:
