@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from approvals.edit_distance import near_miss
 from conversations.document_fields import (
+    DocumentReport,
     check_target_url,
     child,
     expect_boolean,
@@ -19,10 +19,6 @@ from conversations.document_fields import (
 )
 from toolgate.gate import validate_tool_approvals
 from toolgate.runtime import BUILTIN_TOOL_NAMES, TOOLS_KEYS
-
-if TYPE_CHECKING:
-    from conversations.agent_document import DocumentReport
-
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LLM_PROVIDERS = ("openai", "scripted")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
+from approvals.field_errors import FieldError
 from approvals.field_errors import child as child
 from approvals.field_errors import json_type as json_type
 from conversations.pipeline.conversation_memory import (
@@ -23,9 +24,6 @@ from conversations.pipeline.conversation_memory import (
     STOP_CONVERSATION,
 )
 from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
-
-if TYPE_CHECKING:
-    from conversations.agent_document import DocumentReport
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]+")
 OCCURRENCES = ("currentStep", "lastStep", "anyStep", "never")
@@ -51,6 +49,22 @@ _WHAT_RESERVED_ACTION_DOES = {
 
 
 # --- JSON shapes -------------------------------------------------------------------------------------
+
+
+@dataclass
+class DocumentReport:
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[FieldError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(FieldError(path, message))
 
 
 def readable_document(report: DocumentReport, doc: object, what: str) -> dict | None:

@@ -25,19 +25,10 @@ from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
 from conversations.agents import deployed_version
 from conversations.cancels import finish_cancelled_turn
-from conversations.lifecycle import (
-    Cancelled,
-    Completed,
-    LifecycleOutcome,
-    Paused,
-    PauseRequest,
-    ResumePoint,
-    Stopped,
-    run_lifecycle,
-)
+from conversations.lifecycle import Cancelled, Completed, LifecycleOutcome, Paused, Stopped, run_lifecycle
 from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
-from conversations.pipeline.builtin_tasks import register_builtin_tasks
 from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext
 from conversations.snapshots import snapshot_steps_in
 from conversations.step_store import commit_turn_state, save_step
@@ -48,11 +39,7 @@ from toolgate.runtime import act_on_trip, record_trip
 logger = logging.getLogger(__name__)
 
 S = ConversationState
-
-
 TALKABLE = (S.READY, S.ERROR, S.EXECUTION_INTERRUPTED)
-
-
 AWAITING_MESSAGE = (
     "Conversation is awaiting human approval (current state: AWAITING_HUMAN) - a reviewer must resolve "
     "it via POST /agents/{id}/resume (or cancel) before new input is accepted"
@@ -92,7 +79,6 @@ def deployed_version_of(conversation: Conversation) -> AgentVersion | None:
 def run_pipeline(
     document: dict[str, Any], memory: ConversationMemory, turn: TurnContext, resume: ResumePoint | None = None
 ) -> LifecycleOutcome | Exception:
-    register_builtin_tasks()
     try:
         return run_lifecycle(document, memory, turn, resume=resume)
     except DATABASE_UNAVAILABLE:

@@ -20,11 +20,12 @@ from approvals.models import Pause, PauseKind, Verdict
 from conversations.acting_identity import continuation_caller
 from conversations.agents import OnVersion
 from conversations.cancels import finish_unstarted_continuation
-from conversations.lifecycle import Completed, ConfigDrift, LifecycleOutcome, ResumePoint, config_drift
+from conversations.lifecycle import Completed, ConfigDrift, LifecycleOutcome, config_drift
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import AgentVersion, Conversation, ConversationStep
 from conversations.pipeline.conversation_memory import PAUSE_CONVERSATION, ConversationMemory
 from conversations.pipeline.llm_task import apply_config_drift
+from conversations.pipeline.pausing import ResumePoint
 from conversations.step_store import memory_for_paused_turn
 from conversations.turn_commits import (
     Committed,

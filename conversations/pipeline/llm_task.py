@@ -17,8 +17,8 @@ from django.conf import settings
 
 from approvals.audit import append_audit_entry
 from approvals.models import Pause, PauseKind, SubjectType
-from conversations.lifecycle import PauseRequest, ResumePoint
 from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext
 from toolgate.gate import (
     UNDETERMINED,

@@ -3,7 +3,7 @@
 A task runner is ``run(task: dict, memory: ConversationMemory, turn: TurnContext) -> PauseRequest | None``:
 it reads the task's configuration and mutates ``memory.current`` (actions, output, outputs, data) and
 ``memory.properties``; it returns None to let the turn go on, or a PauseRequest
-(conversations.lifecycle) to make it wait for a human. Later layers (the LLM task of toolgate) register
+(conversations.pipeline.pausing) to make it wait for a human. Later layers (the LLM task of toolgate) register
 their own types here.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from conversations.pipeline.conversation_memory import Caller, ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 
 if TYPE_CHECKING:
-    from conversations.lifecycle import PauseRequest, ResumePoint
     from toolgate.runtime import Continuing
 
 
@@ -49,7 +49,7 @@ class TurnContext:
             self.check_cancelled()
 
 
-TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], "PauseRequest | None"]
+TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], PauseRequest | None]
 
 _RUNNERS: dict[str, TaskRunner] = {}
 

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.lifecycle import (
-    Completed,
-    Paused,
-    PauseRequest,
-    ResumePoint,
-    Stopped,
-    config_drift,
-    run_lifecycle,
-)
+from conversations.lifecycle import Completed, Paused, Stopped, config_drift, run_lifecycle
 from conversations.pipeline.builtin_tasks import register_builtin_tasks
 from conversations.pipeline.conversation_memory import ConversationMemory, Step
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext, register_task_type
 from toolgate.models import PendingToolBatch
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import time_machine
 
-from conversations.agent_document import DocumentReport
 from conversations.agent_document_llm import check_llm, check_llm_tool_references
+from conversations.document_fields import DocumentReport
 from tests.conversations.conftest import LoopbackServer
 from toolgate.gate.tools import Tool, ToolContext, build_toolset
 from toolgate.outbound.http_requests import BuiltRequest
