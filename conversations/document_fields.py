@@ -48,11 +48,10 @@ _WHAT_RESERVED_ACTION_DOES = {
 }
 
 
-# --- JSON shapes -------------------------------------------------------------------------------------
-
-
 @dataclass
 class DocumentReport:
+    """Every error and warning of one document, each under its field path."""
+
     errors: list[FieldError] = field(default_factory=list)
     warnings: list[FieldError] = field(default_factory=list)
 
@@ -65,6 +64,9 @@ class DocumentReport:
 
     def warn(self, path: str, message: str) -> None:
         self.warnings.append(FieldError(path, message))
+
+
+# --- JSON shapes -------------------------------------------------------------------------------------
 
 
 def readable_document(report: DocumentReport, doc: object, what: str) -> dict | None:
