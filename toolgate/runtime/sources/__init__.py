@@ -1,4 +1,4 @@
-"""The tools an ``llm`` task offers, from its ``tools`` object (one module per source).
+"""The tools an ``llm`` task offers, from its ``tools`` object (one module per source; ``memory`` is ``facts``).
 
 ``task["tools"]``::
 
