@@ -1,6 +1,6 @@
 """group_cycles.py --with-peer: the peer's interrupt cycle interleaved with the group cycle, round by round.
 
-The peer's graph (../shared/bench/peer_langgraph/, run by peer_cycles.py over HTTP as compare_peer.py
+The peer's graph (the LangGraph peer harness, run by peer_cycles.py over HTTP as compare_peer.py
 runs it) is already three nodes with one interrupt between them: parse -> gate (``interrupt()``) -> act,
 on PostgresSaver. That is the shape of our discussion (OPINION, CHALLENGE, the gate, SYNTHESIS), but its
 nodes are plain functions, where each of our phases is three member turns through the 1:1 engine. So
