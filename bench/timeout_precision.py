@@ -123,7 +123,7 @@ class TimerBench:
         setup_django(self.db)
         from django.core.management import call_command
 
-        from tests.conftest import make_user
+        from harnesses.users import make_user
 
         call_command("migrate", "--noinput", verbosity=0)
         from django.contrib.auth.models import User
@@ -139,7 +139,7 @@ class TimerBench:
     def agents(self, policy: str, timeouts: Iterable[str]) -> dict[str, str]:
         """One deployed agent per timeout (the timeout is part of the agent's hitlConfig)."""
         from conversations.agents import create_agent, deploy_agent
-        from tests.factories import account_bot
+        from harnesses.factories import account_bot
 
         agents = {}
         for timeout in timeouts:

@@ -17,8 +17,8 @@ from conversations.agents import create_agent, is_deployed
 from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
 from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation, start
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, start
+from harnesses.users import client_for, make_user
 from toolgate.secret_store import set_secret
 
 PROBLEM = "application/problem+json"

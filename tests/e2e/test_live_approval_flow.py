@@ -12,8 +12,8 @@ import pytest
 from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import account_bot, slow_account_bot
+from harnesses.factories import account_bot, slow_account_bot
+from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

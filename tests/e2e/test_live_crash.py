@@ -34,8 +34,8 @@ from django_q.models import OrmQ, Task
 from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import (
+from harnesses import clusters as live_clusters
+from harnesses.clusters import (
     Clusters,
     SlowTarget,
     deploy_agent,
@@ -44,8 +44,8 @@ from tests.e2e.clusters import (
     pids_in_group,
     with_http_call,
 )
-from tests.e2e.conftest import PROJECT_ROOT, LiveStack, api_user, eventually
-from tests.factories import account_bot
+from harnesses.factories import account_bot
+from harnesses.live_stack import PROJECT_ROOT, LiveStack, api_user, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

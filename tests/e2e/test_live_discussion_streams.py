@@ -22,10 +22,10 @@ from groups.demo_group import demo_member_document
 from groups.discussion_decisions import DECISION_REQUIRED
 from groups.member_turns import MEMBER_PAUSE_NOTE
 from groups.models import GroupConversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import deployed_agent
-from tests.groups.members import answering, group, pausing
+from harnesses import clusters as live_clusters
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
+from harnesses.members import answering, group, pausing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

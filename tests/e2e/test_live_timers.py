@@ -21,10 +21,10 @@ from django_q.tasks import async_task
 
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import Clusters, deploy_agent, paused_conversation
-from tests.e2e.conftest import LiveStack, api_user, eventually
-from tests.factories import account_bot
+from harnesses import clusters as live_clusters
+from harnesses.clusters import Clusters, deploy_agent, paused_conversation
+from harnesses.factories import account_bot
+from harnesses.live_stack import LiveStack, api_user, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -25,10 +25,10 @@ from django.utils import timezone
 from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import Clusters, SlowTarget, deploy_agent, pid_of_connection, pids_in_group
-from tests.e2e.conftest import PROJECT_ROOT, LiveStack, api_user, eventually
-from tests.toolgate.agents import payments_agent
+from harnesses import clusters as live_clusters
+from harnesses.agents import payments_agent
+from harnesses.clusters import Clusters, SlowTarget, deploy_agent, pid_of_connection, pids_in_group
+from harnesses.live_stack import PROJECT_ROOT, LiveStack, api_user, eventually
 from toolgate.models import JournalEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)

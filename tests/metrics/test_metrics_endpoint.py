@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.test import APIClient
 
-from tests.conftest import client_for
+from harnesses.users import client_for
 
 pytestmark = pytest.mark.urls("tests.metrics.urls")
 

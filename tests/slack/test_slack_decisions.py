@@ -13,8 +13,8 @@ from django.utils import timezone
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import fire_due_batch
 from conversations.models import Conversation
+from harnesses.queue_drain import run_queued_tasks
 from slack_surface.models import SlackThread
-from tests.queue_drain import run_queued_tasks
 from tests.slack.conftest import (
     APPROVAL_CHANNEL,
     click_body,
