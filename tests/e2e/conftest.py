@@ -6,21 +6,48 @@ django-q2's successful task rows (``HITL_Q_SAVE_LIMIT=0``; production keeps none
 which task ran and what it returned.
 
 Tests that use ``live_stack`` must be ``@pytest.mark.django_db(transaction=True)``: the server and the
-clusters are other processes and see only committed rows.
+clusters are other processes and see only committed rows. ``people`` holds API clients on the live server by
+username.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
-from harnesses.live_stack import LiveStack, running_stack
+from harnesses.live_stack import LiveStack, api_user, running_stack
 
 
 @pytest.fixture(scope="module")
 def live_stack(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveStack]:
     yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("live-stack"))
+
+
+ROLES = {"admin": "admin", "approver": "approver"}  # every other name is a plain user
+
+
+class People(dict[str, httpx.Client]):
+    """API clients on the live server by username, each made with its user on first use: ``admin`` and
+    ``approver`` have those roles, ``anonymous`` sends no token, any other name is a plain user."""
+
+    def __init__(self, stack: LiveStack) -> None:
+        super().__init__()
+        self.stack = stack
+
+    def __missing__(self, name: str) -> httpx.Client:
+        token = None if name == "anonymous" else api_user(name, ROLES.get(name, "user"))
+        client = self[name] = self.stack.client(token)
+        return client
+
+
+@pytest.fixture
+def people(live_stack: LiveStack) -> Iterator[People]:
+    clients = People(live_stack)
+    yield clients
+    for client in clients.values():
+        client.close()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

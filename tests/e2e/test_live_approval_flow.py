@@ -73,19 +73,6 @@ def expect_continuation_results(expected: list[str]) -> None:
 
 
 @pytest.fixture
-def people(live_stack: LiveStack):
-    """Admin, owner (alice) and approver clients on the live server."""
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
-
-
-@pytest.fixture
 def paused(people) -> str:
     agent_id = deployed_demo_agent(people["admin"])
     conversation_id = start_conversation(people["alice"], agent_id)

@@ -45,7 +45,7 @@ from harnesses.clusters import (
     with_http_call,
 )
 from harnesses.factories import account_bot
-from harnesses.live_stack import PROJECT_ROOT, LiveStack, api_user, eventually
+from harnesses.live_stack import PROJECT_ROOT, LiveStack, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,18 +62,6 @@ CRASH_ENV = {
     "HITL_HTTP_TIMEOUT_SECONDS": 30,  # the call is cut by the kill, not by the HTTP client
 }
 REJECTED_TEXT = "This action was rejected by a human reviewer."
-
-
-@pytest.fixture
-def people(live_stack: LiveStack):
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 def approve_and_catch_the_call(people, target: SlowTarget) -> tuple[str, Pause]:

@@ -111,19 +111,6 @@ def stream(client: httpx.Client, path: str, body: Any = None, *, content: bytes 
     return result
 
 
-@pytest.fixture
-def people(live_stack: LiveStack) -> Iterator[dict[str, httpx.Client]]:
-    clients = {
-        "alice": live_stack.client(api_user("alice")),
-        "bob": live_stack.client(api_user("bob")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-        "anonymous": live_stack.client(),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
-
-
 def paused_discussion(owner: httpx.Client, group_id: str) -> dict[str, Any]:
     started = owner.post(f"/groups/{group_id}/conversations", json={"question": "Ship on Friday?"})
     assert started.status_code == 201, started.text
