@@ -72,7 +72,7 @@ class World:
     tool_agent: str
     group_id: str
     slack_name: str
-    slack: Any  # the fake Slack Web API the card updates go to (tests.slack.conftest.FakeSlack)
+    slack: Any  # the fake Slack Web API the card updates go to (tests.slack_surface.conftest.FakeSlack)
     transport: Any = None  # InProcess, or OverHttp (below)
 
     @classmethod

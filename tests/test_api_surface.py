@@ -588,7 +588,7 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
 
     # The Slack integration store, and the two webhooks signed with slack_sdk (docs/slack.md); no Slack
     # call leaves the machine: the Web API is a closed loopback port.
-    from tests.slack.conftest import click_body, signed_headers
+    from tests.slack_surface.conftest import click_body, signed_headers
 
     settings.HITL_SLACK_API_URL = "http://127.0.0.1:9/"
     set_secret(name="slack.signing", value="schema-signing-secret")

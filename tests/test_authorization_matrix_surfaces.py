@@ -1,6 +1,6 @@
 """S1, the authorization matrix beyond REST: the admin's approval pages and the MCP tools, every role,
 each cell's expected outcome from the one table (harnesses/authz_table.py). Slack's buttons:
-tests/slack/test_slack_authorization_matrix.py.
+tests/slack_surface/test_slack_authorization_matrix.py.
 
 The admin is driven with Django's test client and a session (``force_login``), as a browser would be.
 An MCP tool call runs the way the server runs every tool (``mcp_surface.server._call``: the service as

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from harnesses.decision_race import World, run_rounds, tool_server
-from tests.slack.conftest import FakeSlack
+from tests.slack_surface.conftest import FakeSlack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

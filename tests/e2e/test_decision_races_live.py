@@ -10,7 +10,7 @@ import pytest
 
 from harnesses.decision_race import OverHttp, World, run_rounds, tool_server
 from harnesses.live_stack import running_stack
-from tests.slack.conftest import FakeSlack
+from tests.slack_surface.conftest import FakeSlack
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.fullsize]
 

@@ -14,7 +14,7 @@ from groups.demo_group import demo_member_document
 from groups.member_turns import MEMBER_PAUSE_NOTE
 from groups.models import GroupConversation
 from harnesses.members import answering, asked, discuss, echoing, group, pausing, said
-from tests.metrics.scrape import scrape, value
+from tests.hitl_project.scrape import scrape, value
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from harnesses.factories import store_tool_batch
 from harnesses.queue_drain import run_queued_tasks
 from slack_surface.cards import post_approval_card
 from slack_surface.models import SlackIntegration, SlackThread
-from tests.slack.conftest import APPROVAL_CHANNEL, message_event, post_event
+from tests.slack_surface.conftest import APPROVAL_CHANNEL, message_event, post_event
 
 pytestmark = pytest.mark.django_db
 

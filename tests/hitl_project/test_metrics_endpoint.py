@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from harnesses.users import client_for
 
-pytestmark = pytest.mark.urls("tests.metrics.urls")
+pytestmark = pytest.mark.urls("tests.hitl_project.urls")
 
 
 def test_public_metrics_need_no_credentials_and_speak_the_prometheus_text_format():

@@ -18,7 +18,7 @@ from slack_surface.discussion_messages import CARD_TITLE, STILL_RUNNING
 from slack_surface.discussion_threads import thread_lock
 from slack_surface.integrations import IntegrationInput, create_integration
 from slack_surface.models import SlackDiscussion, SlackIntegration, SlackNotice, SlackThread
-from tests.slack.conftest import (
+from tests.slack_surface.conftest import (
     APPROVAL_CHANNEL,
     BOT_TOKEN,
     SIGNING_SECRET,

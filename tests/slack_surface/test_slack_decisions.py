@@ -15,7 +15,7 @@ from approvals.timers import fire_due_batch
 from conversations.models import Conversation
 from harnesses.queue_drain import run_queued_tasks
 from slack_surface.models import SlackThread
-from tests.slack.conftest import (
+from tests.slack_surface.conftest import (
     APPROVAL_CHANNEL,
     click_body,
     message_event,

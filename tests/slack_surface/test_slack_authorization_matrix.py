@@ -14,7 +14,7 @@ from groups.store import create_group
 from harnesses.authz_table import differing, expected
 from harnesses.factories import deployed_agent, paused_conversation
 from harnesses.users import client_for, make_user
-from tests.slack.conftest import SIGNING_SECRET, click_body, signed_headers
+from tests.slack_surface.conftest import SIGNING_SECRET, click_body, signed_headers
 
 CLICKERS = {"other": "UNOTLISTED", "approver": "UAPPROVER"}  # "anonymous": an unsigned click
 
