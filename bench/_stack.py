@@ -199,7 +199,7 @@ def stop_group(proc: subprocess.Popen[Any], *, grace: float = 15.0) -> None:
         pass
 
 
-def _raise_exit(signum: int, frame: Any) -> None:
+def raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
@@ -350,7 +350,7 @@ class Stack:
     def __enter__(self) -> Stack:
         atexit.register(self.stop)
         for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_exit)
+            signal.signal(signum, raise_exit)
         try:
             self.start()
         except BaseException:

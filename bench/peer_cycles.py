@@ -37,11 +37,11 @@ from _cost import CostMeter, Window, report_figures
 from _stack import (
     LOG_DIR,
     ROOT,
-    _raise_exit,
     conninfo,
     free_port,
     machine_line,
     print_latency,
+    raise_exit,
     stop_group,
 )
 
@@ -234,7 +234,7 @@ def main() -> int:
     ensure_database(dsn, args.db)
     reset_schema(dsn)
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_exit)
+        signal.signal(signum, raise_exit)
 
     server = None
     results = Results()

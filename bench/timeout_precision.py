@@ -82,7 +82,7 @@ def setup_django(db: str) -> None:
     django.setup()
 
 
-def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
+def create_chunk(job: tuple[int, list[str]]) -> list[str]:
     """In a creating process: one paused conversation per agent id, through the real services."""
     from django.contrib.auth.models import User
 
@@ -167,7 +167,7 @@ class TimerBench:
             max_workers=processes, mp_context=context, initializer=setup_django, initargs=(self.db,)
         ) as pool:
             last_report = time.monotonic()
-            for ids in pool.map(_create_chunk, jobs):
+            for ids in pool.map(create_chunk, jobs):
                 created.extend(ids)
                 if time.monotonic() - last_report >= 10:
                     print(f"  created {len(created)}/{len(agent_ids)}", flush=True)
