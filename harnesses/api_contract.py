@@ -1,4 +1,4 @@
-"""The API contract harness (issue 16, R6): schemathesis with every check over /api/schema/, every role.
+"""The API contract harness (docs/reliability.md, R6): schemathesis with every check over /api/schema/, every role.
 
 A real threaded WSGI server on loopback serves the project (the pytest test database: callers must use
 ``transactional_db``, the server's threads see only committed rows); schemathesis' engine loads the

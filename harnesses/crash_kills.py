@@ -1,4 +1,4 @@
-"""Crash safety under random SIGKILLs (issue 16, R3): the harness of tests/e2e/test_crash_kills.py and
+"""Crash safety under random SIGKILLs (docs/reliability.md, R3): the harness of tests/e2e/test_crash_kills.py and
 bench/crash_kills.py.
 
 A fleet of web processes (uvicorn) and q-clusters (the default cluster and the timer cluster, the

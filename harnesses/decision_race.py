@@ -1,4 +1,4 @@
-"""Exactly one decision per pause, on every surface at once (issue 16, R1): the harness.
+"""Exactly one decision per pause, on every surface at once (docs/reliability.md, R1): the harness.
 
 Each round opens one pending pause (a RULE pause of a 1:1 conversation, a TOOL_CALL pause of a scripted
 model, or a group discussion waiting for sign-off), then releases eight racers on it with one

@@ -153,7 +153,7 @@ def _is_transactional(request) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter)
-    """Say where the browser tests' screenshots are (issue 15 asks for them as artifacts of every run)."""
+    """Say where the browser tests' screenshots are (kept as artifacts of every run)."""
     from pathlib import Path
 
     artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"

@@ -153,7 +153,7 @@ def test_the_mcp_talk_tools_count_against_the_same_turn_rate_as_rest(
 
     assert refused.is_error
     answer = refused.structured_content
-    assert answer["errorCode"] == "CONFLICT", answer  # the reference's codes have none for a rate
+    assert answer["errorCode"] == "CONFLICT", answer  # EDDI's codes have none for a rate
     assert answer["details"]["code"] == "THROTTLED"
     assert answer["details"]["setting"] == "HITL_THROTTLE_TURNS_RATE"
     assert answer["details"]["retryAfter"] >= 1

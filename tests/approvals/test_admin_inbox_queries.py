@@ -1,4 +1,4 @@
-"""The inbox list's query budget (issue 15): the plain list, a filtered list and a search each render
+"""The inbox list's query budget: the plain list, a filtered list and a search each render
 with at most 9 queries, whatever the number of rows, owners and agents; the page count is capped."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The inbox's new-work poll (issue 15, point 4): /admin/approvals/pendingapproval/updates/ answers each
+"""The inbox's new-work poll: /admin/approvals/pendingapproval/updates/ answers each
 reviewer with counts inside their own scope, staff only, in one query of the pauses."""
 
 from __future__ import annotations

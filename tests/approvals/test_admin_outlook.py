@@ -1,4 +1,4 @@
-"""The decision page says what each button will do, from what the pause holds (issue 15, point 5), shows
+"""The decision page says what each button will do, from what the pause holds, shows
 what the requester asked, and bulk confirmation rows tell their pauses apart without a query per row."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The decision page's time rows (issue 15, point 3): a pause that no longer waits says what became of it
+"""The decision page's time rows: a pause that no longer waits says what became of it
 and when, never "no deadline" beside a policy that had one; a policy that never fires shows no duration."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reply with guidance and cancel the request, from the decision page (issue 15, point 7): both audited,
+"""Reply with guidance and cancel the request, from the decision page: both audited,
 both stale-safe, guidance never empty, cancel only after a confirmation."""
 
 from __future__ import annotations

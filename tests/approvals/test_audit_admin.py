@@ -385,7 +385,7 @@ def test_staff_export_from_the_admin(ledger) -> None:
 
 
 def test_the_automated_column_is_a_neutral_badge_not_a_red_cross(root: Client, ledger) -> None:
-    """Django's boolean icons read as passed/failed; who acted is neither (issue 15)."""
+    """Django's boolean icons read as passed/failed; who acted is neither."""
     text = root.get(CHANGELIST).content.decode()
     automated = sum(1 for entry in ledger["entries"] if entry.automated)
     assert 0 < automated < len(ledger["entries"])

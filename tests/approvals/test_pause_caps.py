@@ -245,7 +245,7 @@ def test_the_mcp_talk_tools_are_refused_at_the_cap_and_write_nothing(
     for answer in answers:
         assert answer.is_error
         refusal = answer.structured_content
-        assert refusal["errorCode"] == "WRONG_STATE", refusal  # a surface's own 409, as the reference maps it
+        assert refusal["errorCode"] == "WRONG_STATE", refusal  # a surface's own 409, as EDDI maps it
         assert (refusal["details"]["code"], refusal["details"]["setting"], refusal["details"]["limit"]) == (
             "LIMIT_REACHED",
             PER_USER,

@@ -213,7 +213,7 @@ def test_timeout_output_says_no_reviewer_decided(alice_client, http_recorder):
         "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
     ]
     assert alice_client.get(f"/agents/{rule_approved.subject_id}").json()["output"] == ["Deletion APPROVED."]
-    assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status the reference fixes
+    assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status EDDI fixes
     assert tool_rejected["result"] == {
         "status": "REJECTED_BY_REVIEWER",
         "tool": "transfer_funds",

@@ -1,6 +1,6 @@
 """In a real browser, at 1280 and 1920 px: the decision page says what each button does and what the
-requester asked (issue 15, point 5), a reviewer replies with guidance and cancels a request behind a
-confirmation (point 7), and bulk confirmation rows tell their pauses apart."""
+requester asked, a reviewer replies with guidance and cancels a request behind a
+confirmation, and bulk confirmation rows tell their pauses apart."""
 
 from __future__ import annotations
 

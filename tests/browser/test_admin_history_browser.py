@@ -1,4 +1,4 @@
-"""A reviewer finds yesterday's decision in "Decided approvals" (issue 15, point 8), at 1280 and 1920 px:
+"""A reviewer finds yesterday's decision in "Decided approvals", at 1280 and 1920 px:
 decided by me first, with its verdict and note, and every pause of the conversation from its decision page."""
 
 from __future__ import annotations

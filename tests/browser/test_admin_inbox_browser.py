@@ -23,7 +23,7 @@ REASON = "Account deletion requires manager sign-off"
 
 
 def password(username: str) -> str:
-    return "pw-" + username  # what tests.conftest.make_user sets
+    return "pw-" + username  # what harnesses.users.make_user sets
 
 
 def paused(owner) -> Pause:

@@ -1,4 +1,4 @@
-"""The inbox list in a real browser (issue 15, points 2–4): the urgent columns stay in view from a wide
+"""The inbox list in a real browser: the urgent columns stay in view from a wide
 screen down to a tablet, the reason is one line (whole on hover, expanded on click), times are live and a
 row turns overdue while the page is open, and a new pause is announced without the reviewer reloading."""
 

@@ -1,4 +1,4 @@
-"""In a real browser at 1280 and 1920 px (issue 15, points 8 and 9): someone else's pause is the admin's
+"""In a real browser at 1280 and 1920 px: someone else's pause is the admin's
 own styled 404 with a way back, and the audit list says "automated" or "person" in a neutral badge."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The page script keeps the inbox's times current (issue 15, point 3): it says what the server says
+"""The page script keeps the inbox's times current: it says what the server says
 (approvals.admin.times), and a deadline that passes while the page is open turns overdue, no reload."""
 
 from __future__ import annotations

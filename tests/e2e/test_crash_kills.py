@@ -1,4 +1,4 @@
-"""Crash safety under random SIGKILLs of web and q-cluster process groups (issue 16, R3).
+"""Crash safety under random SIGKILLs of web and q-cluster process groups (docs/reliability.md, R3).
 
 Driver threads run approval cycles (a rule pause whose approved continuation calls the recorder, then a
 gated tool call that calls it again) over HTTP while a seeded killer SIGKILLs whole process groups — a

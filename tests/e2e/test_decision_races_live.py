@@ -1,4 +1,4 @@
-"""Exactly one decision per pause (issue 16, R1) over HTTP: the racers of harnesses/decision_race.py against two
+"""Exactly one decision per pause (docs/reliability.md, R1) over HTTP: the racers of harnesses/decision_race.py against two
 live uvicorn processes on the test database, spread over both, so every round is decided across
 processes. Full size only (``bench/decision_races.py --http``): it starts two servers."""
 

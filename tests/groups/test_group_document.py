@@ -196,7 +196,7 @@ def test_hitl_config_takes_granularity_rejection_policy_and_the_duration_check(m
         "hitlConfig.granularity",
         "hitlConfig.onTaskRejection",
         "hitlConfig.approvalTimeout",
-        "hitlConfig.pauseReason",  # a group's hitlConfig has no pauseReason (behaviour-details §6.4)
+        "hitlConfig.pauseReason",  # a group's hitlConfig has no pauseReason
     }
     assert "requires an approvalTimeout" in found["hitlConfig.approvalTimeout"]
 

@@ -1,4 +1,4 @@
-"""The HITL counters move exactly when the reference says, driven through the real services."""
+"""The HITL counters move exactly when EDDI's do, driven through the real services."""
 
 from __future__ import annotations
 
