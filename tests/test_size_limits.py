@@ -19,10 +19,10 @@ from approvals.models import Pause, PauseStatus
 from conversations.agents import create_agent
 from conversations.models import Agent, Conversation
 from groups.models import Group
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import rows
-from tests.conftest import make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.toolgate.agents import payments_agent
 
 pytestmark = pytest.mark.django_db
 

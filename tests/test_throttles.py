@@ -17,11 +17,11 @@ from django.db import connection
 
 from approvals.models import Pause
 from conversations.models import Conversation, ConversationStep
+from harnesses.factories import deployed_agent, say, start
 from hitl_project.settings.rates import throttle_rate
 from hitl_project.throttles import THROTTLE_CACHE
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
-from tests.factories import deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.admin.paging import CappedCountPaginator
 from conversations.models import Agent
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import INBOX, listed, logged_in, rows, staff
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

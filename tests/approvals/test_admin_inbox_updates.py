@@ -11,8 +11,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import INBOX, logged_in, rows, staff
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

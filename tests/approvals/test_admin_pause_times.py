@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.models import Pause, PauseStatus
 from approvals.timers import fire_due_batch
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

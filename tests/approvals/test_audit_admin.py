@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.admin import audit as admin_audit
 from approvals.models import AuditEntry, SubjectType, Verdict
+from harnesses.users import make_user
 from tests.approvals.test_audit_export import T0, body, build_ledger, from_csv, from_jsonl, record
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

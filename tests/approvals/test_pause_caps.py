@@ -16,10 +16,10 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.pause_caps import counted_pending_pauses
 from conversations.models import Conversation, ConversationStep
 from groups.models import GroupConversation
+from harnesses.factories import deployed_agent, say, start
+from harnesses.members import PHASES, answering, approve, discuss, group
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
-from tests.factories import deployed_agent, say, start
-from tests.groups.members import PHASES, answering, approve, discuss, group
 
 pytestmark = pytest.mark.django_db
 

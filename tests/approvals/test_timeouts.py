@@ -13,9 +13,9 @@ from approvals.decision_notices import rejection_text
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import FAILED_FIRE_RETRY, TIMER_FUNC, fire_due_batch, fire_timeout
 from conversations.models import Conversation, ConversationStep
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer

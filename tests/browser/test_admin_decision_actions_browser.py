@@ -10,10 +10,10 @@ import pytest
 
 from approvals.decision_input import GUIDANCE_REQUIRED
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import say, start
+from harnesses.users import client_for, make_user
 from tests.approvals.test_admin_outlook import notifying_agent
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import say, start
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

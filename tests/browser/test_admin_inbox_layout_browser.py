@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.models import Pause
 from conversations.models import Agent
+from harnesses.users import make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import fire_due_batch
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from approvals.admin.times import relative_text
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.approvals.test_admin_times import CASES, NOW
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,7 @@ from conversations.agents import create_agent, delete_agent
 from groups.demo_group import demo_group_document
 from groups.group_document import NESTED_GROUPS, BadTaskPlan, parse_task_plan, validate_group_document
 from groups.store import create_group
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 
 pytestmark = pytest.mark.django_db
 

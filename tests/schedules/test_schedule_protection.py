@@ -14,6 +14,7 @@ from django_q.conf import croniter
 from django_q.models import OrmQ, Schedule
 from django_q.scheduler import scheduler
 
+from harnesses.users import client_for, make_user
 from schedules.protection import (
     claims_hitl,
     hitl_schedules_filter,
@@ -21,7 +22,6 @@ from schedules.protection import (
     is_hitl_timer,
 )
 from schedules.selectors import visible_schedules
-from tests.conftest import client_for, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]
 

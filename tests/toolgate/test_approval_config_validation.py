@@ -12,7 +12,7 @@ import pytest
 
 from approvals.field_errors import FieldError
 from conversations.models import Agent
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 from toolgate.approval_config import tool_approvals_warnings, validate_tool_approvals
 
 FP = "hitlConfig.toolApprovals"

@@ -22,7 +22,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import make_user
+from harnesses.users import make_user
 
 # anonymous, then the four kinds of signed-in caller of docs/rest-api.md's table ("owner" and "other" are
 # both plain users: the generated ids belong to no one, so one plain user stands for both)
