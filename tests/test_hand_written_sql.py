@@ -29,9 +29,9 @@ from conversations.agents import (
 from conversations.models import Conversation, ConversationStep
 from conversations.selectors import _find
 from conversations.step_store import newest_steps
+from harnesses.factories import account_bot, deployed_agent, say, start
 from hitl_project import rows
 from hitl_project.authentication import TokenWithRolesAuthentication
-from tests.factories import account_bot, deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

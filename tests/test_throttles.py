@@ -17,11 +17,11 @@ from django.db import connection
 
 from approvals.models import Pause
 from conversations.models import Conversation, ConversationStep
+from harnesses.factories import deployed_agent, say, start
 from hitl_project.settings.rates import throttle_rate
 from hitl_project.throttles import THROTTLE_CACHE
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
-from tests.factories import deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 
@@ -153,7 +153,7 @@ def test_the_mcp_talk_tools_count_against_the_same_turn_rate_as_rest(
 
     assert refused.is_error
     answer = refused.structured_content
-    assert answer["errorCode"] == "CONFLICT", answer  # the reference's codes have none for a rate
+    assert answer["errorCode"] == "CONFLICT", answer  # EDDI's codes have none for a rate
     assert answer["details"]["code"] == "THROTTLED"
     assert answer["details"]["setting"] == "HITL_THROTTLE_TURNS_RATE"
     assert answer["details"]["retryAfter"] >= 1

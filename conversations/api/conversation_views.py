@@ -325,7 +325,7 @@ class ResumeView(APIView):
             "subject": found,
         }
         if wait > 0 and continues_inline():
-            # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
+            # The deciding process runs the continuation; ?wait returns with it.
             return Response(_continued_here_answer(decide_and_continue(**decide)))
         after: Any = None
         if wait <= 0 and settings.HITL_CONTINUE_AFTER_RESPONSE:

@@ -8,9 +8,9 @@ import pytest
 from django.core.cache import caches
 
 from conversations.models import Conversation
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import api_user, running_stack
 from hitl_project.throttles import THROTTLE_CACHE
-from tests.e2e.conftest import api_user, running_stack
-from tests.factories import deployed_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from harnesses.pattern_adversaries import NAMES, adversarial_patterns
 from toolgate.gate.patterns import PATTERN_MAX, GlobPattern, validate_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ HARD_TIMEOUT_SECONDS = 20
 _CHILD = """
 import django
 django.setup()
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from harnesses.pattern_adversaries import NAMES, adversarial_patterns
 from toolgate.gate.patterns import GlobPattern
 print([GlobPattern(p).matches(n) for p in adversarial_patterns() for n in NAMES])
 """
