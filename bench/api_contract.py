@@ -1,7 +1,7 @@
 """R6 at full size: the API contract with every schemathesis phase and more examples, every role.
 
 Runs tests/test_api_contract.py::test_full_api_contract (examples, coverage, fuzzing and stateful phases;
-``--examples`` per operation in the generated phases) against a live WSGI server on the pytest test
+``--examples`` per operation in the generated phases) against uvicorn (the ASGI application) on the pytest test
 database, then prints the figure: requests, failures by check, elapsed, and the load average.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<db> python bench/api_contract.py [--examples 25]
