@@ -232,6 +232,7 @@ def run_contract(
 ) -> ContractReport:
     import requests
     import schemathesis
+    from schemathesis.core.errors import LoaderError
     from schemathesis.engine import events, from_schema
 
     report = ContractReport()
@@ -241,7 +242,11 @@ def run_contract(
         config = contract_config(
             token=token, base_url=base_url, max_examples=max_examples, seed=seed, phases=phases
         )
-        schema = schemathesis.openapi.from_url(f"{base_url}/api/schema/?format=json", config=config)
+        try:
+            schema = schemathesis.openapi.from_url(f"{base_url}/api/schema/?format=json", config=config)
+        except LoaderError as error:  # e.g. the role's token refused: the other roles still run
+            report.errors.append(f"[{role}] the schema did not load: {error.message}")
+            continue
         for event in from_schema(schema).execute():
             if isinstance(event, events.ScenarioFinished):
                 _record(report, role, event.recorder)
