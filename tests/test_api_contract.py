@@ -4,7 +4,8 @@ schemathesis (every check: no server error, documented status codes, content typ
 and headers, valid data accepted and invalid data refused, ...) against the service on a live server,
 with the token of each role of docs/rest-api.md and none; the harness is tests/api_contract.py, the full
 size bench/api_contract.py (docs/reliability.md, R6). The fast run serves WSGI; the full size serves the
-ASGI application production runs (uvicorn, the /mcp dispatch in front of Django), at twice the time.
+ASGI application production runs (uvicorn, the /mcp dispatch in front of Django), several times slower
+(HITL_CONTRACT_SERVER=wsgi: the WSGI server instead).
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def test_every_operation_answers_as_its_schema_says_for_every_role(transactional
 def test_full_api_contract(transactional_db):
     examples = int(os.environ.get("HITL_CONTRACT_EXAMPLES", "25"))
     seed = int(os.environ.get("HITL_CONTRACT_SEED", "16"))
+    server = live_wsgi_server if os.environ.get("HITL_CONTRACT_SERVER") == "wsgi" else live_asgi_server
     tokens = role_tokens()
-    with live_asgi_server() as base_url:
+    with server() as base_url:
         report = run_contract(
             base_url=base_url, tokens=tokens, max_examples=examples, phases=PHASES_FULL, seed=seed
         )
