@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
+from approvals.api.query_params import inbox_limit
 from approvals.body_rules import context_size_problem
 from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
@@ -477,11 +478,13 @@ INBOX_ROW = inline_serializer(
 class PendingApprovalsView(APIView):
     @extend_schema(
         summary="Pending approvals you may decide (what is due first: by deadline, none last, then oldest)",
-        parameters=[OpenApiParameter("limit", int, required=False, description="1..1000, default 200")],
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 200")
+        ],
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
         rows = pending_inbox_rows(
-            request.user, limit=request.query_params.get("limit", 200), surface=Engine.REGULAR
+            request.user, limit=inbox_limit(request.query_params), surface=Engine.REGULAR
         )
         return Response([inbox_row_from_values(row) for row in rows])

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
+from approvals.api.query_params import inbox_limit
 from approvals.errors import Forbidden
 from conversations.api.conversation_views import INBOX_ROW, LastDecisionSerializer
 from groups.api.discussion_views import discussion_snapshot
@@ -103,9 +104,7 @@ class GroupPendingApprovalsView(APIView):
     )
     def get(self, request: Request, group_id: str) -> Response:
         return Response(
-            pending_group_approvals(
-                request.user, limit=request.query_params.get("limit", 200), group_id=group_id
-            )
+            pending_group_approvals(request.user, limit=inbox_limit(request.query_params), group_id=group_id)
         )
 
 
@@ -116,4 +115,4 @@ class AllGroupsPendingApprovalsView(APIView):
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
-        return Response(pending_group_approvals(request.user, limit=request.query_params.get("limit", 200)))
+        return Response(pending_group_approvals(request.user, limit=inbox_limit(request.query_params)))
