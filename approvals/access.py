@@ -47,7 +47,7 @@ def sees_what_runs(user: Any, pause: Any) -> bool:
     """A reviewer deciding a pause sees every byte the model controls in what will run (a tool call's
     arguments and request exactly as sent, a credential-shaped value included, with a warning): an
     admin or approver, while the pause waits. Everyone else, and everyone once it is decided, gets the
-    redacted view (``toolgate.tool_pause_details``). Values the service injects from secret references
+    redacted view (``toolgate.gate.pause_details``). Values the service injects from secret references
     are named in both, never shown."""
     return sees_every_pause(user) and pause is not None and pause.status == PauseStatus.PENDING
 

@@ -34,9 +34,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.decisions import record_decision, restore_pause
+from approvals.engines import ContinuationNotStarted, handler_for
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseStatus
-from approvals.surfaces import ContinuationNotStarted, handler_for
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def continuation_kept_alive(pause: Pause) -> contextlib.ExitStack:
 class Continued:
     """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
     start; the pause is pending again) or ``queued`` for the q-cluster. ``subject`` is the subject as the
-    continuation left it (the surface's own type; None when queued, restored, or nothing to show)."""
+    continuation left it (the engine's own type; None when queued, restored, or nothing to show)."""
 
     pause: Pause
     outcome: str
@@ -88,7 +88,7 @@ def run_claimed_continuation(
     pause: Pause, checked: object | None = None, *, in_decision: bool = False
 ) -> Continued:
     """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
-    while it runs; a continuation that cannot start restores the pause. ``checked``: what the surface
+    while it runs; a continuation that cannot start restores the pause. ``checked``: what the engine
     read to check the decision in this process (``record_decision``). ``in_decision``: it runs inside the
     decision's own, still open transaction (a quick one): nothing of it is visible to another process
     until it commits with the decision, so there is no lease to keep alive."""
@@ -126,13 +126,13 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
 
 def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
     """``decide_pause`` and its continuation in this process (when inline continuations are on; otherwise
-    it is queued for the q-cluster). ``only_if_quick``: only a continuation the surface knows to take
+    it is queued for the q-cluster). ``only_if_quick``: only a continuation the engine knows to take
     milliseconds runs here, any other is queued (a timer's decision).
 
     A quick continuation (``continues_quickly``) runs in the decision's own transaction: one commit holds
     the decision, its audit entry and the continued subject, and a process that dies half way leaves the
     pause pending, as if nobody had decided. A continuation that fails still commits the decision with
-    what the surface recorded of the failure (it rolled back only its own savepoint). Any other
+    what the engine recorded of the failure (it rolled back only its own savepoint). Any other
     continuation runs right after the decision committed, under its lease."""
     with transaction.atomic():
         if only_if_quick:
@@ -147,7 +147,7 @@ def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Cont
 
 
 def decide_and_continue_later(**decision: Any) -> tuple[Pause, Callable[[], object] | None]:
-    """``decide_pause`` claiming a quick continuation (``SurfaceHandler.continues_quickly``) for this
+    """``decide_pause`` claiming a quick continuation (``EngineHandler.continues_quickly``) for this
     process, and the function that runs it, for the caller to call once its answer is out
     (``HITL_CONTINUE_AFTER_RESPONSE``); None when it was queued instead (a slow one always is). A process
     that dies before it ran lets the lease expire: recovery restores the pause."""

@@ -22,13 +22,13 @@ from approvals import metrics
 from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
+from approvals.engines import handler_for
 from approvals.errors import BadRequest, LostRace, WrongState
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
-from approvals.surfaces import handler_for
 from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
 from hitl_project import rows
 
@@ -114,7 +114,7 @@ def decide_pause(
     ``record_decision``.
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
-    pause forbids this actor to decide it (separation of duties), and with the surface's own error
+    pause forbids this actor to decide it (separation of duties), and with the engine's own error
     (an ApplicationError of its own) when the decision could not be carried out; either way nothing changes.
     """
     return record_decision(
@@ -145,16 +145,16 @@ def record_decision(
     subject: object | None = None,
     own_savepoint: bool = True,
 ) -> tuple[Pause, object | None]:
-    """``decide_pause``, also returning what the surface's check read (``check_can_continue``) when the
+    """``decide_pause``, also returning what the engine's check read (``check_can_continue``) when the
     continuation was claimed here, for ``continue_pause`` to reuse (None otherwise).
 
-    ``continue_here_if_quick``: claim it here only when the surface says its continuation takes
+    ``continue_here_if_quick``: claim it here only when the engine says its continuation takes
     milliseconds (``continues_quickly``: nothing it runs leaves the process); else queue it. A timer
     decides this way, so a slow continuation never delays the next deadline.
 
     ``pending``: the subject's pending pause as the caller has just read it (a timer), not read again;
     the compare-and-set on its status still decides whether this decision wins. ``subject``: the subject
-    as the caller has just read it (its access check), for the surface's check to reuse
+    as the caller has just read it (its access check), for the engine's check to reuse
     (``check_can_continue``); the compare-and-sets still decide.
 
     ``own_savepoint=False``: inside a caller's transaction that ends with any exception raised here

@@ -9,7 +9,11 @@ from django.db.models import Q
 from django.db.models.functions import Upper
 
 
-class Surface(models.TextChoices):
+class Engine(models.TextChoices):
+    """What runs a paused subject and continues it after the decision: 1:1 conversations (``regular``) or
+    group discussions (``group``). A pause stores it as ``surface``, the name the REST API, the metrics
+    labels and the audit details show (approvals.engines: the handler each engine registers)."""
+
     REGULAR = "regular"
     GROUP = "group"
 
@@ -59,7 +63,7 @@ class Pause(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    surface = models.CharField(max_length=16, choices=Surface.choices)
+    surface = models.CharField(max_length=16, choices=Engine.choices)
     kind = models.CharField(max_length=16, choices=PauseKind.choices)
     subject_type = models.CharField(max_length=16, choices=SubjectType.choices)
     subject_id = models.UUIDField()

@@ -1,4 +1,4 @@
-"""Telling the surfaces above the core that a pause was opened (the sibling of approvals.settlements).
+"""Telling the engines above the core that a pause was opened (the sibling of approvals.settlements).
 
 A listener registers in its AppConfig.ready() and is called inside the transaction that opens the
 pause (open_pause requires one), so what it enqueues commits with the pause or not at all: a pause is
@@ -6,7 +6,7 @@ announced exactly once, whichever process, request or timer opened it. The Slack
 thread notice and queues the approval card of a group pause whose discussion a Slack thread started.
 
 A listener only reads and writes rows, as few as it can, and never calls out; one that does nothing for
-a pause's surface must return before its first statement (a 1:1 turn pays nothing for a group notice).
+a pause's engine must return before its first statement (a 1:1 turn pays nothing for a group notice).
 Failures are handled as in approvals.settlements: a database error fails the opening transaction,
 anything else is logged and the pause stands.
 """

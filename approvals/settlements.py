@@ -1,4 +1,4 @@
-"""Telling the surfaces above the core that a pause is settled: its continuation finished, or it was cancelled.
+"""Telling the engines above the core that a pause is settled: its continuation finished, or it was cancelled.
 
 The core knows nothing of who listens (the Slack adapter queues the post of the verdict and the
 continued output to the conversation's thread). A listener registers here in its AppConfig.ready() and

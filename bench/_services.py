@@ -83,14 +83,14 @@ class ServicesClient:
         from approvals.actors import actor_for_user
         from approvals.continuation_runs import decide_and_continue
         from approvals.decision_input import parse_decision_body
-        from approvals.models import SubjectType, Surface
+        from approvals.models import Engine, SubjectType
         from conversations.api.conversation_views import _continued_here_answer  # the view's own answer
         from conversations.selectors import conversation_for_decision
 
         decision = parse_decision_body(body)
         conversation = conversation_for_decision(self.user, conversation_id)
         continued = decide_and_continue(
-            surface=Surface.REGULAR,
+            surface=Engine.REGULAR,
             subject_type=SubjectType.CONVERSATION,
             subject_id=conversation.pk,
             decision=decision,

@@ -23,8 +23,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the gate package loads its models with it: Django is set up first (no database is touched)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.test")
+import django  # noqa: E402
 
-from toolgate.patterns import GlobPattern  # noqa: E402
+django.setup()
+
+from toolgate.gate.patterns import GlobPattern  # noqa: E402
 
 NAME = "a" * 60
 

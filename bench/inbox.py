@@ -83,11 +83,11 @@ def orm_inbox_sql(username: str) -> tuple[str, tuple]:
     django.setup()
     from django.contrib.auth import get_user_model
 
-    from approvals.models import Surface
+    from approvals.models import Engine
     from approvals.selectors import pending_pauses_for
 
     user = get_user_model().objects.get(username=username)
-    queryset = pending_pauses_for(user, limit=200, surface=Surface.REGULAR)
+    queryset = pending_pauses_for(user, limit=200, surface=Engine.REGULAR)
     sql, params = queryset.query.sql_with_params()
     return sql, params
 

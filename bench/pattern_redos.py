@@ -14,9 +14,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the gate package loads its models with it: Django is set up first (no database is touched)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.test")
+import django  # noqa: E402
+
+django.setup()
 
 from harnesses.pattern_adversaries import NAMES, adversarial_patterns  # noqa: E402
-from toolgate.patterns import GlobPattern, validate_pattern  # noqa: E402
+from toolgate.gate.patterns import GlobPattern, validate_pattern  # noqa: E402
 
 BOUND_MS = 5.0
 REPEAT = 200

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings")
 
 from harnesses.secret_corpus import NEAR_MISSES, SHAPES  # noqa: E402
-from toolgate.log_redaction import redact_log_text  # noqa: E402
-from toolgate.redaction import redact, redact_headers, redact_json_value  # noqa: E402
+from toolgate.outbound.log_redaction import redact_log_text  # noqa: E402
+from toolgate.outbound.redaction import redact, redact_headers, redact_json_value  # noqa: E402
 
 ENTRY_POINTS = {
     "redact": redact,

@@ -8,8 +8,8 @@ as that approver.
 from __future__ import annotations
 
 from approvals.models import Pause, PauseKind
-from conversations.memory_store import caller_for
-from conversations.pipeline.memory import Caller
+from conversations.pipeline.conversation_memory import Caller
+from conversations.step_store import caller_for
 
 
 def continuation_caller(pause: Pause) -> Caller | None:

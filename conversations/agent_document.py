@@ -7,16 +7,14 @@ certainly not what the designer meant (``Pause_Conversation`` never pauses).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from django.conf import settings
 
-from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
 from conversations.agent_document_llm import check_llm_tool_references
 from conversations.agent_document_tasks import TASK_CHECKS, TASK_KEYS
 from conversations.document_fields import (
     IDENTIFIER,
+    DocumentReport,
     check_secret_references,
     child,
     expect_choice,
@@ -29,8 +27,8 @@ from conversations.document_fields import (
     refuse_unknown_keys,
     warn_unknown_keys,
 )
-from conversations.pipeline.memory import PAUSE_CONVERSATION
-from toolgate.approval_config import tool_approvals_warnings, validate_tool_approvals
+from conversations.pipeline.conversation_memory import PAUSE_CONVERSATION
+from toolgate.gate import tool_approvals_warnings, validate_tool_approvals
 
 NAME_MAX = 200
 DOCUMENT_KEYS = ("name", "description", "workflows", "hitlConfig")
@@ -38,22 +36,6 @@ WORKFLOW_KEYS = ("id", "name", "description", "tasks")
 TASK_COMMON_KEYS = ("id", "type", "description")
 TASK_TYPES = tuple(TASK_CHECKS)
 RULE_PAUSE_SETTINGS = ("timeoutPolicy", "approvalTimeout", "pauseReason", "allowSelfApproval")
-
-
-@dataclass
-class DocumentReport:
-    errors: list[FieldError] = field(default_factory=list)
-    warnings: list[FieldError] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def error(self, path: str, message: str) -> None:
-        self.errors.append(FieldError(path, message))
-
-    def warn(self, path: str, message: str) -> None:
-        self.warnings.append(FieldError(path, message))
 
 
 def validate_agent_document(doc: object) -> DocumentReport:

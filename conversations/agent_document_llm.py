@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from approvals.edit_distance import near_miss
 from conversations.document_fields import (
+    DocumentReport,
     check_target_url,
     child,
     expect_boolean,
@@ -17,12 +17,8 @@ from conversations.document_fields import (
     expect_string,
     expect_string_list,
 )
-from toolgate.approval_config import validate_tool_approvals
-from toolgate.sources import BUILTIN_TOOL_NAMES, TOOLS_KEYS
-
-if TYPE_CHECKING:
-    from conversations.agent_document import DocumentReport
-
+from toolgate.gate import validate_tool_approvals
+from toolgate.runtime import BUILTIN_TOOL_NAMES, TOOLS_KEYS
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 LLM_PROVIDERS = ("openai", "scripted")
@@ -31,7 +27,7 @@ MAX_TOOL_ITERATIONS = 50
 
 
 def check_llm(report: DocumentReport, task: dict, path: str) -> None:
-    """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.approval_config)."""
+    """The llm task; its ``toolApprovals`` block is checked like the agent's (toolgate.gate.approval_config)."""
     _check_provider(report, task.get("provider"), child(path, "provider"))
     expect_string(report, task.get("systemMessage"), child(path, "systemMessage"), required=False)
     _check_tools(report, task.get("tools"), child(path, "tools"))

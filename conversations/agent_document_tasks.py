@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from conversations.agent_document_llm import check_llm
 from conversations.document_fields import (
@@ -17,6 +17,7 @@ from conversations.document_fields import (
     MAX_CONDITION_DEPTH,
     OCCURRENCES,
     PROPERTY_SCOPES,
+    DocumentReport,
     check_target_url,
     child,
     expect_action_names,
@@ -34,13 +35,9 @@ from conversations.document_fields import (
     lint_action_name,
     warn_unknown_keys,
 )
+from conversations.pipeline.conversation_memory import RESERVED_ACTIONS
 from conversations.pipeline.expressions import Expression
-from conversations.pipeline.memory import RESERVED_ACTIONS
-from toolgate.http_call_config import read_call_processing
-
-if TYPE_CHECKING:
-    from conversations.agent_document import DocumentReport
-
+from toolgate.outbound import read_call_processing
 
 # --- parser --------------------------------------------------------------------------------------------
 

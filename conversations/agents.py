@@ -13,7 +13,8 @@ from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
 from approvals.errors import BadRequest, Conflict, NotFound
-from conversations.agent_document import DocumentReport, validate_agent_document
+from conversations.agent_document import validate_agent_document
+from conversations.document_fields import DocumentReport
 from conversations.errors import NotDeployed
 from conversations.models import Agent, AgentVersion, Conversation, Deployment, Environment
 from hitl_project import rows

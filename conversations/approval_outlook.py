@@ -2,7 +2,7 @@
 
 Read-only. The steps are read from the agent version the conversation runs on (a version is immutable):
 the tasks after the one that paused, with the actions the paused step carries minus PAUSE_CONVERSATION
-(conversations.turns._apply_decision removes it before the turn goes on). A label is allow-listed: a
+(conversations.turn_continuation._apply_decision removes it before the turn goes on). A label is allow-listed: a
 task's type and id, an http call's name, method and path template, never its host, query, headers or
 body, and the path is redacted with secret references blanked. What a rule met later adds is not known
 before it runs, so a rules task after the pause is named as one that may add more.
@@ -17,8 +17,8 @@ from django.db.models import OuterRef, Subquery
 
 from approvals.models import Pause, PauseKind
 from conversations.models import AgentVersion, ConversationStep
-from conversations.pipeline.memory import PAUSE_CONVERSATION
-from toolgate.redaction import redact_uri
+from conversations.pipeline.conversation_memory import PAUSE_CONVERSATION
+from toolgate.outbound import redact_uri
 
 SECRET_REFERENCE = re.compile(r"\$\{[^}]*\}")
 # Task types that change nothing a reviewer weighs (templating fills placeholders of texts already listed).

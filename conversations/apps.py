@@ -6,7 +6,9 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Conversations"
 
     def ready(self) -> None:
-        from conversations import agent_directory, surface_handler
+        from conversations import agent_directory, engine_handler
+        from conversations.pipeline.builtin_tasks import register_builtin_tasks
 
-        surface_handler.register()
+        engine_handler.register()
         agent_directory.register()
+        register_builtin_tasks()

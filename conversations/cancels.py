@@ -32,9 +32,9 @@ from approvals.errors import WrongState
 from approvals.models import Pause, PauseStatus, SubjectType
 from approvals.pause_summaries import iso
 from conversations.lifecycle import TurnCancelled
-from conversations.memory_store import save_step
 from conversations.models import Conversation, ConversationState
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.step_store import save_step
 
 S = ConversationState
 CANCELLED = "CANCELLED"  # done: nothing (more) of the turn runs

@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
+from approvals.field_errors import FieldError
 from approvals.field_errors import child as child
 from approvals.field_errors import json_type as json_type
-from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
-from conversations.pipeline.memory import (
+from conversations.pipeline.conversation_memory import (
     CONVERSATION_END,
     CONVERSATION_START,
     PAUSE_CONVERSATION,
     RESERVED_ACTIONS,
     STOP_CONVERSATION,
 )
-
-if TYPE_CHECKING:
-    from conversations.agent_document import DocumentReport
+from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]+")
 OCCURRENCES = ("currentStep", "lastStep", "anyStep", "never")
@@ -48,6 +46,24 @@ _WHAT_RESERVED_ACTION_DOES = {
     CONVERSATION_START: "it will not run at the start of the conversation",
     CONVERSATION_END: "it will not end the conversation",
 }
+
+
+@dataclass
+class DocumentReport:
+    """Every error and warning of one document, each under its field path."""
+
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[FieldError] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(FieldError(path, message))
 
 
 # --- JSON shapes -------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ class Conversation(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_by = models.CharField(max_length=191, blank=True, default="")
     # How many live steps: they are indexes 0..step_count-1, the undone ones follow. Kept with the
-    # steps (conversations.memory_store, undo/redo) so the newest steps are an index range of known
+    # steps (conversations.step_store, undo/redo) so the newest steps are an index range of known
     # bounds, never a scan of all steps.
     step_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -10,9 +10,9 @@ from approvals.access import sees_what_runs
 from approvals.models import PauseStatus, SubjectType
 from approvals.pause_summaries import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
-from conversations.memory_store import newest_live
 from conversations.models import Conversation, ConversationState
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.step_store import newest_live
 
 SNAPSHOT_STEP_FIELDS = ("index", "input", "actions", "output", "quick_replies")
 
@@ -47,7 +47,7 @@ def snapshot(conversation: Conversation, *, steps: list[dict[str, Any]] | None =
     """The conversation with its newest ``HITL_SNAPSHOT_STEPS`` live steps (oldest first) and
     ``stepCount``, the number of live steps: what a say answers does not grow with the conversation.
 
-    Live steps are the indexes 0..step_count-1 (conversations.memory_store), so the count is the
+    Live steps are the indexes 0..step_count-1 (conversations.step_store), so the count is the
     newest step's index + 1, read with the steps in one query; or not read at all when the caller
     holds them (``steps``, from ``snapshot_steps_in`` of the turn that just committed).
     """

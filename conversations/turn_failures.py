@@ -18,10 +18,10 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from approvals.decisions import finish_pause
 from approvals.models import Pause
-from conversations.memory_store import save_step
 from conversations.models import Conversation, ConversationState, ConversationStep
-from conversations.pipeline.memory import Step
-from toolgate.redaction import redact
+from conversations.pipeline.conversation_memory import Step
+from conversations.step_store import save_step
+from toolgate.outbound import redact
 
 logger = logging.getLogger(__name__)
 

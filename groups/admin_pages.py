@@ -18,11 +18,11 @@ from approvals.decision_input import DecisionInput
 from approvals.errors import ApplicationError
 from approvals.models import Pause, PauseKind
 from approvals.pause_kinds import PageItem, PageSection, PageTable, register_decision_page
-from groups import tasks as task_list
+from groups import task_list
+from groups.discussion_continuation import FAIL, RETRY
 from groups.discussion_decisions import parse_group_decision
 from groups.discussions import member_id
 from groups.models import Group, GroupConversation
-from groups.resumes import FAIL, RETRY
 from groups.selectors import group_version
 
 TRANSCRIPT_SHOWN = 100

@@ -9,9 +9,9 @@ class GroupsConfig(AppConfig):
         from groups import (  # local import: registration at startup
             admin_pages,
             discussion_decisions,
-            surface_handler,
+            engine_handler,
         )
 
-        surface_handler.register()
+        engine_handler.register()
         discussion_decisions.register()
         admin_pages.register()

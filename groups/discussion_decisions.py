@@ -22,11 +22,11 @@ from approvals.continuation_runs import Continued, decide_and_continue, record_c
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
 from approvals.decisions import cancel_pending_pause, decide_pause, open_pause_of
 from approvals.errors import BadRequest, WrongState
-from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Surface
+from approvals.models import Engine, Pause, PauseKind, PauseStatus, SubjectType
 from approvals.pause_kinds import register_decision_validator, register_details_provider
 from approvals.request_bodies import BodySerializer, validated_body
 from groups import events as ev
-from groups import tasks as task_list
+from groups import task_list
 from groups.models import TERMINAL_STATES, GroupConversation
 from groups.selectors import discussion_for_owner
 
@@ -170,7 +170,7 @@ def approve_discussion(
     decision = parse_group_decision(body)
     discussion = discussion_for_owner(user=user, group_id=group_id, discussion_id=discussion_id)
     decide = {
-        "surface": Surface.GROUP,
+        "surface": Engine.GROUP,
         "subject_type": SubjectType.DISCUSSION,
         "subject_id": discussion.pk,
         "decision": decision,

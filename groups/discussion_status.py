@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from approvals.models import PauseStatus, SubjectType, Surface
+from approvals.models import Engine, PauseStatus, SubjectType
 from approvals.pause_summaries import (
     decision_summary,
     inbox_row_from_values,
@@ -83,5 +83,5 @@ def pending_group_approvals(user: Any, *, limit: Any, group_id: Any = None) -> l
     group_key: uuid.UUID | None = None
     if group_id is not None:
         group_key = live_group(group_id=group_id).pk
-    rows = pending_inbox_rows(user, limit=limit, surface=Surface.GROUP, group_id=group_key)
+    rows = pending_inbox_rows(user, limit=limit, surface=Engine.GROUP, group_id=group_key)
     return [inbox_row_from_values(row) for row in rows]

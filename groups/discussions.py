@@ -6,7 +6,7 @@ CHALLENGE and SYNTHESIS phases give every member, in order, one turn per round (
 EXECUTE phase runs its tasks in waves, each task once the tasks it depends on are COMPLETED, by its
 assignee. Every member turn counts against ``protocol.maxTurns``. After a phase that requires approval
 the discussion pauses at its gate (groups.gates) and ends this run; the decision's continuation
-(groups.resumes) runs it on from there.
+(groups.discussion_continuation) runs it on from there.
 
 Every step is told to the run's ``EventSink`` (groups.events), which the SSE streams forward; a run
 always ends with one closing event.
@@ -30,8 +30,7 @@ from approvals.pause_caps import require_room_for_a_pause
 from conversations.agents import newest_deployed_version
 from conversations.errors import NotDeployed
 from groups import events as ev
-from groups import gates
-from groups import tasks as task_list
+from groups import gates, task_list
 from groups.group_document import DEFAULT_MAX_TURNS, EXECUTE, BadTaskPlan, parse_task_plan
 from groups.member_turns import ENVIRONMENT, ERROR, GROUP_ACTOR, OK, SKIPPED, Answer, member_turn
 from groups.models import DiscussionState, GroupConversation

@@ -1,4 +1,4 @@
-"""The group surface's own errors, rendered by the one exception handler like every ApplicationError."""
+"""The groups app's own errors, rendered by the one exception handler like every ApplicationError."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from django.db import transaction
 
-from approvals.models import Pause, PauseKind, SubjectType, Surface
+from approvals.models import Engine, Pause, PauseKind, SubjectType
 from approvals.pauses import open_pause
-from groups import tasks as task_list
+from groups import task_list
 from groups.group_document import EXECUTE
 from groups.models import DiscussionState, GroupConversation
 
@@ -79,7 +79,7 @@ def open_gate(
         discussion.state = DiscussionState.AWAITING_APPROVAL
         where = {"phaseIndex": index, "phaseName": phase["name"], "phaseType": phase["type"]}
         return open_pause(
-            surface=Surface.GROUP,
+            surface=Engine.GROUP,
             kind=kind,
             subject_type=SubjectType.DISCUSSION,
             subject_id=discussion.pk,

@@ -19,9 +19,9 @@ from approvals.body_rules import body_errors
 from approvals.edit_distance import near_miss
 from approvals.field_errors import FieldError, json_type
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
-from conversations.agent_document import DocumentReport
 from conversations.document_fields import (
     IDENTIFIER,
+    DocumentReport,
     child,
     expect_boolean,
     expect_choice,

@@ -20,7 +20,7 @@ from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import open_pause_of
 from approvals.errors import ApplicationError
-from approvals.models import PauseKind, SubjectType, Surface, Verdict
+from approvals.models import Engine, PauseKind, SubjectType, Verdict
 from conversations import turns
 from conversations.cancels import cancel_conversation
 from conversations.models import Conversation, ConversationState
@@ -93,7 +93,7 @@ def _reject_tool_calls(conversation: Conversation) -> Answer:
     """Reject the member's gated tool calls as system:group and take its answer without them."""
     try:
         decide_and_continue(
-            surface=Surface.REGULAR,
+            surface=Engine.REGULAR,
             subject_type=SubjectType.CONVERSATION,
             subject_id=conversation.pk,
             decision=DecisionInput(verdict=Verdict.REJECTED, note=TOOL_REJECTED_NOTE),

@@ -25,7 +25,7 @@ def create_group(*, document: dict[str, Any], created_by: Any = None) -> GroupVe
 @transaction.atomic
 def update_group(*, group_id: uuid.UUID | str, document: dict[str, Any]) -> GroupVersion:
     """A new version; the versions before it stay as they were. A running discussion keeps the version it
-    started on; a paused one moves to the latest when it resumes (groups.resumes checks it still fits)."""
+    started on; a paused one moves to the latest when it resumes (groups.discussion_continuation checks it still fits)."""
     report_or_raise(document, validate=validate_group_document)
     group = Group.objects.select_for_update().filter(pk=live_group(group_id=group_id).pk).get()
     latest = GroupVersion.objects.filter(group=group).aggregate(v=Max("version"))["v"] or 0

@@ -26,7 +26,7 @@ from harnesses.authz_table import NO_SUBJECT, OK, ROLES, expected, outcome_of
 from harnesses.factories import account_bot, deployed_agent, paused_conversation
 from harnesses.users import client_for, make_user
 from slack_surface.integrations import IntegrationInput, create_integration
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 JSON = {"format": "json"}
 SCHEDULE = {"func": "approvals.maintenance_tasks.noop", "scheduleType": "MINUTES", "minutes": 60}

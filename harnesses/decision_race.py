@@ -78,7 +78,7 @@ class World:
     @classmethod
     def build(cls, *, tool_server_url: str, slack: Any) -> World:
         from slack_surface.integrations import IntegrationInput, create_integration
-        from toolgate.secret_store import set_secret
+        from toolgate.outbound.secret_store import set_secret
 
         owner = make_user("alice")
         users = {name: make_user(name, "approver") for name in ("ann", "ben", "cid", "dee")}

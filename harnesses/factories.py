@@ -84,16 +84,16 @@ def store_tool_batch(
 
     Each call: {callId, toolName, source, arguments (dict), gateReason, matchedRule}; an http call also
     has {request: {method, url, headers, body}}, the request its tool sends. The batch is built by the
-    gate's own code (toolgate.loop.build_batch: redaction, rules, pinning, fingerprints; then
-    toolgate.batches.store_batch), so an http call is pinned with its real request fingerprint and has
+    gate's own code (toolgate.runtime.loop.build_batch: redaction, rules, pinning, fingerprints; then
+    toolgate.gate.batches.store_batch), so an http call is pinned with its real request fingerprint and has
     its real redacted preview, and a call of another source has neither. ``reason`` is the pause reason
     the gate config asks for. ``outcome_unknown`` call ids are claimed in the journal, never recorded.
     """
     from approvals.models import Pause
-    from toolgate.batches import store_batch
-    from toolgate.journal import claim
-    from toolgate.loop import LoopSettings, LoopState, build_batch
-    from toolgate.tools import ToolCall, ToolContext, ToolSet
+    from toolgate.gate.batches import store_batch
+    from toolgate.gate.journal import claim
+    from toolgate.gate.tools import ToolCall, ToolContext, ToolSet
+    from toolgate.runtime.loop import LoopSettings, LoopState, build_batch
 
     toolset = ToolSet()
     for call in calls:
@@ -135,8 +135,8 @@ def store_tool_batch(
 
 def _tool_of(call: dict[str, Any]) -> Any:
     """The tool a call is offered as: an http tool built from its request, else a tool of its source."""
-    from toolgate.sources.http import http_tool
-    from toolgate.tools import Tool
+    from toolgate.gate.tools import Tool
+    from toolgate.runtime.sources.http import http_tool
 
     request = call.get("request")
     if request is None:

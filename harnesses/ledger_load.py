@@ -34,7 +34,7 @@ from approvals.audit import GENESIS_HASH, append_audit_entry, verify_ledger
 from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, decide_pause
 from approvals.errors import WrongState
-from approvals.models import AuditEntry, Pause, PauseKind, PauseStatus, SubjectType, Surface, Verdict
+from approvals.models import AuditEntry, Engine, Pause, PauseKind, PauseStatus, SubjectType, Verdict
 from approvals.pauses import open_pause
 from conversations.agents import create_agent, deploy_agent
 from conversations.models import Conversation, ConversationState
@@ -126,7 +126,7 @@ class _Load:
                 state=ConversationState.AWAITING_HUMAN,
             )
             open_pause(
-                surface=Surface.REGULAR,
+                surface=Engine.REGULAR,
                 kind=PauseKind.RULE,
                 subject_type=SubjectType.CONVERSATION,
                 subject_id=conversation.pk,
@@ -144,7 +144,7 @@ class _Load:
         verdict = rng.choice([Verdict.APPROVED, Verdict.REJECTED])
         try:
             decide_pause(
-                surface=Surface.REGULAR,
+                surface=Engine.REGULAR,
                 subject_type=SubjectType.CONVERSATION,
                 subject_id=subject,
                 decision=DecisionInput(verdict=verdict, note=f"worker {worker} says {verdict}"),

@@ -41,8 +41,8 @@ from conversations.agents import create_agent, deploy_agent
 from harnesses.chat_stub import ChatStub
 from harnesses.echo_target import EchoTarget, Received
 from harnesses.stored_rows import stored_rows_text
-from toolgate.model_text import storable_arguments
-from toolgate.redaction import redact
+from toolgate.outbound.redaction import redact
+from toolgate.runtime.model_text import storable_arguments
 
 SECRET = 'M1-key "q" \\ ;:@!$&\'()*+,=~[]{}|^<> %41 end/x'
 VAULT_NAME = "m1-key"

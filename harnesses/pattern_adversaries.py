@@ -9,7 +9,7 @@ tests/toolgate/test_pattern_redos.py and bench/pattern_redos.py.
 
 from __future__ import annotations
 
-from toolgate.patterns import PATTERN_MAX
+from toolgate.gate.patterns import PATTERN_MAX
 
 NAME_LENGTH = 4096
 NAMES = ("a" * NAME_LENGTH, "a" * (NAME_LENGTH - 1) + "c")

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from approvals.durations import positive_duration
-from approvals.models import Surface
+from approvals.models import Engine
 
 PENDING, RESOLVING, RESOLVED, CANCELLED = "PENDING", "RESOLVING", "RESOLVED", "CANCELLED"
 APPROVED, REJECTED = "APPROVED", "REJECTED"
@@ -41,18 +41,18 @@ class Profile:
 # Hypothesis draws early elements more often (it shrinks towards them): the profiles and ways of deciding
 # that reach the rarer states (queued continuations, timers) come first.
 CONVERSATION_PROFILES = (
-    Profile("rule-slow-approve", Surface.REGULAR, "RULE", "AUTO_APPROVE", "PT5M", False),
-    Profile("tool-reject", Surface.REGULAR, "TOOL_CALL", "AUTO_REJECT", "PT15M", False),
-    Profile("rule-abort", Surface.REGULAR, "RULE", "ABORT", "PT20M", True),
-    Profile("rule-approve", Surface.REGULAR, "RULE", "AUTO_APPROVE", "PT15M", True),
-    Profile("rule-reject", Surface.REGULAR, "RULE", "AUTO_REJECT", "PT10M", True),
-    Profile("rule-wait", Surface.REGULAR, "RULE", "WAIT_INDEFINITELY", "", True),
+    Profile("rule-slow-approve", Engine.REGULAR, "RULE", "AUTO_APPROVE", "PT5M", False),
+    Profile("tool-reject", Engine.REGULAR, "TOOL_CALL", "AUTO_REJECT", "PT15M", False),
+    Profile("rule-abort", Engine.REGULAR, "RULE", "ABORT", "PT20M", True),
+    Profile("rule-approve", Engine.REGULAR, "RULE", "AUTO_APPROVE", "PT15M", True),
+    Profile("rule-reject", Engine.REGULAR, "RULE", "AUTO_REJECT", "PT10M", True),
+    Profile("rule-wait", Engine.REGULAR, "RULE", "WAIT_INDEFINITELY", "", True),
 )
 GROUP_PROFILES = (
-    Profile("group-approve", Surface.GROUP, "PHASE", "AUTO_APPROVE", "PT10M", False),
-    Profile("group-abort", Surface.GROUP, "PHASE", "ABORT", "PT5M", False),
-    Profile("group-reject", Surface.GROUP, "PHASE", "AUTO_REJECT", "PT15M", False),
-    Profile("group-wait", Surface.GROUP, "PHASE", "WAIT_INDEFINITELY", "", False),
+    Profile("group-approve", Engine.GROUP, "PHASE", "AUTO_APPROVE", "PT10M", False),
+    Profile("group-abort", Engine.GROUP, "PHASE", "ABORT", "PT5M", False),
+    Profile("group-reject", Engine.GROUP, "PHASE", "AUTO_REJECT", "PT15M", False),
+    Profile("group-wait", Engine.GROUP, "PHASE", "WAIT_INDEFINITELY", "", False),
 )
 DECIDING = ("queued", "rest", "here")
 
@@ -111,7 +111,7 @@ class Subject:
 
     @property
     def group(self) -> bool:
-        return self.profile.surface == Surface.GROUP
+        return self.profile.surface == Engine.GROUP
 
     @property
     def pending(self) -> ModelPause | None:

@@ -36,7 +36,7 @@ from approvals.continuation_runs import claim_continuation, decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
 from approvals.errors import WrongState
-from approvals.models import AuditEntry, Pause, SubjectType, Surface
+from approvals.models import AuditEntry, Engine, Pause, SubjectType
 from approvals.recovery import recover_expired_leases
 from approvals.timers import fire_due_batch, fire_timeout
 from conversations import turns
@@ -153,7 +153,7 @@ class PauseStateMachine(RuleBasedStateMachine):
             return
         decide = decide_and_continue if how == "here" else decide_pause
         decide(
-            surface=Surface.REGULAR,
+            surface=Engine.REGULAR,
             subject_type=SubjectType.CONVERSATION,
             subject_id=subject.db_id,
             decision=DecisionInput(verdict=verdict),

@@ -10,7 +10,7 @@ from approvals.access import may_read_turns
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import parse_decision_body
 from approvals.errors import BadRequest, Forbidden
-from approvals.models import SubjectType, Surface
+from approvals.models import Engine, SubjectType
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pending_inbox_rows
 from conversations import turns
@@ -40,7 +40,7 @@ def required_id(value: Any, name: str) -> str:
 
 
 def list_pending_approvals(user: Any, *, limit: Any = None) -> dict[str, Any]:
-    rows = pending_inbox_rows(user, limit=INBOX_DEFAULT if limit is None else limit, surface=Surface.REGULAR)
+    rows = pending_inbox_rows(user, limit=INBOX_DEFAULT if limit is None else limit, surface=Engine.REGULAR)
     return {"approvals": [inbox_row_from_values(row) for row in rows]}
 
 
@@ -82,7 +82,7 @@ def resume_conversation(
     decision = parse_decision_body(_decision_body(verdict, note, tool_decisions))
     found = decision_on_version(user, required_id(conversation_id, "conversationId"))
     continued = decide_and_continue(
-        surface=Surface.REGULAR,
+        surface=Engine.REGULAR,
         subject_type=SubjectType.CONVERSATION,
         subject_id=found.conversation.pk,
         decision=decision,

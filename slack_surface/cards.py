@@ -13,7 +13,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from approvals.models import Pause, Surface
+from approvals.models import Engine, Pause
 from slack_surface import messages
 from slack_surface.integrations import SecretUnavailable, approver_ids
 from slack_surface.models import DeliveryKind, DeliveryStatus, SlackDelivery, SlackIntegration
@@ -25,7 +25,7 @@ DELIVERY_FAILURES = (SlackApiError, SlackClientError, SecretUnavailable, OSError
 
 def card_subject(pause: Pause) -> str:
     """What the card's buttons name: the conversation, or ``group:<discussionId>``."""
-    return f"group:{pause.subject_id}" if pause.surface == Surface.GROUP else str(pause.subject_id)
+    return f"group:{pause.subject_id}" if pause.surface == Engine.GROUP else str(pause.subject_id)
 
 
 def post_approval_card(

@@ -31,7 +31,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
-from approvals.models import Pause, PauseStatus, Surface, Verdict
+from approvals.models import Engine, Pause, PauseStatus, Verdict
 from groups import events as ev
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_version
@@ -66,7 +66,7 @@ def record_notice(link: SlackDiscussion, key: str, text: str) -> None:
 
 def on_pause_opened(pause: Pause) -> None:
     """The opening listener: a group pause of a Slack-started discussion gets its notice and card."""
-    if pause.surface != Surface.GROUP:
+    if pause.surface != Engine.GROUP:
         return
     link = _link(pause.subject_id)
     if link is None:
@@ -77,7 +77,7 @@ def on_pause_opened(pause: Pause) -> None:
 
 def on_pause_settled(pause: Pause) -> None:
     """The settlement listener: the verdict and who gave it (a cancelled pause: the cancel notice)."""
-    if pause.surface != Surface.GROUP:
+    if pause.surface != Engine.GROUP:
         return
     link = _link(pause.subject_id)
     if link is None:

@@ -21,7 +21,7 @@ from approvals.errors import BadRequest, NotFound
 from conversations.models import Agent
 from groups.models import Group
 from slack_surface.models import SlackIntegration
-from toolgate.secret_store import SecretStoreUnavailable, UnknownSecret, secret_value
+from toolgate.outbound import SecretStoreUnavailable, UnknownSecret, secret_value
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 VAULT_REFERENCE = re.compile(r"\$\{vault:(?P<name>[A-Za-z0-9_.-]{1,128})\}")

@@ -27,7 +27,7 @@ from approvals.actors import Actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import parse_decision_body
 from approvals.errors import ApplicationError, Forbidden, NotFound, WrongState
-from approvals.models import Pause, PauseStatus, SubjectType, Surface, Verdict
+from approvals.models import Engine, Pause, PauseStatus, SubjectType, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL
 from conversations.selectors import decision_on_version
 from groups.discussion_decisions import approve_discussion
@@ -136,7 +136,7 @@ def _decide_conversation(
     _refuse_self_approval(pending, click)
     decide_and_continue(
         only_if_quick=True,
-        surface=Surface.REGULAR,
+        surface=Engine.REGULAR,
         subject_type=SubjectType.CONVERSATION,
         subject_id=found.conversation.pk,
         decision=parse_decision_body(decision),

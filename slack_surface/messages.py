@@ -3,7 +3,7 @@
 The in-thread notice carries the pause reason only. The approval card, posted to the approval channel
 for reviewers, adds for a TOOL_CALL pause one context block per pending call: its tool name, for an http
 tool the request line it will send (method and whole URL, query included, redacted and cut to 500
-characters), and its arguments as the redacted views show them (toolgate.tool_pause_details: never a
+characters), and its arguments as the redacted views show them (toolgate.gate.pause_details: never a
 value of a credential's shape), cut to 300 characters, at most five calls and then "+N more"; the admin
 decision page shows all of it. Without approver ids there are
 no buttons (fail closed). Text from agents and tools goes out as plain text or escaped mrkdwn, so it
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.models import Pause, PauseKind, TimeoutPolicy, Verdict
-from toolgate.tool_pause_details import tool_pause_details
+from toolgate.gate import tool_pause_details
 
 APPROVE, REJECT = "hitl_approve", "hitl_reject"
 CARD_TITLE = "⏸️ Conversation awaiting approval"

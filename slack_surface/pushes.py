@@ -21,7 +21,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task, schedule
 
-from approvals.models import Pause, PauseStatus, SubjectType, Surface
+from approvals.models import Engine, Pause, PauseStatus, SubjectType
 from approvals.selectors import current_pause_of
 from conversations.models import Conversation, ConversationState
 from conversations.snapshots import snapshot
@@ -38,7 +38,7 @@ SETTLED = (PauseStatus.RESOLVED, PauseStatus.CANCELLED)
 
 def on_pause_settled(pause: Pause) -> None:
     """The settlement listener (in the settling transaction): queue the push of a Slack thread's conversation."""
-    if pause.surface != Surface.REGULAR:
+    if pause.surface != Engine.REGULAR:
         return
     if SlackThread.objects.filter(conversation_id=pause.subject_id).exists():
         async_task(PUSH_TASK, str(pause.id), task_name=f"slack-push-{pause.id}", group="slack")

@@ -130,7 +130,7 @@ def canary_secret(request, monkeypatch):
 
     from django.test.client import Client
 
-    from toolgate.secret_store import set_secret
+    from toolgate.outbound.secret_store import set_secret
 
     request.getfixturevalue("transactional_db" if _is_transactional(request) else "db")
     value = "canary-" + token_source.token_urlsafe(24)

@@ -19,7 +19,7 @@ from conversations.models import Agent, Deployment
 from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
 from harnesses.factories import account_bot, deployed_agent, paused_conversation, start
 from harnesses.users import client_for, make_user
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 PROBLEM = "application/problem+json"
 PROBLEM_FIELDS = {"type", "title", "status", "detail", "code"}

@@ -11,7 +11,7 @@ from django_q.models import Schedule
 
 from approvals.errors import BadRequest
 from toolgate.models import StoredSecret
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db
 

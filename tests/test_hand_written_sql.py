@@ -26,9 +26,9 @@ from conversations.agents import (
     undeploy_agent,
     update_agent,
 )
-from conversations.memory_store import newest_steps
 from conversations.models import Conversation, ConversationStep
 from conversations.selectors import _find
+from conversations.step_store import newest_steps
 from harnesses.factories import account_bot, deployed_agent, say, start
 from hitl_project import rows
 from hitl_project.authentication import TokenWithRolesAuthentication

@@ -14,8 +14,8 @@ from django.core import checks
 
 from approvals.checks import TAG
 from tests.conftest import CANARY_SECRET_NAME
-from toolgate.http_requests import SecretReferenceError, resolve_secret_references
 from toolgate.models import StoredSecret
+from toolgate.outbound.http_requests import SecretReferenceError, resolve_secret_references
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BAD_FERNET = "not-a-fernet-key-0123456789"

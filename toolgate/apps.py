@@ -9,7 +9,7 @@ def _ensure_journal_schedule(sender, **kwargs) -> None:  # noqa: ANN001
     Schedule.objects.update_or_create(
         name="hitl-journal-retention",
         defaults={
-            "func": "toolgate.journal.purge_expired",
+            "func": "toolgate.gate.journal.purge_expired",
             "schedule_type": Schedule.DAILY,
             "repeats": -1,
             "cluster": settings.HITL_TIMER_CLUSTER,
@@ -28,13 +28,11 @@ class ToolgateConfig(AppConfig):
             register_details_provider,
             register_outcome_unknown_reader,
         )
-        from toolgate import (
-            checks,  # noqa: F401  (registers the checks of the secret store and pinning keys)
-            log_redaction,
-        )
-        from toolgate.decision_validation import validate_tool_decision
-        from toolgate.step_journal import outcome_unknown_steps
-        from toolgate.tool_pause_details import tool_pause_details
+        from toolgate import checks  # noqa: F401  (registers the checks of the secret store and pinning keys)
+        from toolgate.gate.decision_validation import validate_tool_decision
+        from toolgate.gate.pause_details import tool_pause_details
+        from toolgate.outbound import log_redaction
+        from toolgate.runtime.step_journal import outcome_unknown_steps
 
         register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
         register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from approvals.checks import TAG, KeyProblem, check_message, hmac_key_problem, strict
-from toolgate import egress, secret_store
+from toolgate.outbound import egress, secret_store
 
 FERNET_KEY_HINT = (
     "A Fernet key is 32 random bytes in urlsafe base64 (44 characters); several keys are "
@@ -35,7 +35,7 @@ def secrets_key_problem() -> KeyProblem | None:
 
 
 def pinning_key_problem() -> KeyProblem | None:
-    """HITL_PINNING_KEY, when set, keys the request fingerprints (toolgate/pinning.py); empty derives one
+    """HITL_PINNING_KEY, when set, keys the request fingerprints (toolgate/gate/pinning.py); empty derives one
     from SECRET_KEY."""
     value = getattr(settings, "HITL_PINNING_KEY", "") or ""
     return hmac_key_problem(setting="HITL_PINNING_KEY", value=value, empty=5, short=5) if value else None
@@ -43,7 +43,7 @@ def pinning_key_problem() -> KeyProblem | None:
 
 def egress_allow_list_problem() -> KeyProblem | None:
     """Every entry of HITL_HTTP_ALLOW_PRIVATE is a host name, an address or a network in CIDR form
-    (toolgate/egress.py). A bad entry allows nothing, so calls the operator meant to allow would be refused:
+    (toolgate/outbound/egress.py). A bad entry allows nothing, so calls the operator meant to allow would be refused:
     an error under the production settings, a warning in development."""
     problems = egress.allow_list_problems()
     if not problems:

@@ -1,7 +1,7 @@
 """What a tool-call pause keeps on the server: the gated batch, its calls, and the execution journal.
 
 Raw arguments, the frozen transcript and request fingerprints live here and never leave the server:
-every surface shows the approver-facing projection built by toolgate.tool_pause_details.
+every surface shows the approver-facing projection built by toolgate.gate.pause_details.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ class JournalStatus(models.TextChoices):
 
 
 class JournalStepKind(models.TextChoices):
-    TOOL_CALL = "TOOL_CALL"  # an approved tool call (toolgate.resume)
-    HTTP_CALL = "HTTP_CALL"  # an httpcalls task's call run by a continuation (toolgate.step_journal)
+    TOOL_CALL = "TOOL_CALL"  # an approved tool call (toolgate.runtime.tool_continuation)
+    HTTP_CALL = "HTTP_CALL"  # an httpcalls task's call run by a continuation (toolgate.runtime.step_journal)
 
 
 class JournalEntry(models.Model):
@@ -88,7 +88,9 @@ class JournalEntry(models.Model):
 
     conversation_id = models.UUIDField()
     pause_epoch = models.UUIDField()
-    call_id = models.CharField(max_length=200)  # the tool call's id, or toolgate.step_journal.step_key
+    call_id = models.CharField(
+        max_length=200
+    )  # the tool call's id, or toolgate.runtime.step_journal.step_key
     tool_name = models.CharField(max_length=200)  # the tool, or the http call's name
     step_kind = models.CharField(
         max_length=16, choices=JournalStepKind.choices, default=JournalStepKind.TOOL_CALL

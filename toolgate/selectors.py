@@ -1,5 +1,5 @@
 """Reads of tool gating's stores for its adapters (what a reviewer sees of a tool pause is
-``toolgate.tool_pause_details``)."""
+``toolgate.gate.pause_details``)."""
 
 from __future__ import annotations
 

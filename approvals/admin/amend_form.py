@@ -4,7 +4,7 @@ Every input starts with the value the page shows (pause_details(): the redacted 
 never reach the browser). A call is amended only when a value differs from what was shown; then the form
 sends the same ``amendedArguments`` string the REST API takes, holding the shown values of the untouched
 arguments. A secret shown as ``<REDACTED>`` and left alone keeps its real value: the tool gate puts the
-original back (toolgate.amendments), for REST and MCP reviewers too.
+original back (toolgate.gate.amendments), for REST and MCP reviewers too.
 
 The JSON box (the whole object) is for adding or removing keys, or for arguments that are not an object.
 Editing both the fields and the JSON of one call is refused rather than merged by guess. A call whose
@@ -23,7 +23,7 @@ from django import forms
 
 from approvals.admin.review import ReviewCall
 
-MARKER = "<REDACTED>"  # toolgate.redaction.REDACTED; the core may not import the tool gate
+MARKER = "<REDACTED>"  # toolgate.outbound.redaction.REDACTED; the core may not import the tool gate
 TEXT, NUMBER, BOOLEAN, JSON = "text", "number", "boolean", "json"
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
 _NOT_GIVEN = object()

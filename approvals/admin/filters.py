@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from approvals.admin.lookups import sidebar_choices
 from approvals.audit_selectors import audit_entries, recorded_verbs
-from approvals.models import AuditEntry, Pause, PauseKind, Surface, Verdict
+from approvals.models import AuditEntry, Engine, Pause, PauseKind, Verdict
 
 CHOICES_SHOWN = 50  # a sidebar is no place for thousands of entries: search finds the rest
 
@@ -40,7 +40,7 @@ class SurfaceFilter(admin.SimpleListFilter):
     parameter_name = "surface"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(Surface.REGULAR, "1:1 conversations"), (Surface.GROUP, "group discussions")]
+        return [(Engine.REGULAR, "1:1 conversations"), (Engine.GROUP, "group discussions")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
         return queryset.filter(surface=self.value()) if self.value() else queryset

@@ -1,10 +1,10 @@
 """What each of the reviewer's buttons will do, in one sentence each, from what the pause really holds.
 
 A selector for the decision page. Nothing is invented: a rule pause's next steps come
-from its surface (``SurfaceHandler.approve_steps``: the agent version's remaining tasks, allow-listed and
+from its engine (``EngineHandler.approve_steps``: the agent version's remaining tasks, allow-listed and
 redacted), a tool call's request from the already redacted ``requestPreview`` of pause_details(), a
 group pause's from its kind's page (approvals.pause_kinds.PageSection labels). What a rejection tells
-the subject is worded as the continuation words it (approvals.decision_notices, toolgate.resume).
+the subject is worded as the continuation words it (approvals.decision_notices, toolgate.runtime.tool_continuation).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from approvals.admin.review import PauseReview, ReviewCall
 from approvals.decision_notices import GUIDANCE_TEXT, HUMAN_REJECTION_TEXT
-from approvals.models import Pause, PauseKind, Surface
+from approvals.engines import handler_for
+from approvals.models import Engine, Pause, PauseKind
 from approvals.pause_kinds import PageSection
-from approvals.surfaces import handler_for
 
 INPUT_SHORT = 140  # characters of a requester's input on a bulk row
 
@@ -38,8 +38,8 @@ class Outlook:
     cancel: str = ""
 
 
-def surface_steps(pause: Pause) -> list[str] | None:
-    """The surface's labels of what approving ``pause`` runs, or None when it cannot say."""
+def engine_steps(pause: Pause) -> list[str] | None:
+    """The engine's labels of what approving ``pause`` runs, or None when it cannot say."""
     try:
         steps = getattr(handler_for(pause.surface), "approve_steps", None)
     except LookupError:
@@ -53,7 +53,7 @@ def request_line(call: ReviewCall) -> str:
 
 
 def call_outlook(call: ReviewCall) -> CallOutlook:
-    """What approving and rejecting one gated call does (toolgate.resume.apply_verdicts)."""
+    """What approving and rejecting one gated call does (toolgate.runtime.tool_continuation.apply_verdicts)."""
     line = request_line(call)
     if call.args_truncated:
         approve = "does not run: its arguments were too large to keep (the model is told NOT_EXECUTED)"
@@ -80,8 +80,8 @@ def _joined(steps: list[str]) -> str:
 
 def rule_outlook(pause: Pause) -> Outlook:
     """A 1:1 rule pause: approve runs the rest of the turn; reject skips it and posts the rejection
-    (conversations.turns._prepare_continuation)."""
-    steps = surface_steps(pause)
+    (conversations.turn_continuation._prepare_continuation)."""
+    steps = engine_steps(pause)
     if steps is None:
         approve = "Approve: the conversation goes on with the rest of its turn."
     elif steps:
@@ -138,7 +138,7 @@ def decision_outlook(pause: Pause, review: PauseReview, section: PageSection | N
 def takes_guidance(pause: Pause) -> bool:
     """Reply with guidance is for a conversation's pauses: a model or a conversation reads the note. A
     group pause has its own per-task feedback (a rejected task's note goes back to its assignee)."""
-    return pause.surface == Surface.REGULAR and pause.kind in (PauseKind.RULE, PauseKind.TOOL_CALL)
+    return pause.surface == Engine.REGULAR and pause.kind in (PauseKind.RULE, PauseKind.TOOL_CALL)
 
 
 def requester_input(turns: list[dict[str, Any]] | None, section: PageSection | None) -> str | None:
@@ -158,14 +158,14 @@ def short_input(text: str | None, limit: int = INPUT_SHORT) -> str:
 
 
 def latest_inputs(pauses: list[Pause]) -> dict[Any, str]:
-    """The latest input of each pause's subject, one query per surface (never one per row)."""
+    """The latest input of each pause's subject, one query per engine (never one per row)."""
     found: dict[Any, str] = {}
-    by_surface: dict[str, list[Any]] = {}
+    by_engine: dict[str, list[Any]] = {}
     for pause in pauses:
-        by_surface.setdefault(pause.surface, []).append(pause.subject_id)
-    for surface, subject_ids in by_surface.items():
+        by_engine.setdefault(pause.surface, []).append(pause.subject_id)
+    for engine, subject_ids in by_engine.items():
         try:
-            read = getattr(handler_for(surface), "latest_inputs", None)
+            read = getattr(handler_for(engine), "latest_inputs", None)
         except LookupError:
             continue
         if read is not None:

@@ -24,7 +24,7 @@ from django.db.models import Q, QuerySet
 from django.utils.text import smart_split, unescape_string_literal
 
 from approvals.admin.lookups import Found, named_like
-from approvals.models import Pause, SubjectType, Surface
+from approvals.models import Engine, Pause, SubjectType
 
 SHORT_ID_DIGITS = 8  # the list shows ids as their first 8 hex digits
 OWNERS_MATCHED = 500  # owners a search word may match; more is a word too vague to search by
@@ -59,7 +59,7 @@ def word_matches(word: str, named: Found) -> Q:
             Q(pk__range=id_range)
             # the subject type is named so the (subject_type, subject_id) indexes serve the range
             | Q(subject_type__in=SubjectType.values, subject_id__range=id_range)
-            | Q(surface=Surface.GROUP, group_id__range=id_range)
+            | Q(surface=Engine.GROUP, group_id__range=id_range)
             | Q(agent_id__range=id_range)
         )
     return matches

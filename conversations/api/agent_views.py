@@ -20,7 +20,7 @@ from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
 from conversations.selectors import agent_list
 from hitl_project.parsers import CheckedJSONParser
-from toolgate.redaction import redact_json_value
+from toolgate.outbound import redact_json_value
 
 VERSION_PARAM = OpenApiParameter(
     "version",

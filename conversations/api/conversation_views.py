@@ -27,11 +27,11 @@ from approvals.continuation_runs import Continued, decide_and_continue, decide_a
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
 from approvals.errors import BadRequest, Forbidden
-from approvals.models import PauseStatus, SubjectType, Surface
+from approvals.models import Engine, PauseStatus, SubjectType
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
-from conversations import turns
+from conversations import turns, undo_redo
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import (
@@ -240,7 +240,7 @@ class UndoView(APIView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
-        return Response(snapshot(turns.undo(conversation=conversation)))
+        return Response(snapshot(undo_redo.undo(conversation=conversation)))
 
 
 class RedoView(APIView):
@@ -251,7 +251,7 @@ class RedoView(APIView):
     )
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
-        return Response(snapshot(turns.redo(conversation=conversation)))
+        return Response(snapshot(undo_redo.redo(conversation=conversation)))
 
 
 def _cancel_answer(result: CancelResult) -> dict[str, Any]:
@@ -318,7 +318,7 @@ class ResumeView(APIView):
         found = decision_on_version(request.user, conversation_id)
         conversation = found.conversation
         decide = {
-            "surface": Surface.REGULAR,
+            "surface": Engine.REGULAR,
             "subject_type": SubjectType.CONVERSATION,
             "subject_id": conversation.pk,
             "decision": decision,
@@ -485,6 +485,6 @@ class PendingApprovalsView(APIView):
     )
     def get(self, request: Request) -> Response:
         rows = pending_inbox_rows(
-            request.user, limit=inbox_limit(request.query_params), surface=Surface.REGULAR
+            request.user, limit=inbox_limit(request.query_params), surface=Engine.REGULAR
         )
         return Response([inbox_row_from_values(row) for row in rows])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from conversations.pipeline.conditions import all_conditions_hold
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
 
 

@@ -23,14 +23,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.expressions import (
     Expression,
     ExpressionSyntaxError,
     all_patterns_match,
     parse_expressions,
 )
-from conversations.pipeline.memory import ConversationMemory, Step
-from toolgate.templates import MISSING, lookup_path
+from toolgate.outbound import MISSING, lookup_path
 
 Condition = dict[str, Any]
 

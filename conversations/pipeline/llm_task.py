@@ -17,19 +17,28 @@ from django.conf import settings
 
 from approvals.audit import append_audit_entry
 from approvals.models import Pause, PauseKind, SubjectType
-from conversations.lifecycle import PauseRequest, ResumePoint
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext
-from toolgate.approval_config import validate_tool_approvals
-from toolgate.batches import PendingBatch
-from toolgate.loop import LoopSettings, LoopState, run_tool_loop
+from toolgate.gate import (
+    UNDETERMINED,
+    PendingBatch,
+    ToolContext,
+    effective_tool_approvals,
+    validate_tool_approvals,
+)
 from toolgate.models import PendingToolBatch
-from toolgate.no_progress import check_guard, wait_for_human_timeout
-from toolgate.precedence import UNDETERMINED, effective_tool_approvals
-from toolgate.providers import chat_model_for
-from toolgate.resume import CONFIG_DRIFT_TEXT, resume_state
-from toolgate.sources import toolset_for
-from toolgate.tools import ToolContext
+from toolgate.runtime import (
+    CONFIG_DRIFT_TEXT,
+    LoopSettings,
+    LoopState,
+    chat_model_for,
+    check_guard,
+    resume_state,
+    run_tool_loop,
+    toolset_for,
+    wait_for_human_timeout,
+)
 
 MAX_ITERATIONS_DEFAULT = 8
 HISTORY_DEFAULT = 10

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
 
 

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.expressions import Expression, ExpressionSyntaxError, parse_expressions
-from conversations.pipeline.memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
 
 _PUNCTUATION = re.compile(r"[^\w\s']")

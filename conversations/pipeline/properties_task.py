@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.templating import render
 

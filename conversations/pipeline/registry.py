@@ -3,7 +3,7 @@
 A task runner is ``run(task: dict, memory: ConversationMemory, turn: TurnContext) -> PauseRequest | None``:
 it reads the task's configuration and mutates ``memory.current`` (actions, output, outputs, data) and
 ``memory.properties``; it returns None to let the turn go on, or a PauseRequest
-(conversations.lifecycle) to make it wait for a human. Later layers (the LLM task of toolgate) register
+(conversations.pipeline.pausing) to make it wait for a human. Later layers (the LLM task of toolgate) register
 their own types here.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conversations.pipeline.memory import Caller, ConversationMemory
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 
 if TYPE_CHECKING:
-    from conversations.lifecycle import PauseRequest, ResumePoint
-    from toolgate.step_journal import Continuing
+    from toolgate.runtime import Continuing
 
 
 @dataclass
@@ -38,7 +38,7 @@ class TurnContext:
     # with the turn services it runs on); set by the services that run a stored conversation's turn.
     talk_to_agent: Callable[..., dict[str, Any]] | None = None
     # The decided pause this turn continues (None for a new turn): its http calls go through the step
-    # journal (toolgate.step_journal), so a second run of the same continuation never sends one twice.
+    # journal (toolgate.runtime.step_journal), so a second run of the same continuation never sends one twice.
     continuing: Continuing | None = None
     # Who the approved calls of the tool batch this continuation resumes act as (conversations.
     # acting_identity.approver_caller); None: they act for the turn's user, like every other call.
@@ -49,7 +49,7 @@ class TurnContext:
             self.check_cancelled()
 
 
-TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], "PauseRequest | None"]
+TaskRunner = Callable[[dict[str, Any], ConversationMemory, TurnContext], PauseRequest | None]
 
 _RUNNERS: dict[str, TaskRunner] = {}
 

@@ -1,12 +1,12 @@
-"""The ``templating`` task: fills the placeholders of the turn's output (rules in toolgate.templates)."""
+"""The ``templating`` task: fills the placeholders of the turn's output (rules in toolgate.outbound.templates)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from conversations.pipeline.memory import ConversationMemory
+from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.registry import TurnContext
-from toolgate.templates import TEMPLATE_ROOTS, lookup_path, render, value_as_text
+from toolgate.outbound import TEMPLATE_ROOTS, lookup_path, render, value_as_text
 
 __all__ = ["TEMPLATE_ROOTS", "lookup_path", "render", "value_as_text", "run"]
 

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from approvals.continuation_runs import Continued
 from approvals.request_bodies import BodySerializer, TextField, validated_body
 from conversations.api.conversation_views import json_body
-from groups import tasks as task_list
+from groups import task_list
 from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion, cancel_discussion
 from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted

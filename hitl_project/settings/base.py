@@ -172,7 +172,7 @@ HITL_TRANSCRIPT_MAX_BYTES = env.int("HITL_TRANSCRIPT_MAX_BYTES", default=2_000_0
 HITL_MEMORY_WINDOW_STEPS = env.int("HITL_MEMORY_WINDOW_STEPS", default=10)
 HITL_SNAPSHOT_STEPS = env.int("HITL_SNAPSHOT_STEPS", default=50)
 HITL_JOURNAL_RETENTION = env.str("HITL_JOURNAL_RETENTION", default="P30D")
-# Outbound HTTP of declared calls (toolgate/egress.py, docs/operations.md "Outbound HTTP (egress)"): refuse
+# Outbound HTTP of declared calls (toolgate/outbound/egress.py, docs/operations.md "Outbound HTTP (egress)"): refuse
 # non-public addresses. Off here because development and the tests call servers on loopback; on by default
 # under the production settings. The allow-list: comma-separated host names and networks an operator trusts.
 HITL_HTTP_DENY_PRIVATE = env.bool("HITL_HTTP_DENY_PRIVATE", default=False)
@@ -196,13 +196,13 @@ HITL_LEASE_SWEEP_SECONDS = env.float("HITL_LEASE_SWEEP_SECONDS", default=5.0)
 # proxy or client does not time a stream out during a slow member turn (groups/sse.py).
 HITL_SSE_KEEPALIVE_SECONDS = env.float("HITL_SSE_KEEPALIVE_SECONDS", default=15.0)
 
-# No secret in any log line (toolgate.log_redaction): every record is redacted as it is created, the
+# No secret in any log line (toolgate.outbound.log_redaction): every record is redacted as it is created, the
 # console handler filters again, and httpx/httpcore, which log each request's full URL, stay at WARNING.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "redact_secrets": {"()": "toolgate.log_redaction.RedactingFilter"},
+        "redact_secrets": {"()": "toolgate.outbound.log_redaction.RedactingFilter"},
         "one_line_client_errors": {"()": "hitl_project.request_logging.OneLineClientErrors"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact_secrets"]}},

@@ -15,7 +15,7 @@ from harnesses.factories import account_bot, deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
 from harnesses.users import client_for
 from tests.approvals.test_admin_inbox import INBOX, logged_in, page, paused_pause, snapshot
-from toolgate.resume import REJECTION_INSTRUCTION
+from toolgate.runtime.tool_continuation import REJECTION_INSTRUCTION
 
 pytestmark = pytest.mark.django_db
 

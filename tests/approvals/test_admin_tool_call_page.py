@@ -7,7 +7,7 @@ import pytest
 
 from approvals.models import Pause, PauseStatus
 from tests.approvals.test_admin_inbox import logged_in, make_tool_call_pause, page, paused_pause
-from toolgate.journal import claim
+from toolgate.gate.journal import claim
 from toolgate.models import UNRESOLVED_FINGERPRINT, PendingToolBatch, PendingToolCall
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def stored_calls(pause: Pause):
     return PendingToolCall.objects.filter(batch__pause=pause)
 
 
-# What the tool gate's details provider reads (toolgate.tool_pause_details): the stored batch, its calls and
+# What the tool gate's details provider reads (toolgate.gate.pause_details): the stored batch, its calls and
 # the journal. Each case stores something unusual there and names what the page must then show.
 STORED_BATCHES = {
     "no batch": (

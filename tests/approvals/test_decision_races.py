@@ -11,7 +11,7 @@ from approvals.actors import actor_for_user
 from approvals.decision_input import DecisionInput
 from approvals.decisions import record_decision
 from approvals.errors import LostRace
-from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface, Verdict
+from approvals.models import AuditEntry, Engine, Pause, PauseStatus, SubjectType, Verdict
 from harnesses.factories import paused_conversation
 from harnesses.users import client_for, make_user
 from mcp_surface.answers import error_code
@@ -103,7 +103,7 @@ def test_a_decision_that_loses_the_compare_and_set_is_a_lost_race_and_changes_no
 
     with pytest.raises(LostRace) as lost:
         record_decision(
-            surface=Surface.REGULAR,
+            surface=Engine.REGULAR,
             subject_type=SubjectType.CONVERSATION,
             subject_id=stale.subject_id,
             decision=DecisionInput(verdict=Verdict.REJECTED),

@@ -132,7 +132,7 @@ def waiting_on_a_row_lock() -> bool:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_continuation_s_lease_renewal_never_deadlocks_with_its_commit(settings, alice_client):
-    """The continuation's commit locks the conversation, then the pause (conversations.turns._commit,
+    """The continuation's commit locks the conversation, then the pause (conversations.turn_commits.commit_turn,
     finish_pause). A renewal waiting for the conversation's row while that commit holds it must hold no
     lock the commit needs next: the pause's lease is renewed in a transaction of its own. (Found by the
     crash-kill harness, R3: renewing both in one transaction deadlocked, and PostgreSQL aborted the

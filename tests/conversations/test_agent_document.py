@@ -8,9 +8,10 @@ import pytest
 
 from approvals.edit_distance import levenshtein, near_miss
 from approvals.field_errors import FieldError
-from conversations.agent_document import DocumentReport, validate_agent_document
+from conversations.agent_document import validate_agent_document
 from conversations.demo_agent import demo_agent_document
-from conversations.pipeline.memory import RESERVED_ACTIONS
+from conversations.document_fields import DocumentReport
+from conversations.pipeline.conversation_memory import RESERVED_ACTIONS
 
 T0 = "workflows[0].tasks[0]"
 

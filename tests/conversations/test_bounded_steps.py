@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conversations.memory_store import memory_for_new_turn
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.llm_task import initial_messages
+from conversations.step_store import memory_for_new_turn
 from harnesses.factories import account_bot, deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """preRequest and postResponse of declared http calls run as declared, against a real server on loopback.
 
-Rule-fired calls (conversations.pipeline.httpcalls) and http tools (toolgate.sources.http) share one
-implementation (toolgate.http_calls); both paths are exercised here.
+Rule-fired calls (conversations.pipeline.httpcalls_task) and http tools (toolgate.runtime.sources.http) share one
+implementation (toolgate.outbound.http_calls); both paths are exercised here.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from tests.conftest import CANARY_SECRET_NAME
 from tests.conversations.conftest import LoopbackServer
-from toolgate.http_calls import CallEffects, run_http_call
-from toolgate.sources.http import http_tools
-from toolgate.tools import ToolContext
+from toolgate.gate.tools import ToolContext
+from toolgate.outbound.http_calls import CallEffects, run_http_call
+from toolgate.runtime.sources.http import http_tools
 
 TURN = TurnContext({}, "c1")
 FAST = {"exponentialBackoffDelayInMillis": 1}
@@ -41,7 +41,7 @@ def memory_for(**properties: Any) -> ConversationMemory:
 
 def fire(task: dict[str, Any], memory: ConversationMemory | None = None) -> ConversationMemory:
     memory = memory or memory_for()
-    httpcalls.run(task, memory, TURN)
+    httpcalls_task.run(task, memory, TURN)
     return memory
 
 

@@ -20,7 +20,7 @@ from approvals.continuation_runs import decide_and_continue, run_claimed_continu
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
 from approvals.leases import kept_alive
-from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface
+from approvals.models import AuditEntry, Engine, Pause, PauseStatus, SubjectType
 from approvals.recovery import recover_expired_leases
 from approvals.timers import drain_due_timers
 from conversations.models import Conversation, ConversationState
@@ -45,7 +45,7 @@ def continued_by_the_q_cluster(pause: Pause) -> None:
 
 def decision_for(pause: Pause, user) -> dict:
     return {
-        "surface": Surface.REGULAR,
+        "surface": Engine.REGULAR,
         "subject_type": SubjectType.CONVERSATION,
         "subject_id": pause.subject_id,
         "decision": DecisionInput(verdict="APPROVED"),

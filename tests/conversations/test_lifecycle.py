@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.lifecycle import (
-    Completed,
-    Paused,
-    PauseRequest,
-    ResumePoint,
-    Stopped,
-    config_drift,
-    run_lifecycle,
-)
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.lifecycle import Completed, Paused, Stopped, config_drift, run_lifecycle
+from conversations.pipeline.builtin_tasks import register_builtin_tasks
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext, register_task_type
-from conversations.pipeline.tasks import register_builtin_tasks
 from toolgate.models import PendingToolBatch
 
 

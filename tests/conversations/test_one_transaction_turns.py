@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from conversations import turns
+from conversations import turn_commits, turns
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationStep
 from harnesses.factories import account_bot, deployed_agent, say, start
@@ -125,14 +125,14 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
 def fail_saving_the_continued_step(monkeypatch):
     """A fault in the continuation's commit: saving the continued step raises (a new step still saves).
     Returns the real ``save_step``, for the test to put back."""
-    real_save_step = turns.save_step
+    real_save_step = turn_commits.save_step
 
     def failing_save_step(conversation, step, properties, row=None, **kwargs):
         if row is not None:  # the continued step
             raise RuntimeError("disk on fire")
         return real_save_step(conversation, step, properties, row=row, **kwargs)
 
-    monkeypatch.setattr(turns, "save_step", failing_save_step)
+    monkeypatch.setattr(turn_commits, "save_step", failing_save_step)
     return real_save_step
 
 
@@ -150,7 +150,7 @@ def test_failed_one_transaction_continuation_never_locks_conversation(
     answer = approver_client.post(
         f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
     ).json()
-    monkeypatch.setattr(turns, "save_step", real_save_step)
+    monkeypatch.setattr(turn_commits, "save_step", real_save_step)
 
     assert answer["state"] == "ERROR"
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -222,7 +222,7 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     pause = Pause.objects.get(subject_id=conversation_id)
     real_save_step = fail_saving_the_continued_step(monkeypatch)
     answer, sql = _resume_and_capture(approver_client, conversation_id)
-    monkeypatch.setattr(turns, "save_step", real_save_step)
+    monkeypatch.setattr(turn_commits, "save_step", real_save_step)
 
     assert answer["state"] == "ERROR" and answer["lastDecision"]["verdict"] == "APPROVED"
     _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH)

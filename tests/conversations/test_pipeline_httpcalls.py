@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
-from toolgate import http_calls
-from toolgate.http_requests import (
+from toolgate.outbound import http_calls
+from toolgate.outbound.http_requests import (
     PrivateAddressError,
     SecretReferenceError,
     build_request,
@@ -60,7 +60,7 @@ def test_call_fired_by_action_sends_rendered_request_and_stores_response(
         "/accounts/acc-1/payments", status=201, json_body={"id": "p-9", "state": "queued"}
     )
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task(loopback_server.url), memory, TURN)
+    httpcalls_task.run(payments_task(loopback_server.url), memory, TURN)
 
     [received] = loopback_server.received
     assert received.method == "POST"
@@ -75,7 +75,7 @@ def test_call_fired_by_action_sends_rendered_request_and_stores_response(
 
 def test_sent_record_redacts_sensitive_header_values(loopback_server, payments_token) -> None:
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task(loopback_server.url), memory, TURN)
+    httpcalls_task.run(payments_task(loopback_server.url), memory, TURN)
     [record] = memory.current.data["httpcalls:requests"]
     assert record["call"] == "payments"
     assert record["method"] == "POST"
@@ -95,7 +95,7 @@ def test_sent_record_redacts_url_query_and_body_but_the_request_sent_is_unchange
         "body": {"password": "hunter2hunter2", "note": "kept"},
     }
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task(loopback_server.url, request=request), memory, TURN)
+    httpcalls_task.run(payments_task(loopback_server.url, request=request), memory, TURN)
 
     [received] = loopback_server.received
     assert received.path == f"/keys/{key}"
@@ -115,7 +115,7 @@ def test_call_does_not_fire_without_its_action_and_calls_without_actions_never_f
     task = payments_task(loopback_server.url)
     task["calls"].append({"name": "tool_only", "request": {"method": "GET", "path": "/tool"}})
     memory = memory_for(["something_else", "tool_only"])
-    httpcalls.run(task, memory, TURN)
+    httpcalls_task.run(task, memory, TURN)
     assert loopback_server.received == []
     assert "payments" not in memory.current.outputs and "tool_only" not in memory.current.outputs
 
@@ -124,7 +124,7 @@ def test_text_response_body_is_stored_as_text(loopback_server) -> None:
     loopback_server.respond("/plain", text="all good")
     task = payments_task(loopback_server.url, request={"method": "GET", "path": "/plain"})
     memory = memory_for(["make_payment"])
-    httpcalls.run(task, memory, TURN)
+    httpcalls_task.run(task, memory, TURN)
     assert memory.current.outputs["payments"] == {"status": 200, "body": "all good"}
 
 
@@ -153,7 +153,7 @@ def test_caller_token_reference_in_header_resolves_to_the_callers_token(loopback
         loopback_server.url,
         request={"method": "GET", "path": "/me", "headers": {"X-User-Token": "${caller:token}"}},
     )
-    httpcalls.run(task, memory_for(["make_payment"], token="tok-alice"), TURN)
+    httpcalls_task.run(task, memory_for(["make_payment"], token="tok-alice"), TURN)
     assert loopback_server.received[0].headers["x-user-token"] == "tok-alice"
 
 
@@ -168,7 +168,7 @@ def test_unknown_env_reference_fails_the_call_naming_the_reference_not_crashing_
 ) -> None:
     monkeypatch.delenv("PAYMENTS_TOKEN", raising=False)
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task(loopback_server.url), memory, TURN)
+    httpcalls_task.run(payments_task(loopback_server.url), memory, TURN)
     assert loopback_server.received == []
     assert memory.current.outputs["payments"] == {
         "error": "unknown environment variable: ${env:PAYMENTS_TOKEN}"
@@ -200,7 +200,7 @@ def test_deny_private_refuses_loopback_targets(loopback_server, settings) -> Non
     with pytest.raises(PrivateAddressError, match="127.0.0.1"):
         send_request(built, timeout=5)
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task(loopback_server.url, request={"path": "/x"}), memory, TURN)
+    httpcalls_task.run(payments_task(loopback_server.url, request={"path": "/x"}), memory, TURN)
     assert "non-public address" in memory.current.outputs["payments"]["error"]
     assert loopback_server.received == []
 
@@ -208,7 +208,7 @@ def test_deny_private_refuses_loopback_targets(loopback_server, settings) -> Non
 def test_connection_failure_is_stored_as_error(settings) -> None:
     settings.HITL_HTTP_TIMEOUT_SECONDS = 2
     memory = memory_for(["make_payment"])
-    httpcalls.run(payments_task("http://127.0.0.1:1", request={"path": "/x"}), memory, TURN)
+    httpcalls_task.run(payments_task("http://127.0.0.1:1", request={"path": "/x"}), memory, TURN)
     assert set(memory.current.outputs["payments"]) == {"error"}
 
 
@@ -217,7 +217,7 @@ def test_fire_and_forget_sends_but_does_not_store_the_body(loopback_server) -> N
     task = payments_task(loopback_server.url, request={"method": "POST", "path": "/notify", "body": {"a": 1}})
     task["calls"][0]["fireAndForget"] = True
     memory = memory_for(["make_payment"])
-    httpcalls.run(task, memory, TURN)
+    httpcalls_task.run(task, memory, TURN)
     assert loopback_server.received[0].json() == {"a": 1}
     assert memory.current.outputs["payments"] == {"sent": True, "status": 200}
 
@@ -228,7 +228,7 @@ def test_fire_and_forget_does_not_wait_for_a_slow_server(loopback_server, monkey
     task = payments_task(loopback_server.url, request={"method": "POST", "path": "/slow"})
     task["calls"][0]["fireAndForget"] = True
     memory = memory_for(["make_payment"])
-    httpcalls.run(task, memory, TURN)
+    httpcalls_task.run(task, memory, TURN)
     assert loopback_server.received[0].path == "/slow"
     assert memory.current.outputs["payments"] == {"sent": True, "status": None}
 
@@ -242,7 +242,7 @@ def test_string_body_is_rendered_and_sent_as_json_when_it_is_json(loopback_serve
             "body": '{"account": "{properties.account}", "nested": {"k": 1}}',
         },
     )
-    httpcalls.run(task, memory_for(["make_payment"]), TURN)
+    httpcalls_task.run(task, memory_for(["make_payment"]), TURN)
     [received] = loopback_server.received
     assert received.method == "PUT"
     assert received.headers["content-type"] == "application/json"

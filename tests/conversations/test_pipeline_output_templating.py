@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conversations.pipeline import output_task, templating
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.templating import render
 

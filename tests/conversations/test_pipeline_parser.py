@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conversations.pipeline import parser
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.parser import normalize_input
 from conversations.pipeline.registry import TurnContext
 

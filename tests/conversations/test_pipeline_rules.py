@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from conversations.pipeline import behavior_rules, properties_task
+from conversations.pipeline.builtin_tasks import register_builtin_tasks
 from conversations.pipeline.conditions import condition_holds
-from conversations.pipeline.memory import CONVERSATION_START, PAUSE_CONVERSATION, ConversationMemory, Step
+from conversations.pipeline.conversation_memory import (
+    CONVERSATION_START,
+    PAUSE_CONVERSATION,
+    ConversationMemory,
+    Step,
+)
 from conversations.pipeline.registry import TurnContext, known_task_types, runner_for
-from conversations.pipeline.tasks import register_builtin_tasks
 
 TURN = TurnContext({}, "c1")
 

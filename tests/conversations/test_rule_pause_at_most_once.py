@@ -1,5 +1,5 @@
 """At most once for rule pauses: a continuation killed mid-way and approved again never sends an http call
-twice (toolgate.step_journal).
+twice (toolgate.runtime.step_journal).
 
 The crash is real: the approved continuation runs in a child process (``run_continuation``, as a q-cluster
 worker runs it) against the test database; the loopback server holds its second call open, and the child

@@ -26,7 +26,7 @@ from harnesses.model_attacks import (
     deployed,
     run_attacks,
 )
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

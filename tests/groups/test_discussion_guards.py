@@ -13,7 +13,7 @@ from django_q.models import Schedule
 from approvals.actors import system_actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
-from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface
+from approvals.models import AuditEntry, Engine, Pause, PauseStatus, SubjectType
 from conversations.agents import deploy_agent, undeploy_agent
 from conversations.models import Conversation
 from groups.models import GroupConversation, GroupVersion
@@ -224,7 +224,7 @@ def test_no_progress_fails_the_discussion_when_a_system_approval_cannot_advance(
 
     def system_approves() -> GroupConversation:
         decide_and_continue(
-            surface=Surface.GROUP,
+            surface=Engine.GROUP,
             subject_type=SubjectType.DISCUSSION,
             subject_id=paused["discussionId"],
             decision=DecisionInput(verdict="APPROVED"),

@@ -16,7 +16,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from harnesses.factories import account_bot, deployed_agent
 from harnesses.users import make_user
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 SIGNING_SECRET = "slack-signing-secret-for-tests"
 BOT_TOKEN = "xoxb-test-bot-token"

@@ -27,7 +27,7 @@ from tests.slack_surface.conftest import (
     post_click,
     post_event,
 )
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db
 

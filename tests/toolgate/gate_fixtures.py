@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolgate.tools import Tool, ToolCall, ToolSet, build_toolset
+from toolgate.gate.tools import Tool, ToolCall, ToolSet, build_toolset
 
 
 def _tool(name: str, source: str, endpoint: str | None = None) -> Tool:

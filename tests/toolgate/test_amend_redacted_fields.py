@@ -1,7 +1,7 @@
 """Amending a call from a redacted view of its arguments (the owner's approval-status here; a Slack card or an
 inbox likewise — only the decision views show them as sent): a value left as shown keeps the original, a
 replaced value takes the new one, a marker anywhere else is refused with nothing decided. The rule is
-toolgate.amendments'; here through the REST resume endpoint against a real tool on loopback, and directly
+toolgate.gate.amendments'; here through the REST resume endpoint against a real tool on loopback, and directly
 on the merge."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from harnesses.agents import AFTER_TOOLS, payments_agent
 from harnesses.factories import deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
-from toolgate.amendments import AmendmentRefused, merged_amendment
+from toolgate.gate.amendments import AmendmentRefused, merged_amendment
 from toolgate.models import PendingToolCall
-from toolgate.redaction import REDACTED, redact
+from toolgate.outbound.redaction import REDACTED, redact
 
 SECRET = "tok-live-9f8e7d6c5b4a"
 ARGUMENTS = {"amount": 100, "to": "bob", "api_token": SECRET}

@@ -13,7 +13,7 @@ import pytest
 from approvals.field_errors import FieldError
 from conversations.models import Agent
 from harnesses.factories import account_bot
-from toolgate.approval_config import tool_approvals_warnings, validate_tool_approvals
+from toolgate.gate.approval_config import tool_approvals_warnings, validate_tool_approvals
 
 FP = "hitlConfig.toolApprovals"
 TASK_FP = "workflows[0].tasks[4].toolApprovals"

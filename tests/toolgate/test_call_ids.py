@@ -1,12 +1,12 @@
-"""The ids of one model response's calls (toolgate.call_ids.distinct_call_ids): the first call with an id
+"""The ids of one model response's calls (toolgate.runtime.call_ids.distinct_call_ids): the first call with an id
 keeps it, a repeat gets a fresh id and is refused, an id the database cannot store is replaced."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolgate.call_ids import CALL_ID_MAX_CHARS, distinct_call_ids
-from toolgate.tools import ToolCall
+from toolgate.gate.tools import ToolCall
+from toolgate.runtime.call_ids import CALL_ID_MAX_CHARS, distinct_call_ids
 
 
 def call(call_id: str, name: str = "transfer_funds", arguments: str = "{}") -> ToolCall:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.precedence import effective_tool_timeout
+from toolgate.gate.precedence import effective_tool_timeout
 
 POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT", "WAIT_INDEFINITELY")
 

@@ -1,4 +1,4 @@
-"""The egress guard of declared http calls (toolgate/egress.py) with ``HITL_HTTP_DENY_PRIVATE`` on: non-public
+"""The egress guard of declared http calls (toolgate/outbound/egress.py) with ``HITL_HTTP_DENY_PRIVATE`` on: non-public
 addresses are refused in every spelling, an operator's allow-list lets trusted internal hosts through, and the
 connection goes to the very address that was checked (DNS rebinding cannot swap it), keeping the host name
 for ``Host``, SNI and the certificate check.
@@ -31,15 +31,15 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from django.core import checks
 
 from approvals.checks import TAG
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from tests.conversations.conftest import LoopbackServer, running_loopback_server
-from toolgate import http_calls
-from toolgate.egress import AllowList, address_allowed, parse_allow_list
-from toolgate.execution import run_call
-from toolgate.sources import http_tools
-from toolgate.tools import ToolCall, ToolContext, build_toolset
+from toolgate.gate.tools import ToolCall, ToolContext, build_toolset
+from toolgate.outbound import http_calls
+from toolgate.outbound.egress import AllowList, address_allowed, parse_allow_list
+from toolgate.runtime.execution import run_call
+from toolgate.runtime.sources import http_tools
 
 REFUSED = "refusing to call"
 
@@ -141,7 +141,7 @@ def probe_task(target: str, **call_overrides: Any) -> dict[str, Any]:
 def rule_fired(task: dict[str, Any]) -> dict[str, Any]:
     """The result of the task's call fired by a behaviour rule's action."""
     memory = ConversationMemory("c1", current=Step(input="go", actions=["probe"]))
-    httpcalls.run(task, memory, TurnContext({}, "c1"))
+    httpcalls_task.run(task, memory, TurnContext({}, "c1"))
     return memory.current.outputs["probe"]
 
 

@@ -3,6 +3,7 @@ docs/reliability.md, S6). The refusal itself: tests/toolgate/test_precedence.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ CONFIG = {"requireApproval": ["*"]}
 def test_the_id_check_survives_python_dash_o() -> None:
     """An ``assert`` would be compiled away by ``-O`` and the id-less call gated under an empty id."""
     code = (
-        "from toolgate.gate import classify; from toolgate.tools import ToolCall, ToolSet\n"
+        "import django; django.setup()\n"
+        "from toolgate.gate.classification import classify; from toolgate.gate.tools import ToolCall, ToolSet\n"
         "try:\n"
         f"    classify([ToolCall(id='', name='delete_file')], {CONFIG!r}, ToolSet())\n"
         "except ValueError as error:\n"
@@ -25,5 +27,6 @@ def test_the_id_check_survives_python_dash_o() -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test"},
     )
     assert "refused: tool call 'delete_file' has no id" in result.stdout, result.stdout + result.stderr

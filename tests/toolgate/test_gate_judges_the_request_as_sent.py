@@ -1,4 +1,4 @@
-"""The gate judges the request that is sent, not the template (toolgate.gate, toolgate.http_requests).
+"""The gate judges the request that is sent, not the template (toolgate.gate.classification, toolgate.outbound.http_requests).
 
 The model fills a tool's templates with whatever it likes. A value may fill its own segment of the path
 and nothing more: a dot segment is refused, a value in ``targetServerUrl`` never changes the scheme, host

@@ -1,5 +1,5 @@
-"""How a declared call that fails is reported, the same for a rule-fired call (conversations.pipeline.httpcalls)
-and an http tool (toolgate.sources.http): both go through toolgate.http_calls, against a real loopback server.
+"""How a declared call that fails is reported, the same for a rule-fired call (conversations.pipeline.httpcalls_task)
+and an http tool (toolgate.runtime.sources.http): both go through toolgate.outbound.http_calls, against a real loopback server.
 
 Before the two shared one sender, a failure http_requests does not name (here: a response nested too deeply
 to parse) was an error result for a rule-fired call, while an http tool let it escape to the tool runner.
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from tests.conversations.conftest import LoopbackServer
-from toolgate.execution import run_call
-from toolgate.sources import http_tools
-from toolgate.tools import Tool, ToolCall, ToolContext, build_toolset
+from toolgate.gate.tools import Tool, ToolCall, ToolContext, build_toolset
+from toolgate.runtime.execution import run_call
+from toolgate.runtime.sources import http_tools
 
 TOKEN = "s3cret-env-value"
 CALLER_TOKEN = "caller-tok-123"
@@ -47,7 +47,7 @@ def rule_fired_result(task: dict[str, Any], note: str = "") -> dict[str, Any]:
         properties={"note": note},
         caller=Caller("alice", given_token=CALLER_TOKEN),
     )
-    httpcalls.run(task, memory, TurnContext({}, "c1"))  # returns: a failed call never fails the turn
+    httpcalls_task.run(task, memory, TurnContext({}, "c1"))  # returns: a failed call never fails the turn
     return memory.current.outputs["lookup"]
 
 

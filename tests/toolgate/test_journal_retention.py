@@ -10,7 +10,7 @@ import time_machine
 from django.utils import timezone
 from django_q.models import Schedule
 
-from toolgate.journal import purge_expired
+from toolgate.gate.journal import purge_expired
 from toolgate.models import JournalEntry
 
 pytestmark = pytest.mark.django_db
@@ -39,4 +39,4 @@ def test_entries_older_than_the_retention_are_purged_younger_ones_kept(settings)
 
 def test_the_purge_runs_on_a_daily_schedule():
     schedule = Schedule.objects.get(name="hitl-journal-retention")
-    assert (schedule.func, schedule.schedule_type) == ("toolgate.journal.purge_expired", Schedule.DAILY)
+    assert (schedule.func, schedule.schedule_type) == ("toolgate.gate.journal.purge_expired", Schedule.DAILY)

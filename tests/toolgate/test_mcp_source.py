@@ -15,8 +15,8 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from toolgate.sources import mcp_tools, toolset_for
-from toolgate.tools import Tool, ToolContext
+from toolgate.gate.tools import Tool, ToolContext
+from toolgate.runtime.sources import mcp_tools, toolset_for
 
 SENT: list[dict[str, Any]] = []
 
@@ -157,7 +157,7 @@ def test_a_tool_runs_from_code_that_already_runs_an_event_loop(mcp_url: str) -> 
 
 
 def test_an_unreachable_server_offers_no_tools(mcp_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="toolgate.sources.mcp"):
+    with caplog.at_level(logging.WARNING, logger="toolgate.runtime.sources.mcp"):
         tools = mcp_tools(
             [{"name": "down", "url": "http://127.0.0.1:9/mcp"}, {"name": "crm", "url": mcp_url}]
         )

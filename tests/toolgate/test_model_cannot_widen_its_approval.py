@@ -23,7 +23,7 @@ from harnesses.model_attacks import (
     run_attacks,
 )
 from tests.toolgate.test_no_secret_in_logs import every_logger_at_debug
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 __all__ = ["every_logger_at_debug"]  # the fixture, imported to be used here
 

@@ -1,4 +1,4 @@
-"""What the model answers is made storable before anything reads it (toolgate.model_text), and a call of a
+"""What the model answers is made storable before anything reads it (toolgate.runtime.model_text), and a call of a
 tool the agent does not have never pauses: a hostile name, id or argument can never fail the turn."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from harnesses.factories import deployed_agent, say, start
 from tests.toolgate.test_openai_end_to_end import openai_payments_agent
-from toolgate.model_text import REPLACEMENT, storable_arguments, storable_turn
-from toolgate.providers.turn import ModelTurn
-from toolgate.tools import ToolCall
+from toolgate.gate.tools import ToolCall
+from toolgate.runtime.model_text import REPLACEMENT, storable_arguments, storable_turn
+from toolgate.runtime.providers.turn import ModelTurn
 
 
 def test_nul_and_lone_surrogates_become_the_replacement_character_everywhere_in_an_answer():

@@ -1,5 +1,5 @@
-"""A secret never leaks through an encoding the redactor does not know (toolgate.redaction.encoded_forms,
-toolgate.request_views).
+"""A secret never leaks through an encoding the redactor does not know (toolgate.outbound.redaction.encoded_forms,
+toolgate.outbound.request_views).
 
 A vault value with a space and an ``=`` (``CANARY-odd val=9z``) was percent-encoded by httpx in a path to
 a form (``CANARY-odd%20val=9z``) none of the spellings the redactor knew covered: it reached the owner's
@@ -17,8 +17,8 @@ import pytest
 from django.test import Client
 
 from approvals.models import Pause, PauseStatus
-from conversations.pipeline import httpcalls
-from conversations.pipeline.memory import Caller, ConversationMemory, Step
+from conversations.pipeline import httpcalls_task
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
 from harnesses.echo_target import EchoTarget, Received
 from harnesses.factories import deployed_agent, say, start
@@ -26,8 +26,8 @@ from harnesses.queue_drain import run_queued_tasks
 from harnesses.stored_rows import stored_rows_text
 from mcp_surface.conversation_tools import get_approval_status
 from tests.toolgate.test_no_secret_in_logs import assert_canary_in_no_record, every_logger_at_debug
-from toolgate.http_requests import SecretReferenceError, build_request
-from toolgate.secret_store import set_secret
+from toolgate.outbound.http_requests import SecretReferenceError, build_request
+from toolgate.outbound.secret_store import set_secret
 
 __all__ = ["every_logger_at_debug"]  # the fixture, imported to be used here
 
@@ -165,7 +165,7 @@ def test_a_secret_in_a_rule_fired_call_reaches_the_target_and_no_output_or_recor
     memory = ConversationMemory(
         "c1", current=Step(input="x", actions=["pay"]), caller=Caller("alice", given_token="")
     )
-    httpcalls.run(task, memory, TurnContext({}, "c1"))
+    httpcalls_task.run(task, memory, TurnContext({}, "c1"))
     (received,) = echo_target.requests_to("/t/")
     assert json.loads(received.body)["k"] == secret
     kept = json.dumps({"outputs": memory.current.outputs, "data": memory.current.data}, ensure_ascii=False)

@@ -1,7 +1,7 @@
 """No secret in any log line: a canary secret in path, query, header and body reaches no log record.
 
 httpx logs every request's full URL at INFO; the settings keep it at WARNING, and every record of the
-process is redacted as it is created (toolgate.log_redaction), so even a logger forced to DEBUG, or an
+process is redacted as it is created (toolgate.outbound.log_redaction), so even a logger forced to DEBUG, or an
 exception whose text carries the value, shows ``<REDACTED>``.
 """
 
@@ -15,7 +15,7 @@ from harnesses.agents import payments_agent
 from harnesses.factories import account_bot, deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
 from tests.conftest import CANARY_SECRET_NAME
-from toolgate.log_redaction import redact_record, remember_secret
+from toolgate.outbound.log_redaction import redact_record, remember_secret
 
 VAULT = "${vault:" + CANARY_SECRET_NAME + "}"
 EVERYWHERE = {

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from harnesses.chat_stub import ChatStub
-from toolgate.providers import ModelError, ModelTurn, chat_model_for, tool_result_message
-from toolgate.sources import builtin_tools
-from toolgate.tools import ToolCall, ToolContext, build_toolset
+from toolgate.gate.tools import ToolCall, ToolContext, build_toolset
+from toolgate.runtime.providers import ModelError, ModelTurn, chat_model_for, tool_result_message
+from toolgate.runtime.sources import builtin_tools
 
 
 def model_for(stub: ChatStub, **overrides: str):

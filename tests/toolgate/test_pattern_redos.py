@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 from harnesses.pattern_adversaries import NAMES, adversarial_patterns
-from toolgate.patterns import PATTERN_MAX, GlobPattern, validate_pattern
+from toolgate.gate.patterns import PATTERN_MAX, GlobPattern, validate_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
 HARD_TIMEOUT_SECONDS = 20
 _CHILD = """
+import django
+django.setup()
 from harnesses.pattern_adversaries import NAMES, adversarial_patterns
-from toolgate.patterns import GlobPattern
+from toolgate.gate.patterns import GlobPattern
 print([GlobPattern(p).matches(n) for p in adversarial_patterns() for n in NAMES])
 """
 
@@ -29,7 +31,11 @@ def test_adversarial_patterns_are_the_longest_the_document_allows():
 
 
 def test_the_longest_patterns_match_a_4_kib_name_without_backtracking():
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
+    }
     completed = subprocess.run(
         [sys.executable, "-c", _CHILD],
         capture_output=True,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from toolgate.patterns import GlobPattern, call_addresses, first_match, validate_pattern
+from toolgate.gate.patterns import GlobPattern, call_addresses, first_match, validate_pattern
 
 KNOWN = (
     "known sources: builtin, http, mcp, a2a, dynamic, memory, recall; only the http source may be "

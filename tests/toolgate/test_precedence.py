@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.toolgate.gate_fixtures import call, ids, toolset
-from toolgate.gate import classify, gating_pattern, is_exempt
-from toolgate.patterns import call_addresses
-from toolgate.precedence import (
+from toolgate.gate.classification import classify, gating_pattern, is_exempt
+from toolgate.gate.patterns import call_addresses
+from toolgate.gate.precedence import (
     UNDETERMINED,
     UNDETERMINED_REASON,
     clamp_max_auto_approvals,
@@ -17,7 +17,7 @@ from toolgate.precedence import (
     gate_active,
     on_no_progress,
 )
-from toolgate.tools import ToolCall
+from toolgate.gate.tools import ToolCall
 
 
 def strict(agent: dict | None, task: dict | None) -> dict | None:

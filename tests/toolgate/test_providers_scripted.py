@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.providers import ModelError, ModelTurn, chat_model_for, tool_result_message
-from toolgate.tools import ToolCall
+from toolgate.gate.tools import ToolCall
+from toolgate.runtime.providers import ModelError, ModelTurn, chat_model_for, tool_result_message
 
 
 def scripted(*entries: dict[str, Any]):

@@ -1,4 +1,4 @@
-"""The one redaction filter (toolgate.redaction): pure functions, no database."""
+"""The one redaction filter (toolgate.outbound.redaction): pure functions, no database."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from toolgate import http_requests
-from toolgate.redaction import (
+from toolgate.outbound import http_requests
+from toolgate.outbound.redaction import (
     REDACTED,
     is_credential_key,
     is_sensitive_name,

@@ -1,8 +1,8 @@
 """S4: every secret shape of the corpus loses its secret through every redaction entry point, and no
 near-miss is touched. Entry points: ``redact`` (free text), the stored arguments of a gated call
-(``redact`` of the arguments' JSON, as ``toolgate.batches`` stores them), ``redact_json_value`` (the
+(``redact`` of the arguments' JSON, as ``toolgate.gate.batches`` stores them), ``redact_json_value`` (the
 decoded-JSON walk of REST views), ``redact_headers`` and every log record (the record factory of
-``toolgate.log_redaction``)."""
+``toolgate.outbound.log_redaction``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import logging
 import pytest
 
 from harnesses.secret_corpus import NEAR_MISSES, SHAPES, NearMiss, Shape
-from toolgate.log_redaction import install
-from toolgate.redaction import REDACTED, redact, redact_headers, redact_json_value
-from toolgate.secret_shapes import VENDOR_KEYS
+from toolgate.outbound.log_redaction import install
+from toolgate.outbound.redaction import REDACTED, redact, redact_headers, redact_json_value
+from toolgate.outbound.secret_shapes import VENDOR_KEYS
 
 logger = logging.getLogger("tests.redaction_corpus")
 

@@ -1,13 +1,13 @@
 """The request fingerprint and the request's view: what changes the fingerprint and what the reviewer is
-shown (toolgate.pinning, toolgate.request_views)."""
+shown (toolgate.gate.pinning, toolgate.outbound.request_views)."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolgate.http_requests import BuiltRequest, build_request
-from toolgate.pinning import canonical_request, request_fingerprint, request_preview
-from toolgate.request_views import PREVIEW_BODY_MAX_BYTES
+from toolgate.gate.pinning import canonical_request, request_fingerprint, request_preview
+from toolgate.outbound.http_requests import BuiltRequest, build_request
+from toolgate.outbound.request_views import PREVIEW_BODY_MAX_BYTES
 
 
 def req(**changes) -> BuiltRequest:

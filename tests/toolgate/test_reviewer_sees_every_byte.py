@@ -1,4 +1,4 @@
-"""The reviewer sees every byte the model controls (toolgate.tool_pause_details, toolgate.request_views).
+"""The reviewer sees every byte the model controls (toolgate.gate.pause_details, toolgate.outbound.request_views).
 
 A gated call's request is shown as it will be sent on every surface, query string included; in the
 reviewer's decision views (the admin page, an approver's approval-status over REST and MCP while it waits)
@@ -22,7 +22,7 @@ from harnesses.factories import deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
 from mcp_surface.conversation_tools import get_approval_status
 from slack_surface.messages import approval_card
-from toolgate.secret_store import set_secret
+from toolgate.outbound.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.toolgate.gate_fixtures import call, ids, toolset
-from toolgate.gate import classify
-from toolgate.precedence import effective_tool_approvals, effective_tool_timeout
-from toolgate.rules import governing_rule, resolve_rules, rule_field, rules_by_specificity, specificity
+from toolgate.gate.classification import classify
+from toolgate.gate.precedence import effective_tool_approvals, effective_tool_timeout
+from toolgate.gate.rules import governing_rule, resolve_rules, rule_field, rules_by_specificity, specificity
 
 GATE_ALL_MUTATIONS = ["http.post:*", "http.put:*", "http.patch:*", "http.delete:*"]
 

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test import Client
 
 from tests.conftest import CANARY_SECRET_NAME
-from toolgate import secret_store
 from toolgate.models import StoredSecret
+from toolgate.outbound import secret_store
 
 pytestmark = pytest.mark.django_db
 

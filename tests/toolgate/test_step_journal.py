@@ -10,9 +10,9 @@ import pytest
 
 from approvals.models import AuditEntry
 from tests.approvals.test_admin_inbox import paused_pause
-from toolgate import journal
+from toolgate.gate import journal
 from toolgate.models import JournalEntry, JournalStatus
-from toolgate.step_journal import Continuing, journaled, outcome_unknown_steps
+from toolgate.runtime.step_journal import Continuing, journaled, outcome_unknown_steps
 
 pytestmark = pytest.mark.django_db
 

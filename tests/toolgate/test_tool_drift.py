@@ -9,7 +9,7 @@ from conversations.models import AgentVersion, ConversationStep
 from harnesses.agents import payments_agent
 from harnesses.factories import deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
-from toolgate.resume import CONFIG_DRIFT_TEXT
+from toolgate.runtime.tool_continuation import CONFIG_DRIFT_TEXT
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from harnesses.factories import deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
 from tests.hitl_project.scrape import scrape, value
 from toolgate.models import JournalEntry, PendingToolBatch
-from toolgate.resume import CONFIG_DRIFT_TEXT
+from toolgate.runtime.tool_continuation import CONFIG_DRIFT_TEXT
 
 pytestmark = pytest.mark.django_db
 

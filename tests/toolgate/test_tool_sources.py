@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import time_machine
 
-from conversations.agent_document import DocumentReport
 from conversations.agent_document_llm import check_llm, check_llm_tool_references
+from conversations.document_fields import DocumentReport
 from tests.conversations.conftest import LoopbackServer
-from toolgate.http_requests import BuiltRequest
-from toolgate.sources import (
+from toolgate.gate.tools import Tool, ToolContext, build_toolset
+from toolgate.outbound.http_requests import BuiltRequest
+from toolgate.runtime.sources import (
     a2a_tools,
     builtin_tools,
     dynamic_tools,
@@ -23,9 +24,8 @@ from toolgate.sources import (
     recall_tools,
     toolset_for,
 )
-from toolgate.sources.builtin import CalculationError, calculate
-from toolgate.sources.http import unpinnable_reason
-from toolgate.tools import Tool, ToolContext, build_toolset
+from toolgate.runtime.sources.builtin import CalculationError, calculate
+from toolgate.runtime.sources.http import unpinnable_reason
 
 
 def ctx(**callables: Any) -> ToolContext:

@@ -12,8 +12,8 @@ from harnesses.agents import payments_agent
 from harnesses.factories import account_bot, deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
 from tests.conftest import CANARY_SECRET_NAME
-from toolgate import secret_store
 from toolgate.models import JournalEntry, PendingToolCall
+from toolgate.outbound import secret_store
 
 pytestmark = pytest.mark.django_db
 

@@ -14,12 +14,12 @@ from approvals.models import Pause, PauseStatus
 from harnesses.agents import payments_agent
 from harnesses.factories import deployed_agent, say, start
 from harnesses.queue_drain import run_queued_tasks
-from toolgate.execution import UNCHECKABLE, run_call
-from toolgate.http_requests import BuiltRequest, build_request
+from toolgate.gate.pinning import UNRESOLVED_AT_GATE, pin, request_fingerprint, request_preview
+from toolgate.gate.tools import Tool, ToolCall, ToolContext, ToolSet
 from toolgate.models import UNRESOLVED_FINGERPRINT, PendingToolCall
-from toolgate.pinning import UNRESOLVED_AT_GATE, pin, request_fingerprint, request_preview
-from toolgate.sources.http import http_tools
-from toolgate.tools import Tool, ToolCall, ToolContext, ToolSet
+from toolgate.outbound.http_requests import BuiltRequest, build_request
+from toolgate.runtime.execution import UNCHECKABLE, run_call
+from toolgate.runtime.sources.http import http_tools
 
 DECLARED_QUERIES = {
     "path-template query": ({"path": "/deploy/{args.ref}?version=3"}, [("version", "3")]),
@@ -98,7 +98,7 @@ def test_a_query_in_the_url_is_part_of_the_fingerprint():
 
 
 def test_a_rule_call_sends_the_query_of_its_path_template(http_recorder):
-    from conversations.pipeline.httpcalls import sent_record
+    from conversations.pipeline.httpcalls_task import sent_record
 
     task = {
         "id": "ops",
@@ -114,7 +114,7 @@ def test_a_rule_call_sends_the_query_of_its_path_template(http_recorder):
     }
     built = build_request(task, task["calls"][0], {}, caller_token=None)
     record = sent_record("ping", built)
-    from toolgate.http_requests import send_request
+    from toolgate.outbound.http_requests import send_request
 
     send_request(built, timeout=5)
     (sent,) = http_recorder.requests
@@ -205,7 +205,7 @@ def test_fail_closed_an_approved_call_that_was_unresolvable_at_gate_time_is_refu
     ]
     assert call["requestPinned"] is False and call["requestPreview"] is None
 
-    from toolgate.secret_store import set_secret
+    from toolgate.outbound.secret_store import set_secret
 
     set_secret(name="added-later", value="now-it-resolves-123")  # it would resolve now: still refused
     assert (

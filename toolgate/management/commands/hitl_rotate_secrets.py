@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from toolgate.secret_store import SecretStoreUnavailable, rotate_all
+from toolgate.outbound.secret_store import SecretStoreUnavailable, rotate_all
 
 
 class Command(BaseCommand):

@@ -1,0 +1,92 @@
+"""How the core reaches the engines it knows nothing about.
+
+conversations/ and groups/ register a handler for their engine in AppConfig.ready(); the core calls
+it to move the subject's state in the same transaction as the Pause, and to run the continuation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from approvals.models import Pause
+
+
+class ContinuationNotStarted(Exception):
+    """Raised by a handler before the continuation had any effect: the pause is restored."""
+
+
+class EngineHandler(Protocol):
+    subject_word: str
+    """What the engine's subject is called in a refusal ("Conversation is not in a resumable state")."""
+
+    def subject_state(self, subject_id: object) -> str | None:
+        """The subject's current state, or None when it does not exist."""
+
+    def check_can_continue(self, pause: Pause, subject: object | None = None) -> object | None:
+        """Raise (the engine's own ApplicationError) when a decision could not be carried out; runs before the CAS.
+
+        ``subject``: the subject as the deciding request's access check just read it (opaque to the core;
+        None: read it here). Returns what the check read (e.g. the subject and its agent version), handed
+        to ``continue_pause`` when the deciding process runs the continuation, so it is not read again."""
+
+    def continues_quickly(self, checked: object | None) -> bool:
+        """Whether the continuation whose check read ``checked`` is known to take milliseconds (nothing
+        it runs leaves the process), so a timer's process may run it in place rather than queue it, and
+        the deciding process runs it in the decision's own transaction."""
+
+    def begin_resume(self, pause: Pause) -> bool:
+        """Compare-and-set the subject from awaiting to running, in the caller's transaction."""
+
+    def on_cancelled(self, pause: Pause, *, mode: str) -> None:
+        """Move the subject out of its awaiting state after its pause was cancelled (same transaction)."""
+
+    def on_restored(self, pause: Pause) -> None:
+        """Move the subject back to awaiting after a continuation could not start (same transaction)."""
+
+    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
+        """Run the continuation of a decided pause. Finishes the pause itself.
+
+        ``checked``: what ``check_can_continue`` returned in the decision's transaction, when the deciding
+        process runs it (None on a q-cluster worker: read afresh). Returns the subject as the continuation
+        left it, for the caller's answer (opaque to the core; None when there is nothing to show)."""
+
+    def renew_turn(self, subject_id: object, until: datetime) -> None:
+        """Push the running turn's lease of the subject to ``until`` (the heartbeat of a continuation)."""
+
+    def interrupt_stale_turns(self, *, now: datetime, older_than: datetime) -> int:
+        """Crash recovery: running subjects with no open pause whose turn lease expired before ``now`` (or,
+        without a lease, that started before ``older_than``) are interrupted."""
+
+    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+        """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,
+        for a reviewer deciding ``pause`` (the caller checks the reviewer may read them)."""
+
+    # Optional (approvals.admin.outlook asks with getattr; an engine without them shows no such line):
+
+    def approve_steps(self, pause: Pause) -> list[str] | None:
+        """Labels of what approving ``pause`` runs next (e.g. "notify → POST /notify"), allow-listed and
+        redacted, never a secret or a raw header; None when the engine cannot say."""
+
+    def latest_inputs(self, subject_ids: list[object]) -> dict[object, str]:
+        """The latest input of each subject, in one query (the caller checks the reviewer may read it)."""
+
+
+_HANDLERS: dict[str, EngineHandler] = {}
+
+
+def register_engine(engine: str, handler: EngineHandler) -> None:
+    _HANDLERS[engine] = handler
+
+
+def handler_for(engine: str) -> EngineHandler:
+    """The handler of a pause's engine (``Pause.surface``)."""
+    try:
+        return _HANDLERS[engine]
+    except KeyError:
+        raise LookupError(f"no handler registered for engine '{engine}'") from None
+
+
+def registered_handlers() -> list[EngineHandler]:
+    return list(_HANDLERS.values())

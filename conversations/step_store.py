@@ -1,0 +1,311 @@
+"""Loading a conversation's memory from its step rows, and writing a turn's step back.
+
+A turn loads a bounded window, so its cost does not grow with the conversation: the newest
+``HITL_MEMORY_WINDOW_STEPS`` live steps (default 10, an llm task's default conversationHistoryLimit),
+in one query, without the per-step ``properties`` snapshot (only undo reads it). What reaches further
+back reads the database on demand (conversations.pipeline.conversation_memory): an llm task with a longer history,
+the ``anyStep``/``never`` conditions, and the recall tool, which searches in SQL.
+
+Live steps are the indexes 0..n-1 of a conversation and undone steps the tail after them: undo marks
+the newest live step, redo the oldest undone one, and a new step first deletes the undone tail.
+``Conversation.step_count`` is n, kept in the same transactions. So the newest steps are the index
+range ``[n - count, n)``, read through the (conversation, index) unique index with n taken from the
+conversation's row by primary key in the same statement: bounded whatever the planner guesses a
+conversation's length to be (``ORDER BY index DESC LIMIT count`` alone may make it fetch and sort all).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import IntegerField, QuerySet, TextField, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Lower, StrIndex
+from rest_framework.authtoken.models import Token
+
+from conversations.models import Conversation, ConversationStep
+from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
+from hitl_project import rows
+
+# " ".join([input, *output]) of a step row, as the recall tool matches it in memory.
+_SEARCHED_TEXT = (
+    "input || coalesce((SELECT string_agg(' ' || part.value, '' ORDER BY part.position)"
+    " FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(output) = 'array' THEN output ELSE '[]' END)"
+    " WITH ORDINALITY AS part(value, position)), '')"
+)
+
+
+def step_from_row(row: ConversationStep) -> Step:
+    return Step(
+        input=row.input,
+        context=row.context,
+        actions=list(row.actions),
+        output=list(row.output),
+        outputs=dict(row.outputs),
+        data=dict(row.data),
+        quick_replies=list(row.quick_replies),
+    )
+
+
+def caller_for(user: Any) -> Caller | None:
+    if user is None:
+        return None
+
+    def load_token() -> str:
+        return Token.objects.filter(user_id=user.pk).values_list("key", flat=True).first() or ""
+
+    return Caller(username=user.get_username(), load_token=load_token)
+
+
+def _live(conversation_id: Any) -> QuerySet[ConversationStep]:
+    return ConversationStep.objects.filter(conversation_id=conversation_id, undone=False)
+
+
+def _step_count_minus(conversation_id: Any, count: int) -> RawSQL:
+    """The conversation's ``step_count`` minus ``count``, read by primary key in the statement that uses it."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    return RawSQL(  # nosec B611  # constant SQL, values are parameters
+        f'(SELECT "step_count" - %s FROM {table} WHERE "id" = %s)',  # nosec B608  # identifiers from model metadata, values are parameters
+        [count, conversation_id],
+        output_field=IntegerField(),
+    )
+
+
+def newest_live(conversation_id: Any, count: int) -> QuerySet[ConversationStep]:
+    """The newest ``count`` live steps, newest first: the index range [step_count - count, step_count)."""
+    return (
+        _live(conversation_id)
+        .filter(
+            index__gte=_step_count_minus(conversation_id, max(0, count)),
+            index__lt=_step_count_minus(conversation_id, 0),
+        )
+        .order_by("-index")
+    )
+
+
+def newest_steps(conversation_id: Any, count: int) -> list[ConversationStep]:
+    """The newest ``count`` live steps, oldest first, without their ``properties``; one query."""
+    if not rows.on_postgresql():
+        return list(newest_live(conversation_id, count).defer("properties"))[::-1]
+    found = rows.fetch_all(_newest_steps_sql(), [conversation_id, max(0, count)])
+    return rows.instances(ConversationStep, found, _WITHOUT_PROPERTIES)
+
+
+_WITHOUT_PROPERTIES = ("properties",)
+
+
+@functools.cache
+def _newest_steps_sql() -> str:
+    """``newest_live`` written out: the index range [step_count - count, step_count), oldest first."""
+    return (
+        f"SELECT {rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "  # nosec B608  # identifiers from model metadata, values are parameters
+        f'JOIN {rows.table(Conversation)} c ON c."id" = s."conversation_id" '
+        f'WHERE s."conversation_id" = %s AND NOT s."undone" AND s."index" >= c."step_count" - %s '
+        f'AND s."index" < c."step_count" ORDER BY s."index"'
+    )
+
+
+def memory_window() -> int:
+    return max(1, int(settings.HITL_MEMORY_WINDOW_STEPS))
+
+
+def _load_steps(conversation_id: Any) -> Any:
+    def load(start: int, stop: int) -> list[Step]:
+        rows = _live(conversation_id).filter(index__gte=start, index__lt=stop).order_by("index")
+        return [step_from_row(row) for row in rows.defer("properties")]
+
+    return load
+
+
+def _search_steps(conversation_id: Any, before_index: int | None) -> Any:
+    """The recall tool's search over the live steps before ``before_index`` (None: all), in SQL."""
+
+    def search(needle: str, limit: int) -> list[dict[str, Any]]:
+        rows = _live(conversation_id)
+        if before_index is not None:
+            rows = rows.filter(index__lt=before_index)
+        if connection.vendor != "postgresql":  # the try-it-out SQLite fallback: match in Python
+            found = [
+                (i, text, out)
+                for i, text, out in rows.order_by("index").values_list("index", "input", "output")
+                if needle in " ".join([text, *out]).lower()
+            ][-limit:]
+        else:
+            haystack = Lower(RawSQL(_SEARCHED_TEXT, [], output_field=TextField()))  # nosec B611  # constant SQL, values are parameters
+            found = list(
+                rows.annotate(at=StrIndex(haystack, Lower(Value(needle))))
+                .filter(at__gt=0)
+                .order_by("-index")
+                .values_list("index", "input", "output")[:limit]
+            )[::-1]
+        return [{"turn": index, "input": text, "output": list(output)} for index, text, output in found]
+
+    return search
+
+
+def _memory(
+    conversation: Conversation,
+    *,
+    current: Step,
+    previous: list[ConversationStep],
+    before_index: int | None,
+    caller: Caller | None,
+) -> ConversationMemory:
+    return ConversationMemory(
+        conversation_id=str(conversation.id),
+        current=current,
+        previous=[step_from_row(row) for row in previous],
+        properties=dict(conversation.properties),
+        caller=caller,
+        first_index=previous[0].index if previous else 0,
+        load_steps=_load_steps(conversation.pk),
+        search_steps=_search_steps(conversation.pk, before_index),
+    )
+
+
+def memory_for_new_turn(
+    conversation: Conversation,
+    *,
+    user_input: str,
+    context: dict[str, Any],
+    caller: Caller | None,
+    first_turn: bool = False,
+) -> ConversationMemory:
+    """The memory of a new turn: the newest live steps (none to read for a conversation's ``first_turn``)."""
+    previous = [] if first_turn else newest_steps(conversation.pk, memory_window())
+    return _memory(
+        conversation,
+        current=Step(input=user_input, context=context),
+        previous=previous,
+        before_index=None,
+        caller=caller,
+    )
+
+
+def memory_for_paused_turn(
+    conversation: Conversation, *, caller: Caller | None
+) -> tuple[ConversationMemory, ConversationStep]:
+    rows = newest_steps(conversation.pk, memory_window() + 1)
+    if not rows:
+        raise LookupError("the paused conversation has no step to continue")
+    memory = _memory(
+        conversation,
+        current=step_from_row(rows[-1]),
+        previous=rows[:-1],
+        before_index=rows[-1].index,
+        caller=caller,
+    )
+    return memory, rows[-1]
+
+
+_CLAIM_TURN_SQL = (
+    'UPDATE {table} SET "state" = %s, "turn_started_at" = %s, "turn_alive_until" = %s, '
+    '"cancel_requested_at" = NULL, "cancel_requested_by" = \'\' WHERE "id" = %s AND "state" IN ({talkable}) '
+    'RETURNING "properties", "step_count"'
+)
+
+
+def claim_turn(
+    conversation: Conversation, *, running: str, talkable: tuple[str, ...], started: Any, alive_until: Any
+) -> bool:
+    """A new turn's compare-and-set: the conversation moves from one of the ``talkable`` states to
+    ``running`` (clearing a cancel of an earlier turn). On success the conversation object takes the
+    properties and step count the turn starts from, as they are now (not as they were when it was read
+    for the access check: a turn that committed in between counts). False: not talkable, nothing written."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
+            [running, started, alive_until, conversation.pk, *talkable],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    properties = Conversation._meta.get_field("properties").from_db_value(row[0], None, connection)
+    conversation.properties, conversation.step_count, conversation.state = properties, row[1], running
+    conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
+    conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
+    return True
+
+
+_COMMIT_TURN_SQL = (
+    'UPDATE {table} SET "state" = %s, "properties" = %s, "step_count" = "step_count" + %s '
+    'WHERE "id" = %s AND "state" = %s AND "cancel_requested_at" IS NULL RETURNING "step_count"'
+)
+
+
+def commit_turn_state(
+    conversation: Conversation, *, running: str, state: str, properties: dict[str, Any], appends_step: bool
+) -> int | None:
+    """The turn's compare-and-set, in the caller's transaction: the conversation takes ``state`` and
+    ``properties`` if it is still ``running`` with no cancel recorded, and counts the step the turn is
+    about to append (``appends_step``), in one statement. Returns the new ``step_count``, None when the
+    turn lost the conversation (nothing written)."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COMMIT_TURN_SQL.format(table=table),
+            [state, stored, 1 if appends_step else 0, conversation.pk, running],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    conversation.step_count = row[0]
+    return row[0]
+
+
+def save_step(
+    conversation: Conversation,
+    step: Step,
+    properties: dict[str, Any],
+    row: ConversationStep | None = None,
+    *,
+    counted: bool = False,
+    drop_undone: bool = True,
+) -> ConversationStep:
+    """Update the continued step's row, or append a new step (dropping redo history).
+
+    ``counted``: the caller's compare-and-set already counted the new step (``commit_turn_state``), which
+    goes at ``conversation.step_count - 1``. ``drop_undone=False`` when there can be no undone tail (a
+    conversation's first turn).
+    """
+    fields = {
+        "input": step.input,
+        "context": step.context,
+        "actions": step.actions,
+        "output": step.output,
+        "outputs": step.outputs,
+        "data": step.data,
+        "quick_replies": step.quick_replies,
+        "properties": properties,
+    }
+    if row is not None:
+        for name, value in fields.items():
+            setattr(row, name, value)
+        rows.update(ConversationStep, where={"id": row.pk}, values=fields)
+        return row
+    with transaction.atomic(savepoint=False):  # the count, the redo history and the new step, or none
+        if counted:
+            index = conversation.step_count - 1
+        else:
+            table = connection.ops.quote_name(Conversation._meta.db_table)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',  # nosec B608  # identifiers from model metadata, values are parameters
+                    [conversation.pk],
+                )
+                index = cursor.fetchone()[0] - 1
+        if drop_undone:
+            # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
+            rows.delete(
+                ConversationStep,
+                where={"conversation_id": conversation.pk, "undone": True, "index__gte": index},
+            )
+        created = ConversationStep(conversation=conversation, index=index, **fields)
+        rows.insert(created)
+    conversation.step_count = index + 1
+    return created

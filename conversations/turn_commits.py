@@ -1,0 +1,226 @@
+"""What every turn of a conversation shares: running the pipeline, committing its result, its lease.
+
+A turn's result is written only while the conversation is still the turn's (IN_PROGRESS, no cancel
+recorded): the step, the new state and, when it paused, the Pause with what belongs to it, in one
+transaction (``commit_turn``). A turn answers with what it committed (``TurnResult``), so the snapshot
+need not be read back. Starting and saying: conversations.turns; continuing after a decision:
+conversations.turn_continuation; undo and redo: conversations.undo_redo.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from approvals.decisions import finish_pause
+from approvals.errors import WrongState
+from approvals.leases import kept_alive
+from approvals.models import Engine, Pause, PauseKind, SubjectType
+from approvals.pauses import open_pause, rule_pause_reason
+from approvals.self_approval import effective_allow_self_approval
+from conversations.agents import deployed_version
+from conversations.cancels import finish_cancelled_turn
+from conversations.lifecycle import Cancelled, Completed, LifecycleOutcome, Paused, Stopped, run_lifecycle
+from conversations.models import AgentVersion, Conversation, ConversationState, ConversationStep
+from conversations.pipeline.conversation_memory import ConversationMemory
+from conversations.pipeline.pausing import PauseRequest, ResumePoint
+from conversations.pipeline.registry import TurnContext
+from conversations.snapshots import snapshot_steps_in
+from conversations.step_store import commit_turn_state, save_step
+from conversations.turn_failures import DATABASE_UNAVAILABLE, failure_text
+from toolgate.gate import store_batch
+from toolgate.runtime import act_on_trip, record_trip
+
+logger = logging.getLogger(__name__)
+
+S = ConversationState
+TALKABLE = (S.READY, S.ERROR, S.EXECUTION_INTERRUPTED)
+AWAITING_MESSAGE = (
+    "Conversation is awaiting human approval (current state: AWAITING_HUMAN) - a reviewer must resolve "
+    "it via POST /agents/{id}/resume (or cancel) before new input is accepted"
+)
+
+
+def busy_refusal(conversation_id: Any, state: str | None) -> WrongState:
+    if state == S.AWAITING_HUMAN:
+        return WrongState(AWAITING_MESSAGE.replace("{id}", str(conversation_id)), current_state=state)
+    if state == S.IN_PROGRESS:
+        return WrongState(
+            "Conversation is processing another turn - your message was not processed; retry shortly "
+            "(current state: IN_PROGRESS)",
+            current_state=state,
+        )
+    return WrongState(f"Conversation has ended (current state: {state})", current_state=state)
+
+
+def renew_turn(conversation_id: object, until: datetime) -> int:
+    """Push the lease of the conversation's running turn to ``until`` (its heartbeat)."""
+    return Conversation.objects.filter(pk=conversation_id, state=S.IN_PROGRESS).update(turn_alive_until=until)
+
+
+def turn_kept_alive(conversation: Conversation) -> AbstractContextManager[None]:
+    """The turn's lease is renewed while it runs; if this process dies, recovery interrupts it in seconds."""
+    return kept_alive(lambda until: renew_turn(conversation.pk, until), what=f"turn of {conversation.pk}")
+
+
+def deployed_version_of(conversation: Conversation) -> AgentVersion | None:
+    return deployed_version(
+        agent_id=conversation.agent_id,
+        version=conversation.agent_version,
+        environment=conversation.environment,
+    )
+
+
+def run_pipeline(
+    document: dict[str, Any], memory: ConversationMemory, turn: TurnContext, resume: ResumePoint | None = None
+) -> LifecycleOutcome | Exception:
+    try:
+        return run_lifecycle(document, memory, turn, resume=resume)
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception as exc:
+        return record_failure(memory, turn, exc)
+
+
+def record_failure(memory: ConversationMemory, turn: TurnContext, exc: Exception) -> Exception:
+    """The turn fails: the conversation records ERROR, the error is on the step."""
+    logger.error("turn of conversation %s failed", turn.conversation_id, exc_info=exc)
+    memory.current.data["error"] = failure_text(exc)
+    return exc
+
+
+STATE_AFTER = {Completed: S.READY, Stopped: S.ENDED, Paused: S.AWAITING_HUMAN}
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a turn's commit left: the conversation's state, and the turn's memory when the turn's own
+    result was written (not when a cancel or a failure ended it)."""
+
+    state: str
+    memory: ConversationMemory | None = None
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """A conversation as a turn left it, and the live steps its snapshot shows when the turn held them
+    all (``snapshots.snapshot(result.conversation, steps=result.steps)``; None: read them)."""
+
+    conversation: Conversation
+    steps: list[dict[str, Any]] | None = None
+
+
+def turn_result(conversation: Conversation, committed: Committed | str) -> TurnResult:
+    """The conversation as the turn committed it, without reading it back when the turn's own result won."""
+    if not isinstance(committed, Committed) or committed.memory is None:
+        conversation.refresh_from_db()
+        return TurnResult(conversation)
+    conversation.state = committed.state
+    conversation.properties = committed.memory.properties
+    conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
+    return TurnResult(conversation, snapshot_steps_in(committed.memory))
+
+
+def commit_turn(
+    conversation: Conversation,
+    document: dict[str, Any],
+    memory: ConversationMemory,
+    outcome: LifecycleOutcome | Exception,
+    *,
+    row: ConversationStep | None = None,
+    resolving: Pause | None = None,
+    raised_by_id: int | None = None,
+    first_turn: bool = False,
+) -> Committed:
+    """Write the turn's result if the conversation is still ours (IN_PROGRESS, no cancel recorded).
+    A turn that was cancelled ends through finish_cancelled_turn.
+
+    ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
+    """
+    if isinstance(outcome, Cancelled):
+        return Committed(
+            finish_cancelled_turn(
+                conversation,
+                memory,
+                row=row,
+                resolving=resolving,
+                stopped_before={"workflowId": outcome.workflow_id, "taskIndex": outcome.task_index},
+            )
+        )
+    state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
+    with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
+        won = commit_turn_state(
+            conversation,
+            running=S.IN_PROGRESS,
+            state=state,
+            properties=memory.properties,
+            appends_step=row is None,
+        )
+        if won is None:  # a cancel landed during the last task, or the conversation was ended or interrupted
+            return Committed(
+                finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
+            )
+        if resolving is not None:
+            finish_pause(
+                pause=resolving,
+                outcome="failed" if state == S.ERROR else "completed",
+                detail={"error": memory.current.data.get("error")} if state == S.ERROR else None,
+            )
+        if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
+            memory.current.data["hitl:status"] = "awaiting_approval"
+            memory.current.outputs["hitl:status"] = "awaiting_approval"
+        save_step(
+            conversation, memory.current, memory.properties, row=row, counted=True, drop_undone=not first_turn
+        )
+        if isinstance(outcome, Paused):
+            _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
+    return Committed(state, memory)
+
+
+def _open_pause(
+    conversation: Conversation,
+    document: dict[str, Any],
+    memory: ConversationMemory,
+    paused: Paused,
+    *,
+    raised_by_id: int | None,
+) -> Pause:
+    """Open the pause the turn asked for, with what its request carries, inside the turn's commit."""
+    request = paused.request
+    hitl_config = document.get("hitlConfig")
+    pause = open_pause(
+        surface=Engine.REGULAR,
+        kind=request.kind,
+        subject_type=SubjectType.CONVERSATION,
+        subject_id=conversation.pk,
+        owner_id=conversation.owner_id,
+        reason=request.reason if request.kind != PauseKind.RULE else rule_pause_reason(hitl_config),
+        hitl_config=request.timeout_config if request.timeout_config is not None else hitl_config,
+        bookmark={"workflowId": paused.workflow_id, "taskIndex": paused.task_index},
+        details={**request.details, "actions": list(memory.current.actions)},
+        tool_names=request.tool_names,
+        agent_id=conversation.agent_id,
+        agent_version=conversation.agent_version,
+        raised_by_id=raised_by_id,
+        allow_self_approval=effective_allow_self_approval(hitl_config, request.matched_rules),
+    )
+    _store_with_pause(pause, request)
+    return pause
+
+
+def _store_with_pause(pause: Pause, request: PauseRequest) -> None:
+    """A pause and what belongs to it commit together: the gated batch, and the audit of a guard that
+    tripped on it. A trip that rejects or cancels the pause acts once the pause is committed."""
+
+    if request.tool_batch is not None:
+        store_batch(pause, request.tool_batch)
+    trip = request.guard_trip
+    if trip is not None and request.tool_batch is not None:
+        record_trip(pause, trip, request.tool_batch)
+        if trip.decides_the_pause:
+            transaction.on_commit(lambda: act_on_trip(pause, trip))
