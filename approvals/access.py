@@ -9,12 +9,12 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.errors import Forbidden, NotFound
 from approvals.models import PauseStatus
+from common.errors import Forbidden, NotFound
 
 
 def remember_group_names(user: Any, names: Any) -> None:
-    """The user's group names as read with the user (hitl_project.authentication): no query of their own."""
+    """The user's group names as read with the user (approvals.authentication): no query of their own."""
     user._hitl_group_names = set(names)
 
 

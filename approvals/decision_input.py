@@ -8,10 +8,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from approvals.body_rules import body_errors, shown_text
-from approvals.field_errors import utf16_length
 from approvals.models import Verdict
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.body_rules import body_errors, shown_text
+from common.field_errors import utf16_length
+from common.request_bodies import BodySerializer, TextField, validated_body
 
 NOTE_MAX = 4096
 VERDICT_REQUIRED = "Request body must include a 'verdict' field (APPROVED or REJECTED)"

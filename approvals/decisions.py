@@ -22,7 +22,6 @@ from approvals import metrics
 from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
-from approvals.errors import BadRequest, LostRace, WrongState
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
@@ -30,7 +29,8 @@ from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
 from approvals.surfaces import handler_for
 from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
-from hitl_project import rows
+from common import rows
+from common.errors import BadRequest, LostRace, WrongState
 
 CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
 REPLY_WITH_GUIDANCE = "reply_with_guidance"  # the audit detail's reviewerAction of a guidance decision

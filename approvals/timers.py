@@ -42,9 +42,9 @@ from approvals.actors import system_actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, pause_with_owner
-from approvals.errors import ApplicationError, WrongState
 from approvals.models import Pause, PauseStatus, TimeoutPolicy, Verdict
 from approvals.timer_arming import FAILED_FIRE_RETRY, TIMER_FUNC
+from common.errors import ApplicationError, WrongState
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ class ServicesClient:
         remember_group_names(self.user, self.user.groups.values_list("name", flat=True))
 
     def post(self, url: str, json: dict | None = None, params: dict | None = None) -> Answer:
-        from approvals.errors import ApplicationError
+        from common.errors import ApplicationError
 
         match = ROUTE.match(url)
         if match is None:

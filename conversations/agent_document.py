@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from approvals.field_errors import FieldError
 from approvals.hitl_config import validate_hitl_config
+from common.field_errors import FieldError
 from conversations.agent_document_llm import check_llm_tool_references
 from conversations.agent_document_tasks import TASK_CHECKS, TASK_KEYS
 from conversations.document_fields import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from approvals.edit_distance import near_miss
+from common.edit_distance import near_miss
 from conversations.document_fields import (
     check_target_url,
     child,

@@ -12,11 +12,11 @@ from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from approvals.errors import BadRequest, Conflict, NotFound
+from common import rows
+from common.errors import BadRequest, Conflict, NotFound
 from conversations.agent_document import DocumentReport, validate_agent_document
 from conversations.errors import NotDeployed
 from conversations.models import Agent, AgentVersion, Conversation, Deployment, Environment
-from hitl_project import rows
 
 
 def report_or_raise(

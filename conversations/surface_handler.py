@@ -12,13 +12,13 @@ from approvals.audit import append_audit_entry
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Pause, SubjectType, Surface
 from approvals.surfaces import register_surface
+from common import rows
 from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.turns import continue_after_decision, renew_turn
-from hitl_project import rows
 
 S = ConversationState
 

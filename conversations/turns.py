@@ -24,13 +24,14 @@ from django.utils import timezone
 from approvals.actors import system_actor
 from approvals.decision_notices import rejection_text
 from approvals.decisions import finish_pause
-from approvals.errors import WrongState
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseKind, SubjectType, Surface, Verdict
 from approvals.pause_caps import require_room_for_a_pause
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
 from approvals.surfaces import ContinuationNotStarted
+from common import rows
+from common.errors import WrongState
 from conversations import nested_agents
 from conversations.acting_identity import approver_caller, continuation_caller
 from conversations.agents import OnVersion, deployed_version, newest_deployed_version
@@ -70,7 +71,6 @@ from conversations.pipeline.registry import TurnContext
 from conversations.pipeline.tasks import register_builtin_tasks
 from conversations.snapshots import snapshot_steps_in
 from conversations.turn_failures import DATABASE_UNAVAILABLE, fail_turn, failure_text, run_guarded
-from hitl_project import rows
 from toolgate.batches import store_batch
 from toolgate.models import PendingToolBatch
 from toolgate.no_progress import act_on_trip, record_trip

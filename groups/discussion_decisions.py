@@ -21,10 +21,10 @@ from approvals.audit import append_audit_entry
 from approvals.continuation_runs import Continued, decide_and_continue, record_cancel_request
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
 from approvals.decisions import cancel_pending_pause, decide_pause, open_pause_of
-from approvals.errors import BadRequest, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, SubjectType, Surface
 from approvals.pause_kinds import register_decision_validator, register_details_provider
-from approvals.request_bodies import BodySerializer, validated_body
+from common.errors import BadRequest, WrongState
+from common.request_bodies import BodySerializer, validated_body
 from groups import events as ev
 from groups import tasks as task_list
 from groups.models import TERMINAL_STATES, GroupConversation

@@ -25,9 +25,9 @@ from django.db import transaction
 
 from approvals.audit import append_audit_entry
 from approvals.decisions import finish_pause
-from approvals.errors import ApplicationError
 from approvals.models import Pause, PauseKind, SubjectType, Verdict
 from approvals.surfaces import ContinuationNotStarted
+from common.errors import ApplicationError
 from groups import events as ev
 from groups import tasks as task_list
 from groups.discussions import Run, finish, require_deployed_members, run_from

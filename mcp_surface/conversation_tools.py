@@ -9,10 +9,11 @@ from typing import Any
 from approvals.access import may_read_turns
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import parse_decision_body
-from approvals.errors import BadRequest, Forbidden
 from approvals.models import SubjectType, Surface
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pending_inbox_rows
+from common.errors import BadRequest, Forbidden
+from common.throttles import TURNS, WRITES, count_request
 from conversations import turns
 from conversations.models import ConversationState
 from conversations.nested_agents import talk_result
@@ -24,7 +25,6 @@ from conversations.selectors import (
     talk_on_version,
 )
 from conversations.snapshots import approval_status, snapshot
-from hitl_project.throttles import TURNS, WRITES, count_request
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.identity import mcp_actor
 

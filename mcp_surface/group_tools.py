@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.access import may_read_turns
-from approvals.errors import Forbidden
+from common.errors import Forbidden
+from common.throttles import WRITES, count_request
 from groups.api.approval_views import FULL_ONLY_WHILE_AWAITING
 from groups.api.discussion_views import discussion_snapshot
 from groups.discussion_decisions import approve_discussion, cancel_discussion
@@ -15,7 +16,6 @@ from groups.discussion_status import approval_status, pending_group_approvals
 from groups.errors import ResumeNotStarted
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
-from hitl_project.throttles import WRITES, count_request
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor

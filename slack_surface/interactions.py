@@ -26,9 +26,9 @@ from urllib.parse import parse_qs
 from approvals.actors import Actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import parse_decision_body
-from approvals.errors import ApplicationError, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Surface, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL
+from common.errors import ApplicationError, Forbidden, NotFound, WrongState
 from conversations.selectors import decision_on_version
 from groups.discussion_decisions import approve_discussion
 from groups.models import GroupConversation

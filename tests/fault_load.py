@@ -413,7 +413,7 @@ def run_fault_load(
 ) -> FaultLoadResult:
     """The load, then the q-cluster's and the drainer's work once the faults stop. Leases last one second
     here, so what a fault left claimed is recovered within the run, as it would be within a lease."""
-    problems_log = logging.getLogger("hitl_project.problems")
+    problems_log = logging.getLogger("common.problems")
     problems_log.addHandler(_UNHANDLED)
     try:
         return _run_fault_load(

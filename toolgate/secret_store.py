@@ -19,8 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from approvals.body_rules import refuse_bad_body
-from approvals.errors import ApplicationError, BadRequest, NotFound
+from common.body_rules import refuse_bad_body
+from common.errors import ApplicationError, BadRequest, NotFound
 from toolgate.models import StoredSecret
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,128}")

@@ -19,9 +19,9 @@ from rest_framework.views import APIView
 from approvals.access import is_admin
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
 from approvals.audit_selectors import audit_entries
-from approvals.body_rules import unstorable_text_problem
-from approvals.errors import BadRequest
 from approvals.models import AuditEntry
+from common.body_rules import unstorable_text_problem
+from common.errors import BadRequest
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from approvals import metrics
 from approvals.api.permissions import AdminOnly
-from approvals.request_bodies import BodySerializer, validated_body
+from common.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
 MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"

@@ -15,11 +15,11 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin
 from approvals.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
-from approvals.errors import BadRequest
+from common.errors import BadRequest
+from common.parsers import CheckedJSONParser
 from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
 from conversations.selectors import agent_list
-from hitl_project.parsers import CheckedJSONParser
 from toolgate.redaction import redact_json_value
 
 VERSION_PARAM = OpenApiParameter(

@@ -21,15 +21,16 @@ from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
-from approvals.body_rules import context_size_problem
 from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
-from approvals.errors import BadRequest, Forbidden
 from approvals.models import PauseStatus, SubjectType, Surface
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
-from approvals.request_bodies import BodySerializer, TextField, validated_body
 from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
+from common.body_rules import context_size_problem
+from common.errors import BadRequest, Forbidden
+from common.request_bodies import BodySerializer, TextField, validated_body
+from common.throttles import TurnRateThrottle
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
 from conversations.models import Conversation, ConversationState
@@ -41,7 +42,6 @@ from conversations.selectors import (
     talk_on_version,
 )
 from conversations.snapshots import approval_status, snapshot
-from hitl_project.throttles import TurnRateThrottle
 
 
 def _snapshot_fields() -> dict[str, serializers.Field]:
@@ -108,7 +108,7 @@ INPUT_MAX = 16_384
 
 class ContextField(serializers.DictField):
     """A turn's context: an object of at most ``HITL_CONTEXT_MAX_BYTES`` bytes of canonical JSON
-    (approvals.body_rules.context_size_problem)."""
+    (common.body_rules.context_size_problem)."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         value = super().to_internal_value(data)

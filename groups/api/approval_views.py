@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
-from approvals.errors import Forbidden
+from common.errors import Forbidden
 from conversations.api.conversation_views import INBOX_ROW, LastDecisionSerializer
 from groups.api.discussion_views import discussion_snapshot
 from groups.discussion_status import approval_status, pending_group_approvals

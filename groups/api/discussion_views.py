@@ -11,7 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.request_bodies import BodySerializer, TextField, validated_body
+from common.throttles import TurnRateThrottle
 from conversations.api.conversation_views import json_body
 from groups import tasks as task_list
 from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion, cancel_discussion
@@ -19,7 +20,6 @@ from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
 from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
-from hitl_project.throttles import TurnRateThrottle
 
 QUESTION_MAX = 16_384
 ENTRY_STATUSES = ["OK", "SKIPPED", "ERROR"]

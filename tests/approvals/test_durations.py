@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from approvals.durations import (
+from common.durations import (
     InvalidDuration,
     NonPositiveDuration,
     format_duration,

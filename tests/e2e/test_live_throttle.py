@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.core.cache import caches
 
+from common.throttles import THROTTLE_CACHE
 from conversations.models import Conversation
-from hitl_project.throttles import THROTTLE_CACHE
 from tests.e2e.conftest import api_user, running_stack
 from tests.factories import deployed_agent
 

@@ -17,9 +17,9 @@ from django.db import connections, transaction
 from approvals.actors import actor_for_user
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
-from approvals.errors import WrongState
 from approvals.models import AuditEntry, PauseStatus
 from approvals.surfaces import handler_for
+from common.errors import WrongState
 from groups.discussion_decisions import cancel_discussion
 from groups.models import GroupConversation
 from tests.approvals.test_cancel_lock_order import sessions_waiting_on_a_lock

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.api.audit_views import AuditFilterParser, filtered_audit_entries
 from approvals.audit_export import CHUNKS_SYNC, FORMATS, export_rows
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 
 FILTERS = ("conversation", "pause", "actor", "verb", "since", "until")
 

@@ -13,7 +13,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 
 
 class BodySerializer(serializers.Serializer):
@@ -64,7 +64,7 @@ class BodySerializer(serializers.Serializer):
 
 class TextField(serializers.CharField):
     """A string and nothing else (DRF's CharField would take 5 as "5"). NUL and lone surrogates are
-    refused by approvals.body_rules, in its words, not by DRF's own validators."""
+    refused by common.body_rules, in its words, not by DRF's own validators."""
 
     default_error_messages = {"invalid": "must be a string"}
 
