@@ -68,6 +68,17 @@ def may_read_turns(user: Any, *, owner_id: int | None, awaiting: bool) -> bool:
     return is_admin(user) or is_owner(user, owner_id) or awaiting
 
 
+def require_full_status(user: Any, *, owner_id: int | None, awaiting: bool, subject: str) -> None:
+    """The full approval status (``detail=full``: the subject's turns with its pause) follows
+    ``may_read_turns``: an approver-only caller is refused it unless the subject awaits a decision, and
+    is pointed to the summary. ``subject`` names the subject in the refusal."""
+    if not may_read_turns(user, owner_id=owner_id, awaiting=awaiting):
+        raise Forbidden(
+            f"Full approval status is available to approvers only while the {subject} is awaiting "
+            "approval - use the summary view"
+        )
+
+
 def no_access(what: str) -> Forbidden:
     """The one refusal for a subject the caller may not use: unknown, someone else's and ownerless alike.
 

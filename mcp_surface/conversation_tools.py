@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.access import may_read_turns
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import parse_decision_body
 from approvals.models import SubjectType, Surface
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pending_inbox_rows
-from common.errors import BadRequest, Forbidden
+from common.errors import BadRequest
 from common.throttles import TURNS, WRITES, count_request
 from conversations import turns
 from conversations.models import ConversationState
@@ -24,7 +23,7 @@ from conversations.selectors import (
     reread_conversation,
     talk_on_version,
 )
-from conversations.snapshots import approval_status, snapshot
+from conversations.snapshots import approval_status_in_detail, snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.identity import mcp_actor
 
@@ -48,19 +47,7 @@ def get_approval_status(user: Any, *, conversation_id: Any, detail: Any = None) 
     """REST's approval-status; ``detail="full"`` adds the snapshot REST adds (the redacted view: no tool
     arguments beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint)."""
     conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
-    summary = approval_status(conversation, user=user)
-    if detail == "full":
-        if not may_read_turns(
-            user,
-            owner_id=conversation.owner_id,
-            awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
-        ):
-            raise Forbidden(
-                "Full approval status is available to approvers only while the conversation is "
-                "awaiting approval - use the summary view"
-            )
-        summary["conversation"] = snapshot(conversation)
-    return summary
+    return approval_status_in_detail(conversation, user=user, detail=detail)
 
 
 def _decision_body(verdict: Any, note: Any, tool_decisions: Any) -> dict[str, Any]:

@@ -12,14 +12,9 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from approvals.api.audit_views import (
-    AUDIT_FILTER_PARAMETERS,
-    BIGINT_MAX,
-    AuditFilterParser,
-    IsStaffOrAdmin,
-    filtered_audit_entries,
-)
+from approvals.api.audit_views import AUDIT_FILTER_PARAMETERS, IsStaffOrAdmin
 from approvals.audit_export import EXPORT_COLUMNS, FORMATS, export_response
+from approvals.audit_filters import BIGINT_MAX, AuditFilterParser, filtered_audit_entries
 
 
 class ProblemsAsJson(BaseContentNegotiation):

@@ -14,13 +14,13 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
+from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
 from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
 from approvals.decision_input import DecisionBodySerializer, parse_decision_body
 from approvals.decisions import continues_inline, decide_pause
@@ -29,7 +29,7 @@ from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
 from common.body_rules import context_size_problem
 from common.errors import BadRequest, Forbidden
-from common.request_bodies import BodySerializer, TextField, validated_body
+from common.request_bodies import BodySerializer, TextField, json_body, validated_body
 from common.throttles import TurnRateThrottle
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
@@ -41,7 +41,7 @@ from conversations.selectors import (
     reread_conversation,
     talk_on_version,
 )
-from conversations.snapshots import approval_status, snapshot
+from conversations.snapshots import approval_status_in_detail, snapshot
 
 
 def _snapshot_fields() -> dict[str, serializers.Field]:
@@ -62,18 +62,6 @@ def _snapshot_fields() -> dict[str, serializers.Field]:
         ),
         "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
     }
-
-
-class LastDecisionSerializer(serializers.Serializer):
-    verdict = serializers.CharField()
-    decidedBy = serializers.CharField()
-    automated = serializers.BooleanField()
-    note = serializers.CharField(allow_null=True)
-    decidedAt = serializers.DateTimeField(allow_null=True)
-    cancelledBy = serializers.CharField(
-        allow_null=True, help_text="who cancelled the pause or its continuation; null when nobody did"
-    )
-    cancelledAt = serializers.DateTimeField(allow_null=True)
 
 
 SNAPSHOT = inline_serializer("Snapshot", _snapshot_fields())
@@ -127,26 +115,6 @@ def _context_field() -> serializers.DictField:
         help_text="Conversation context for this turn ({context.X} in templates); at most "
         "HITL_CONTEXT_MAX_BYTES (64 KiB) of JSON",
     )
-
-
-def json_body(request: Request, *, required: bool) -> Any:
-    """The parsed JSON body; anything unreadable is a 400 naming the body."""
-    try:
-        data = request.data
-    except (ParseError, UnsupportedMediaType) as exc:
-        raise BadRequest(
-            f"The body must be a JSON object ({exc.detail})",
-            errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}],
-        ) from None
-    if not request.body and not required:
-        return {}
-    if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
-        data = data.dict()
-        if not data and required:
-            raise BadRequest(
-                "The body must be a JSON object", errors=[{"field": "body", "message": "required"}]
-            )
-    return data
 
 
 class StartView(APIView):
@@ -438,40 +406,11 @@ class ApprovalStatusView(APIView):
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
-        summary = approval_status(conversation, user=request.user)
-        if request.query_params.get("detail") == "full":
-            if not may_read_turns(
-                request.user,
-                owner_id=conversation.owner_id,
-                awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
-            ):
-                raise Forbidden(
-                    "Full approval status is available to approvers only while the conversation is "
-                    "awaiting approval - use the summary view"
-                )
-            summary["conversation"] = snapshot(conversation)
-        return Response(summary)
-
-
-INBOX_ROW = inline_serializer(
-    "InboxRow",
-    {
-        "pauseId": serializers.UUIDField(),
-        "surface": serializers.CharField(),
-        "conversationId": serializers.UUIDField(),
-        "agentId": serializers.UUIDField(allow_null=True),
-        "groupId": serializers.UUIDField(allow_null=True),
-        "ownerId": serializers.CharField(allow_null=True),
-        "pausedAt": serializers.DateTimeField(),
-        "deadline": serializers.DateTimeField(allow_null=True),
-        "pauseReason": serializers.CharField(),
-        "pauseType": serializers.CharField(),
-        "timeoutPolicy": serializers.CharField(),
-        "approvalTimeout": serializers.CharField(allow_null=True),
-        "toolNames": serializers.ListField(child=serializers.CharField()),
-    },
-    many=True,
-)
+        return Response(
+            approval_status_in_detail(
+                conversation, user=request.user, detail=request.query_params.get("detail")
+            )
+        )
 
 
 class PendingApprovalsView(APIView):

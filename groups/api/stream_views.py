@@ -22,9 +22,8 @@ from rest_framework.views import APIView
 from approvals.continuation_runs import Continued
 from approvals.pause_caps import require_room_for_a_pause
 from common.errors import ApplicationError
-from common.request_bodies import validated_body
+from common.request_bodies import json_body, validated_body
 from common.throttles import TurnRateThrottle
-from conversations.api.conversation_views import json_body
 from groups import events as ev
 from groups import sse
 from groups.api.discussion_views import DiscussionListView

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from approvals.api.audit_views import AuditFilterParser, filtered_audit_entries
 from approvals.audit_export import CHUNKS_SYNC, FORMATS, export_rows
+from approvals.audit_filters import AuditFilterParser, filtered_audit_entries
 from common.errors import BadRequest
 
 FILTERS = ("conversation", "pause", "actor", "verb", "since", "until")
