@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiParameter,
     PolymorphicProxySerializer,
@@ -21,24 +20,27 @@ from rest_framework.views import APIView
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
 from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
-from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
-from approvals.decision_input import DecisionBodySerializer, parse_decision_body
-from approvals.decisions import continues_inline, decide_pause
-from approvals.models import PauseStatus, SubjectType, Surface
-from approvals.pause_summaries import decision_summary, inbox_row_from_values
-from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
+from approvals.continuation_runs import QUEUED
+from approvals.decision_input import DecisionBodySerializer
+from approvals.models import PauseStatus, Surface
+from approvals.pause_summaries import inbox_row_from_values
+from approvals.selectors import pause_status, pending_inbox_rows
 from common.body_rules import context_size_problem
 from common.errors import BadRequest, Forbidden
 from common.request_bodies import BodySerializer, TextField, json_body, validated_body
 from common.throttles import TurnRateThrottle
 from conversations import turns
 from conversations.cancels import REQUESTED, CancelResult
+from conversations.conversation_decisions import (
+    AFTER_ANSWER,
+    HERE,
+    continued_snapshot,
+    decide_conversation,
+)
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import (
     conversation_for_decision,
     conversation_for_talk,
-    decision_on_version,
-    reread_conversation,
     talk_on_version,
 )
 from conversations.snapshots import approval_status_in_detail, snapshot
@@ -280,34 +282,22 @@ class ResumeView(APIView):
         },
     )
     def post(self, request: Request, conversation_id: str) -> Response:
-        decision = parse_decision_body(json_body(request, required=True))
         wait = clamp_wait(request.query_params.get("wait"))
-        found = decision_on_version(request.user, conversation_id)
-        conversation = found.conversation
-        decide = {
-            "surface": Surface.REGULAR,
-            "subject_type": SubjectType.CONVERSATION,
-            "subject_id": conversation.pk,
-            "decision": decision,
-            "actor": actor_for_user(request.user),
-            "subject": found,
-        }
-        if wait > 0 and continues_inline():
-            # The deciding process runs the continuation (ARCHITECTURE "Decision"); ?wait returns with it.
-            return Response(_continued_here_answer(decide_and_continue(**decide)))
-        after: Any = None
-        if wait <= 0 and settings.HITL_CONTINUE_AFTER_RESPONSE:
-            pause, after = decide_and_continue_later(**decide)
-        else:
-            pause = decide_pause(**decide)
+        continued = decide_conversation(
+            user=request.user,
+            conversation_id=conversation_id,
+            body=json_body(request, required=True),
+            continuation=HERE if wait > 0 else AFTER_ANSWER,
+        )
+        pause = continued.pause
         if wait > 0:
-            # A q-cluster-only deployment (HITL_CONTINUE_INLINE=false): wait here for the q-cluster.
-            _wait_until_settled(pause.id, wait)
-            return Response(_continued_answer(conversation.pk, pause.id))
+            if continued.outcome == QUEUED:  # inline continuations are off: wait here for the q-cluster
+                _wait_until_settled(pause.id, wait)
+            return Response(continued_snapshot(continued))
         return ThenRun(
-            after,
+            continued.then,
             {
-                "conversationId": str(conversation.pk),
+                "conversationId": str(pause.subject_id),
                 "pauseId": str(pause.id),
                 "verdict": pause.verdict,
                 "decidedBy": pause.decided_by,
@@ -352,24 +342,6 @@ def _wait_until_settled(pause_id: Any, wait: float) -> None:
     deadline = time.monotonic() + wait
     while not _continuation_settled(pause_id) and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
-    """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
-    body = snapshot(reread_conversation(conversation_id=conversation_id))
-    body["lastDecision"] = decision_summary(pause_by_id(pause_id=pause_id))
-    return body
-
-
-def _continued_here_answer(continued: Continued) -> dict[str, Any]:
-    """``_continued_answer`` for a continuation this process just ran: when its own result committed, the
-    conversation, its steps and the finished pause are as it left them in memory, and nothing is read."""
-    result = continued.subject
-    if continued.outcome != "continued" or not isinstance(result, turns.TurnResult) or result.steps is None:
-        return _continued_answer(continued.pause.subject_id, continued.pause.id)
-    body = snapshot(result.conversation, steps=result.steps)
-    body["lastDecision"] = decision_summary(continued.pause)
-    return body
 
 
 APPROVAL_STATUS = inline_serializer(
