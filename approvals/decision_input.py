@@ -145,7 +145,7 @@ class DecisionBodySerializer(BodySerializer):
         default="",
         help_text=f"At most {NOTE_MAX} characters (UTF-16 code units)",
     )
-    toolDecisions = serializers.DictField(  # noqa: N815 - the wire name
+    toolDecisions = serializers.DictField(  # the wire name
         required=False,
         allow_null=True,
         default=dict,
@@ -181,7 +181,7 @@ class DecisionBodySerializer(BodySerializer):
             raise _refused(errors)
         return note
 
-    def validate_toolDecisions(self, tool_decisions: dict[str, Any] | None) -> dict[str, Any]:  # noqa: N802
+    def validate_toolDecisions(self, tool_decisions: dict[str, Any] | None) -> dict[str, Any]:
         if tool_decisions is None:
             return {}
         if errors := body_errors(tool_decisions):

@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Q
 from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
@@ -142,12 +142,6 @@ def fire_due_burst(now: datetime | None = None) -> int:
         fired += count
         if count == 0:
             return fired
-
-
-def next_deadline() -> datetime | None:
-    return Pause.objects.filter(status=PauseStatus.PENDING, due_at__isnull=False).aggregate(m=Min("due_at"))[
-        "m"
-    ]
 
 
 def _try_drain_lock() -> bool:

@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from toolgate.patterns import GlobPattern  # noqa: E402
+from toolgate.patterns import GlobPattern
 
 NAME = "a" * 60
 

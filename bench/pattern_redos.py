@@ -15,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns  # noqa: E402
-from toolgate.patterns import GlobPattern, validate_pattern  # noqa: E402
+from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from toolgate.patterns import GlobPattern, validate_pattern
 
 BOUND_MS = 5.0
 REPEAT = 200

@@ -18,9 +18,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings")
 
-from tests.toolgate.secret_corpus import NEAR_MISSES, SHAPES  # noqa: E402
-from toolgate.log_redaction import redact_log_text  # noqa: E402
-from toolgate.redaction import redact, redact_headers, redact_json_value  # noqa: E402
+from tests.toolgate.secret_corpus import NEAR_MISSES, SHAPES
+from toolgate.log_redaction import redact_log_text
+from toolgate.redaction import redact, redact_headers, redact_json_value
 
 ENTRY_POINTS = {
     "redact": redact,

@@ -180,7 +180,7 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
 
 def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> AgentVersion | None:
     """The version a conversation runs on if it is still deployed (its agent not deleted), else None:
-    ``is_deployed`` and the version's row in one query."""
+    whether it is deployed and the version's row in one query."""
     if rows.on_postgresql():
         return _deployed_row(agent_id=agent_id, version=version, environment=environment)
     return (
@@ -257,9 +257,3 @@ def deployed_versions(*, agent_id: uuid.UUID | str, environment: str) -> list[in
         .order_by("version")
         .values_list("version", flat=True)
     )
-
-
-def is_deployed(*, agent_id: uuid.UUID, version: int, environment: str) -> bool:
-    return Deployment.objects.filter(
-        agent_id=agent_id, version=version, environment=environment, agent__deleted_at__isnull=True
-    ).exists()

@@ -43,7 +43,7 @@ class _QuietHandler(WSGIRequestHandler):
         self.close_connection = True
         return parsed
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         return None
 
 

@@ -170,7 +170,7 @@ def _is_transactional(request) -> bool:
     return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter)
+def pytest_terminal_summary(terminalreporter) -> None:  # pytest's reporter
     """Say where the browser tests' screenshots are (issue 15 asks for them as artifacts of every run)."""
     from pathlib import Path
 

@@ -383,7 +383,7 @@ def transfer_server() -> Iterator[tuple[str, list[str]]]:
     received: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        def do_POST(self) -> None:  # the http.server hook
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             received.append(self.path)
             self.send_response(200)
@@ -392,7 +392,7 @@ def transfer_server() -> Iterator[tuple[str, list[str]]]:
             self.end_headers()
             self.wfile.write(b'{"ok":true}')
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -165,7 +165,7 @@ class ScheduleInputSerializer(BodySerializer):
     )
     repeats = serializers.IntegerField(min_value=-1, required=False, help_text="Default -1 (forever).")
 
-    def validate_scheduleType(self, name: str) -> str:  # noqa: N802
+    def validate_scheduleType(self, name: str) -> str:
         return TYPE_CODES[name]
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
