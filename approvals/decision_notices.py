@@ -3,7 +3,7 @@
 Rule: **an automated decision never claims a human.** A decision by a ``system:*`` actor (a timeout, the
 no-progress guard) says plainly that it was made automatically: a timeout says that no reviewer decided
 in time and which policy decided, any other automated decider is named. Only a human's rejection keeps
-the reference's wording, "This action was rejected by a human reviewer."
+EDDI's wording, "This action was rejected by a human reviewer."
 """
 
 from __future__ import annotations

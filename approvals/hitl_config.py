@@ -1,4 +1,4 @@
-"""Save-time validation of an agent's ``hitlConfig`` (behaviour-details §6.2).
+"""Save-time validation of an agent's ``hitlConfig``.
 
 A bad config is refused when the agent is saved or imported, never degraded at run time: a finite
 timeout policy without a duration, or a misspelt key, would otherwise leave a pause waiting forever.

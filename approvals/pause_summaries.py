@@ -67,7 +67,7 @@ def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
 def pause_details(
     pause: Pause, *, step_actions: list[str] | None = None, reviewer: bool = False
 ) -> dict[str, Any]:
-    """The reference's pauseDetails: RULE {type, reason, actions, outcomeUnknown}; TOOL_CALL per-call
+    """EDDI's pauseDetails: RULE {type, reason, actions, outcomeUnknown}; TOOL_CALL per-call
     summaries. A RULE pause's ``outcomeUnknown`` lists the steps an earlier, interrupted run of its
     continuation claimed and never recorded (they are never sent again), empty otherwise. ``reviewer``:
     the view of a reviewer deciding the pause (approvals.access.sees_what_runs)."""

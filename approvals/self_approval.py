@@ -27,7 +27,7 @@ def effective_allow_self_approval(hitl_config: Any, rules: Iterable[Any] = ()) -
     """Whether the people a pause concerns may decide it themselves: the strictest statement wins.
 
     The agent level is ``hitlConfig.allowSelfApproval``, else the setting ``HITL_ALLOW_SELF_APPROVAL``
-    (default true, as in the reference). For a tool-call pause, ``rules`` are the tool rules that
+    (default true, as in EDDI). For a tool-call pause, ``rules`` are the tool rules that
     matched its gated calls: a rule can only forbid, so if the agent level or any matched rule says
     false, self-approval is refused. Documents are validated on save; a stated value that is not a
     boolean (stored data older than the rule) counts as false, so it fails closed.

@@ -1,7 +1,7 @@
 """group_cycles.py --with-peer: the peer's interrupt cycle interleaved with the group cycle, round by round.
 
-The peer's graph (../shared/bench/peer_langgraph/, run by peer_cycles.py over HTTP as compare_peer.py
-runs it) is already three nodes with one interrupt between them: parse -> gate (``interrupt()``) -> act,
+The peer's graph (bench/peer/graph.py, run by peer_cycles.py over HTTP as compare_peer.py runs it) is
+already three nodes with one interrupt between them: parse -> gate (``interrupt()``) -> act,
 on PostgresSaver. That is the shape of our discussion (OPINION, CHALLENGE, the gate, SYNTHESIS), but its
 nodes are plain functions, where each of our phases is three member turns through the 1:1 engine. So
 the ratio says what a discussion costs beside the cheapest graph of the same shape, not that the two do
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 from _cost import load_average
 from _stack import LOG_DIR, machine_line
 from compare_peer import FIGURES, cell, command, mean, peer_versions, run, set_up_peer
-from peer_cycles import PEER_DIR
+from peer_cycles import PEER_VENV
 
 
 def add_peer_args(parser: argparse.ArgumentParser) -> None:
@@ -34,12 +33,8 @@ def add_peer_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--rounds", type=int, default=2, help="rounds of peer then ours (default 2)")
     group.add_argument(
-        "--lg-venv",
-        type=Path,
-        default=Path(os.environ.get("LG_VENV", "~/.cache/lg-venv")).expanduser(),
-        help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv; compare_peer.py makes it)",
+        "--peer-venv", type=Path, default=PEER_VENV, help="the peer's virtualenv (default bench/peer/.venv)"
     )
-    group.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
     group.add_argument(
         "--peer-db", default=None, help="the peer's database (default: ours, --db; it owns its own tables)"
     )
@@ -47,7 +42,7 @@ def add_peer_args(parser: argparse.ArgumentParser) -> None:
 
 def run_with_peer(args: argparse.Namespace, run_ours: Callable[[argparse.Namespace, str], None]) -> int:
     args.peer_db = args.peer_db or args.db
-    set_up_peer(args.lg_venv, args.peer_dir, args.peer_db, force=False)
+    set_up_peer(args.peer_venv, force=False)
     started, load_at_start = time.monotonic(), load_average()
     runs: dict[str, list[dict | None]] = {"peer": [], "ours": []}
     LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -71,7 +66,7 @@ def run_with_peer(args: argparse.Namespace, run_ours: Callable[[argparse.Namespa
             time.sleep(1.0)
     print(
         f"\n# the group cycle beside the peer's 3-node interrupt cycle; {machine_line()}; peer: "
-        f"{peer_versions(args.lg_venv)}, uvicorn --workers {args.workers} (thread_nodelay)"
+        f"{peer_versions(args.peer_venv)}, uvicorn --workers {args.workers} (bench/peer/server.py)"
     )
     print(
         f"{args.clients} clients, {args.duration:.0f} s per run, {args.rounds} rounds interleaved; 1-min load "

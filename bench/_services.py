@@ -1,6 +1,6 @@
 """The cycle's three requests as the service calls the views make, in this process: no HTTP, no DRF.
 
-The peer's in-process figure (bench_langgraph.py) calls ``graph.invoke`` directly, with no web
+The peer's in-process figure (bench/peer/graph.py) calls ``graph.invoke`` directly, with no web
 framework; this is ours at the same level. Each call does what its view does after parsing:
 the access check (``talk_on_version``; ``decide_conversation`` makes its own), the service
 (``start_conversation``, ``say``, ``decide_conversation``) and the snapshot it answers with. What

@@ -13,7 +13,7 @@ What a stack does, in order:
      a ``manage.py qcluster`` (``HITL_Q_WORKERS``), each in its own process group, with
      ``DATABASE_URL`` pointing at the bench database, ``HITL_DB_POOL=true`` and ``LOG_LEVEL=WARNING``;
   4. waits for ``/healthz``, then creates and deploys the ``account_bot()`` agent of
-     tests/factories.py through the REST API;
+     harnesses/factories.py through the REST API;
   5. at exit (normal, exception, Ctrl-C or SIGTERM) stops both process groups.
 
 Also here: ``summarize`` / ``print_latency`` (p50/p95/p99 in ms, mean, count) and
@@ -199,7 +199,7 @@ def stop_group(proc: subprocess.Popen[Any], *, grace: float = 15.0) -> None:
         pass
 
 
-def _raise_exit(signum: int, frame: Any) -> None:
+def raise_exit(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
@@ -350,7 +350,7 @@ class Stack:
     def __enter__(self) -> Stack:
         atexit.register(self.stop)
         for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_exit)
+            signal.signal(signum, raise_exit)
         try:
             self.start()
         except BaseException:
@@ -508,7 +508,7 @@ class Stack:
 
 
 def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
-    """tests.factories.account_bot(): importing it needs Django set up (it imports the services).
+    """harnesses.factories.account_bot(): importing it needs Django set up (it imports the services).
 
     Django is set up in this process against the bench database ``db`` (no pool), so scripts may
     also use the ORM or Django's test client afterwards.
@@ -525,7 +525,7 @@ def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
     import django
 
     django.setup()
-    from tests.factories import account_bot
+    from harnesses.factories import account_bot
 
     return account_bot()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The audit ledger under load, full size: 16 threads x 500 operations against PostgreSQL, then tampering.
 
-Runs the harness of tests/ledger_load.py (the fast size is tests/approvals/test_audit_ledger_load.py)
+Runs the harness of harnesses/ledger_load.py (the fast size is tests/approvals/test_audit_ledger_load.py)
 in this process against a bench database (default ``hitl_bench_ledger``, flushed first): racing
 threads open pauses, decide and cancel them through the decision service and append plain entries,
 all to many subjects' chains. Then it checks the ledger (chains verify through the service and
@@ -34,7 +34,7 @@ def main() -> int:
     prepare(args.db)
 
     from approvals.audit import verify_ledger
-    from tests.ledger_load import TAMPERINGS, check_ledger, run_load, tamper_and_detect
+    from harnesses.ledger_load import TAMPERINGS, check_ledger, run_load, tamper_and_detect
 
     result = run_load(threads=args.threads, ops=args.ops)
     counts = result.counts

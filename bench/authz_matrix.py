@@ -2,7 +2,7 @@
 
 Runs tests/test_authorization_matrix.py::test_full_authorization_matrix (REST with ownerless subjects,
 HITL jobs and every undocumented method; the admin; MCP) against real PostgreSQL, then prints the
-table as markdown and the figure: cells run, cells matching the one table (tests/authz_table.py).
+table as markdown and the figure: cells run, cells matching the one table (harnesses/authz_table.py).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/<db> python bench/authz_matrix.py [--table-only]
 """

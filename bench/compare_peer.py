@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Ours and the peer (LangGraph interrupt -> resume on PostgresSaver) side by side, interleaved.
 
-1. sets up the peer: ../shared/bench/peer_langgraph/setup.sh makes its virtualenv outside the repo
-   ($LG_VENV, default ~/.cache/lg-venv) and its database; run only when that python cannot import
-   LangGraph yet, or with --setup (it installs from the package index);
+1. sets up the peer: bench/peer/setup makes its virtualenv, bench/peer/.venv, from the pinned
+   bench/peer/requirements.txt; run only when that python cannot import the peer yet, or with --setup
+   (it installs from the package index);
 2. runs, --rounds times (default 2), each scenario as its own script with the same clients and
    duration: peer over HTTP, ours over HTTP (once per --servers entry), peer in process, ours in process
    through DRF's test client and through the services the views call (cycles.py --services: no HTTP and
@@ -15,11 +15,12 @@
 
 Ours runs on each of --servers (default: gunicorn, the sync WSGI workers docs/operations.md recommends
 for the REST API, and uvicorn, the one ASGI server for everything), W workers each (uvicorn with
-TCP_NODELAY when W > 1), and a q-cluster with --q-workers; the peer `uvicorn --workers W` in its
-thread_nodelay configuration. Nothing is asserted: it prints. About 4-5 minutes with the defaults.
+TCP_NODELAY when W > 1), and a q-cluster with --q-workers; the peer `uvicorn --workers W` (bench/peer/server.py:
+a saver per request thread, TCP_NODELAY). Nothing is asserted: it prints. About 4-5 minutes with the defaults.
 
     .venv/bin/python bench/compare_peer.py                        # 4 clients, 15 s, 2 rounds
     .venv/bin/python bench/compare_peer.py -d 10 --rounds 1 --db hitl_bench_me --peer-db lgbench_me
+    .venv/bin/python bench/compare_peer.py -c 1 -d 3 --rounds 1 --servers uvicorn   # a quick check
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from _cost import load_average
 from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, machine_line, stop_group
-from peer_cycles import PEER_DIR
+from peer_cycles import PEER_VENV
 
 HERE = Path(__file__).resolve().parent
 
@@ -78,21 +78,18 @@ def peer_ready(venv: Path) -> bool:
     )
 
 
-def set_up_peer(venv: Path, peer_dir: Path, db: str, force: bool) -> None:
+SETUP = HERE / "peer" / "setup"
+
+
+def set_up_peer(venv: Path, force: bool) -> None:
     if peer_ready(venv) and not force:
-        print(f"peer: virtualenv {venv} ready (--setup runs setup.sh again)", flush=True)
+        print(f"peer: virtualenv {venv} ready (--setup runs bench/peer/setup again)", flush=True)
         return
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     log = LOG_DIR / "compare-peer-setup.log"
-    print(f"peer: bash {peer_dir / 'setup.sh'} (LG_VENV={venv}, log {log}) ...", flush=True)
+    print(f"peer: {SETUP} (log {log}) ...", flush=True)
     with open(log, "w") as out:
-        done = subprocess.run(
-            ["bash", str(peer_dir / "setup.sh")],
-            cwd=peer_dir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, LG_VENV=str(venv), LG_DB=db),
-        )
+        done = subprocess.run([str(SETUP)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0 or not peer_ready(venv):
         sys.exit(f"peer setup failed ({done.returncode}):\n{log.read_text()[-3000:]}")
 
@@ -123,13 +120,11 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
         common.append("--services")
     if side == "peer":
         return [
-            peer_python(args.lg_venv),
+            peer_python(args.peer_venv),
             str(HERE / "peer_cycles.py"),
             *common,
             "--db",
             args.peer_db,
-            "--peer-dir",
-            str(args.peer_dir),
         ]
     server = mode.split(" ", 1)[1] if mode.startswith("HTTP ") else "uvicorn"
     nodelay = ["--nodelay"] if args.workers > 1 and server == "uvicorn" else []
@@ -196,13 +191,11 @@ def main() -> int:
     parser.add_argument("--db", default=DEFAULT_DB, help=f"our database (default {DEFAULT_DB})")
     parser.add_argument("--peer-db", default="lgbench", help="the peer's database (default lgbench)")
     parser.add_argument(
-        "--lg-venv",
-        type=Path,
-        default=Path(os.environ.get("LG_VENV", "~/.cache/lg-venv")).expanduser(),
-        help="the peer's virtualenv (default $LG_VENV or ~/.cache/lg-venv)",
+        "--peer-venv", type=Path, default=PEER_VENV, help="the peer's virtualenv (default bench/peer/.venv)"
     )
-    parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
-    parser.add_argument("--setup", action="store_true", help="run the peer's setup.sh even if its venv works")
+    parser.add_argument(
+        "--setup", action="store_true", help="run bench/peer/setup even if the peer's virtualenv works"
+    )
     parser.add_argument(
         "--servers",
         default="gunicorn,uvicorn",
@@ -214,7 +207,7 @@ def main() -> int:
         parser.error("--servers takes gunicorn and/or uvicorn")
     order = scenarios(servers)
 
-    set_up_peer(args.lg_venv, args.peer_dir, args.peer_db, args.setup)
+    set_up_peer(args.peer_venv, args.setup)
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
     ).stdout.strip()
@@ -245,7 +238,7 @@ def main() -> int:
         f"in process through the test client and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}"
     )
     print(
-        f"peer: {peer_versions(args.lg_venv)}; uvicorn --workers {args.workers} (thread_nodelay), "
+        f"peer: {peer_versions(args.peer_venv)}; uvicorn --workers {args.workers} (bench/peer/server.py), "
         f"database {args.peer_db}"
     )
     print(

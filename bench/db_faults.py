@@ -2,7 +2,7 @@
 """Injected database faults, full size: N REST operations with 5 % of statements failing before they run
 and 5 % of commits failing after they landed, a client that re-reads and retries, then the invariants.
 
-Runs the harness of tests/fault_load.py (the fast size is tests/conversations/test_database_faults.py,
+Runs the harness of harnesses/fault_load.py (the fast size is tests/conversations/test_database_faults.py,
 200 operations) in this process against a bench database (default ``hitl_faults``, flushed first):
 DRF's test client with token auth, real PostgreSQL, a loopback server for the gated tool. Prints the
 faults injected, the client's retries, the answers, each invariant's result, the elapsed time and the
@@ -41,7 +41,7 @@ def main() -> int:
         for handler in logging.getLogger().handlers:
             handler.setLevel(logging.CRITICAL + 1)
 
-    from tests.fault_load import check_invariants, run_fault_load, summary, transfer_server
+    from harnesses.fault_load import check_invariants, run_fault_load, summary, transfer_server
 
     with transfer_server() as (url, received):
         result = run_fault_load(

@@ -29,7 +29,7 @@ OVER_HTTP = "tests/e2e/test_decision_races_live.py::test_exactly_one_decision_pe
 
 
 def report_of(stdout: str) -> list[str]:
-    """The harness's report (tests/decision_race.py ``Summary.report``), printed or in a failed assert."""
+    """The harness's report (harnesses/decision_race.py ``Summary.report``), printed or in a failed assert."""
     lines = [line.removeprefix("E").rstrip() for line in stdout.splitlines()]
     first = next((i for i, line in enumerate(lines) if line.strip().startswith("rounds:")), None)
     if first is None:

@@ -2,7 +2,7 @@
 widen its approval").
 
 Runs tests/toolgate/test_model_cannot_widen_its_approval.py's fullsize test: every strategy of the
-catalogue (tests/model_attacks.py) with the openai client against the local Chat Completions stub and
+catalogue (harnesses/model_attacks.py) with the openai client against the local Chat Completions stub and
 the single-response ones with the scripted provider, then ``--rounds`` random mixes drawn from
 ``--seed``; every round checked against the invariant on the loopback targets and the ledger. Prints the
 rounds, pauses, decisions, requests that reached the target and violations, with the elapsed time and

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """S5: the worst case of tool-approval pattern matching, 256-character patterns × a 4 KiB tool name.
 
-Prints, for each adversarial pattern (toolgate/pattern_adversaries.py) and name, the time per match of
+Prints, for each adversarial pattern (harnesses/pattern_adversaries.py) and name, the time per match of
 ``GlobPattern.matches`` (best of 5 rounds of 200), then the worst case against the 5 ms bound.
 
     .venv/bin/python bench/pattern_redos.py
@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from harnesses.pattern_adversaries import NAMES, adversarial_patterns
 from toolgate.patterns import GlobPattern, validate_pattern
 
 BOUND_MS = 5.0

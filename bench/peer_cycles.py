@@ -1,19 +1,18 @@
 #!/usr/bin/env python
 """The peer's approval cycle (LangGraph interrupt -> resume on PostgresSaver), measured like cycles.py.
 
-Runs with the peer's virtualenv, made outside the repo by ../shared/bench/peer_langgraph/setup.sh
-(compare_peer.py runs it); the peer's code is imported from that directory, never copied here:
+Runs with the peer's virtualenv, bench/peer/.venv (``bench/peer/setup`` makes it; compare_peer.py runs
+this script with it):
 
-    ~/.cache/lg-venv/bin/python bench/peer_cycles.py -c 4 -d 15 --db lgbench
-    ~/.cache/lg-venv/bin/python bench/peer_cycles.py -c 4 -d 15 --db lgbench --in-process
+    bench/peer/.venv/bin/python bench/peer_cycles.py -c 4 -d 15 --db lgbench
+    bench/peer/.venv/bin/python bench/peer_cycles.py -c 4 -d 15 --db lgbench --in-process
 
-Over HTTP: the peer's FastAPI app (`bench_langgraph_http:app`) under `uvicorn --workers 2` in its
-`thread_nodelay` configuration (a PostgresSaver per request thread on the worker's ConnectionPool of
-4, TCP_NODELAY set), each route checking a bearer token. A cycle is its 4 requests: POST /threads,
-POST say (runs to the interrupt), POST resume (runs to the end, answers the final state), GET the
-state, each answer checked. In process: C threads, each with its own connection, PostgresSaver and
-compiled graph (bench_langgraph.py's `own_conn` mode); a cycle is `pause` (invoke until the
-interrupt) then `resume` (invoke `Command(resume=...)` to the end), from bench_langgraph.py.
+Over HTTP: the peer's FastAPI app (bench/peer/server.py) under ``uvicorn --workers 2`` (a PostgresSaver
+per request thread on the worker's pool of 4 connections, TCP_NODELAY set), each route checking a bearer
+token. A cycle is its 4 requests: POST /threads, POST say (runs to the interrupt), POST resume (runs to
+the end, answers the final state), GET the state, each answer checked. In process: C threads, each with
+its own connection, PostgresSaver and compiled graph (bench/peer/graph.py); a cycle is ``pause`` (invoke
+until the interrupt) then ``resume`` (invoke ``Command(resume=...)`` to the end).
 
 C clients each run --warmup untimed cycles, then cycles back to back for D seconds; the figures are those of
 cycles.py (CostMeter in _stack.py): cycles/s, cycle and resume latency, transactions and CPU per cycle.
@@ -36,27 +35,16 @@ from typing import Any
 from _cost import CostMeter, Window, report_figures
 from _stack import (
     LOG_DIR,
-    ROOT,
-    _raise_exit,
     conninfo,
     free_port,
     machine_line,
     print_latency,
+    raise_exit,
     stop_group,
 )
 
-# ../shared/bench/peer_langgraph beside the repo (or beside the folder of its worktrees)
-PEER_DIR = next(
-    (
-        path
-        for path in (
-            ROOT.parent / "shared" / "bench" / "peer_langgraph",
-            ROOT.parent.parent / "shared" / "bench" / "peer_langgraph",
-        )
-        if path.is_dir()
-    ),
-    ROOT.parent / "shared" / "bench" / "peer_langgraph",
-)
+HERE = Path(__file__).resolve().parent
+PEER_VENV = HERE / "peer" / ".venv"
 TOKEN = "peer-cycles-token"
 
 
@@ -76,27 +64,25 @@ class Results:
 class PeerServer:
     """uvicorn serving the peer's app, in its own process group; stopped with the group."""
 
-    def __init__(self, *, dsn: str, port: int, workers: int, peer_dir: Path) -> None:
+    def __init__(self, *, dsn: str, port: int, workers: int) -> None:
         self.port, self.workers = port, workers
         self.url = f"http://127.0.0.1:{port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / "bench-peer-uvicorn.log"
         env = dict(
             os.environ,
-            LG_HTTP_SAVER="thread",
-            LG_HTTP_NODELAY="1",
-            LG_DSN=dsn,
-            LG_HTTP_TOKEN=TOKEN,
-            LG_HTTP_POOL="4",
+            PEER_DSN=dsn,
+            PEER_TOKEN=TOKEN,
+            PEER_POOL="4",
             PYTHONDONTWRITEBYTECODE="1",
         )
         argv = [
             sys.executable,
             "-m",
             "uvicorn",
-            "bench_langgraph_http:app",
+            "peer.server:app",
             "--app-dir",
-            str(peer_dir),
+            str(HERE),
             "--host",
             "127.0.0.1",
             "--port",
@@ -104,7 +90,7 @@ class PeerServer:
             "--workers",
             str(workers),
             "--http",
-            "bench_langgraph_http:H11Probe",
+            "peer.server:NoDelayProtocol",
             "--loop",
             "asyncio",
             "--no-access-log",
@@ -114,7 +100,7 @@ class PeerServer:
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(
                 argv,
-                cwd=peer_dir,
+                cwd=HERE,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -162,9 +148,9 @@ def http_cycle(client: Any, results: Results) -> None:
 
 
 def in_process_cycle(graph: Any, results: Results) -> None:
-    from bench_langgraph import new_tid, pause, resume
+    from peer.graph import new_thread_id, pause, resume
 
-    thread_id = new_tid("cycles")
+    thread_id = new_thread_id()
     t0 = time.perf_counter()
     pause(graph, thread_id)
     t1 = time.perf_counter()
@@ -181,11 +167,10 @@ def client_loop(window: Window, warmup: int, results: Results, *, dsn: str, url:
         resource = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30.0)
         cycle = lambda into: http_cycle(resource, into)  # noqa: E731
     else:
-        import psycopg
-        from bench_langgraph import CONN_KW, build_graph
         from langgraph.checkpoint.postgres import PostgresSaver
+        from peer.graph import build_graph, connect
 
-        resource = psycopg.Connection.connect(dsn, **CONN_KW)
+        resource = connect(dsn)
         graph = build_graph(PostgresSaver(resource))
         cycle = lambda into: in_process_cycle(graph, into)  # noqa: E731
     try:
@@ -217,32 +202,24 @@ def main() -> int:
     parser.add_argument("-d", "--duration", type=float, default=20.0, help="seconds of cycles (default 20)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
     parser.add_argument("--in-process", action="store_true", help="the graph in this process instead of HTTP")
-    parser.add_argument(
-        "--workers", type=int, default=2, help="uvicorn workers (default 2, the peer's README)"
-    )
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers (default 2)")
     parser.add_argument("--port", type=int, default=0, help="uvicorn port (default: a free one)")
-    parser.add_argument("--db", default="lgbench", help="database name (default lgbench, setup.sh's)")
-    parser.add_argument("--peer-dir", type=Path, default=PEER_DIR, help="the peer's scripts")
+    parser.add_argument("--db", default="lgbench", help="database name (default lgbench; made when missing)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for compare_peer.py)")
     args = parser.parse_args()
-    if not (args.peer_dir / "bench_langgraph.py").exists():
-        parser.error(f"the peer is not in {args.peer_dir}")
-    sys.path.insert(0, str(args.peer_dir))
-    from bench_langgraph import ensure_database, reset_schema
+    from peer.graph import ensure_database, reset_schema
 
     dsn = conninfo(args.db)
     ensure_database(dsn, args.db)
     reset_schema(dsn)
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_exit)
+        signal.signal(signum, raise_exit)
 
     server = None
     results = Results()
     try:
         if not args.in_process:
-            server = PeerServer(
-                dsn=dsn, port=args.port or free_port(), workers=args.workers, peer_dir=args.peer_dir
-            )
+            server = PeerServer(dsn=dsn, port=args.port or free_port(), workers=args.workers)
             server.wait_ready()
         meter = CostMeter(
             db=args.db, groups={"uvicorn": server.proc.pid} if server else {}, count_self=args.in_process
@@ -272,7 +249,7 @@ def main() -> int:
     where = (
         "IN PROCESS (own connection + PostgresSaver per thread)"
         if args.in_process
-        else f"FastAPI + uvicorn --workers {args.workers} (thread_nodelay)"
+        else f"FastAPI + uvicorn --workers {args.workers} (a saver per request thread, TCP_NODELAY)"
     )
     print(
         f"peer cycles (LangGraph interrupt -> resume): {args.clients} clients for {args.duration:.0f} s, "

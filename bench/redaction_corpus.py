@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""S4 at full size: the redaction corpus (tests/toolgate/secret_corpus.py) through every entry point.
+"""S4 at full size: the redaction corpus (harnesses/secret_corpus.py) through every entry point.
 
 Prints recall (shapes whose secret is gone at every entry point), false positives (near-misses changed
 at any entry point) and, per shape, the time of one ``redact`` (best of 50), then the slowest shape and
@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings")
 
-from tests.toolgate.secret_corpus import NEAR_MISSES, SHAPES
+from harnesses.secret_corpus import NEAR_MISSES, SHAPES
 from toolgate.log_redaction import redact_log_text
 from toolgate.redaction import redact, redact_headers, redact_json_value
 

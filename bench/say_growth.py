@@ -3,7 +3,7 @@
 
 In-process, no HTTP: Django is set up here against its own database (``hitl_bench_say``, created if
 missing, ``--fresh`` recreates it), with the base settings; alice says "hello" to the
-``account_bot()`` agent of tests/factories.py (parser -> behavior rules -> output -> templating,
+``account_bot()`` agent of harnesses/factories.py (parser -> behavior rules -> output -> templating,
 answered "Hello!") through DRF's test client, so each say is the whole view: the turn and the
 snapshot it answers with. ``--rounds`` conversations of ``--steps`` says each, one after the other.
 
@@ -53,8 +53,8 @@ def client_and_agent() -> tuple[Any, str]:
     from rest_framework.test import APIClient
 
     from conversations.agents import create_agent, deploy_agent
-    from tests.conftest import make_user
-    from tests.factories import account_bot
+    from harnesses.factories import account_bot
+    from harnesses.users import make_user
 
     user = User.objects.filter(username="alice").first() or make_user("alice")
     row = create_agent(document=account_bot())

@@ -82,8 +82,8 @@ def main() -> int:
     args = parser.parse_args()
     prepare(DB)
 
-    from tests.conftest import client_for, make_user
-    from tests.factories import deployed_agent, start
+    from harnesses.factories import deployed_agent, start
+    from harnesses.users import client_for, make_user
 
     client = client_for(make_user("alice"))
     conversation_id = start(client, deployed_agent())

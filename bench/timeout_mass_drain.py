@@ -43,7 +43,7 @@ from _stack import machine_line
 from timeout_precision import (
     DEFAULT_DB,
     TimerBench,
-    _create_chunk,
+    create_chunk,
     deadlines,
     ledger_report,
     print_seconds,
@@ -154,7 +154,7 @@ def probe_lateness(bench: TimerBench, agent_id: str, count: int, give_up: dateti
     conversation_ids, queued = [], []
     for _ in range(count):
         queued.append(OrmQ.objects.count())
-        conversation_ids += _create_chunk((bench.user_id, [agent_id]))
+        conversation_ids += create_chunk((bench.user_id, [agent_id]))
         time.sleep(1.0)
     probes = Pause.objects.filter(subject_id__in=conversation_ids)
     while probes.filter(status="PENDING").exists() and timezone.now() < give_up:
@@ -239,7 +239,7 @@ def main() -> int:
     agent_id = agents["PT1H"]
     try:
         t0 = time.monotonic()
-        [template_id] = _create_chunk((bench.user_id, [agent_id]))
+        [template_id] = create_chunk((bench.user_id, [agent_id]))
         conversation_ids = [template_id, *clone(bench, template_id, args.pauses - 1, args.processes)]
         creation = time.monotonic() - t0
         pauses = Pause.objects.filter(subject_id__in=conversation_ids)

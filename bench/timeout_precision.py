@@ -82,7 +82,7 @@ def setup_django(db: str) -> None:
     django.setup()
 
 
-def _create_chunk(job: tuple[int, list[str]]) -> list[str]:
+def create_chunk(job: tuple[int, list[str]]) -> list[str]:
     """In a creating process: one paused conversation per agent id, through the real services."""
     from django.contrib.auth.models import User
 
@@ -123,7 +123,7 @@ class TimerBench:
         setup_django(self.db)
         from django.core.management import call_command
 
-        from tests.conftest import make_user
+        from harnesses.users import make_user
 
         call_command("migrate", "--noinput", verbosity=0)
         from django.contrib.auth.models import User
@@ -139,7 +139,7 @@ class TimerBench:
     def agents(self, policy: str, timeouts: Iterable[str]) -> dict[str, str]:
         """One deployed agent per timeout (the timeout is part of the agent's hitlConfig)."""
         from conversations.agents import create_agent, deploy_agent
-        from tests.factories import account_bot
+        from harnesses.factories import account_bot
 
         agents = {}
         for timeout in timeouts:
@@ -167,7 +167,7 @@ class TimerBench:
             max_workers=processes, mp_context=context, initializer=setup_django, initargs=(self.db,)
         ) as pool:
             last_report = time.monotonic()
-            for ids in pool.map(_create_chunk, jobs):
+            for ids in pool.map(create_chunk, jobs):
                 created.extend(ids)
                 if time.monotonic() - last_report >= 10:
                     print(f"  created {len(created)}/{len(agent_ids)}", flush=True)

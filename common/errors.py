@@ -51,7 +51,7 @@ class WrongState(ApplicationError):
 
 class LostRace(WrongState):
     """The pause was pending when read, but another decision won its compare-and-set first. REST answers
-    it as any WrongState (409 WRONG_STATE); MCP names it CONFLICT, as the reference does."""
+    it as any WrongState (409 WRONG_STATE); MCP names it CONFLICT, as EDDI does."""
 
 
 class Conflict(ApplicationError):

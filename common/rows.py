@@ -1,6 +1,6 @@
 """Hand-written SQL for the statements every request of the approval cycle makes (decision record 0006).
 
-Building and compiling a queryset costs more Python than the query it sends (issue 11: about 40 % of a
+Building and compiling a queryset costs more Python than the query it sends (profiled: about 40 % of a
 web worker's time went to the ORM). The hottest reads are written as SQL once and their rows turned
 into model instances here, exactly as the ORM would: every concrete field in order, each field's own
 database converters applied (JSON text decoded), the instance marked as loaded from the database.

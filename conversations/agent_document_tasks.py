@@ -277,7 +277,7 @@ CALL_KEYS = (
     "fireAndForget",
 )
 REQUEST_KEYS = ("method", "path", "headers", "queryParams", "body")
-# Fields of the reference's ApiCall/Request that do nothing here: refused, because a user relying on one
+# Fields of EDDI's ApiCall/Request that do nothing here: refused, because a user relying on one
 # would otherwise get a call that silently behaves differently (unknown keys are warned about instead).
 _REFERENCE_ONLY_KEYS = {
     "saveResponse": "is not needed: the response is always stored under memory.current.<call name>",

@@ -12,7 +12,7 @@ from typing import Any
 
 DEMO_AGENT_NAME = "account-bot"
 
-# The agent document of ../shared/API.md ("Agents"), plus a greeting rule and separation of duties.
+# A plain agent document (an llm task with gated tools), plus a greeting rule and separation of duties.
 DEMO_AGENT_DOCUMENT: dict[str, Any] = {
     "name": DEMO_AGENT_NAME,
     "workflows": [

@@ -1,4 +1,4 @@
-"""Deciding and cancelling a paused discussion (behaviour-details §5.5, §5.6, §6.5), through the core.
+"""Deciding and cancelling a paused discussion (docs/groups.md, "Deciding a gate"), through the core.
 
 The approve body is ``{"decision": {"verdict", "note"}, "taskApprovals": {taskId: verdict}}``. Check
 order: the body's shape (400) -> access (403/404) -> a pending pause (409) -> ``taskApprovals`` against

@@ -1,4 +1,4 @@
-"""The approval gates of a discussion (behaviour-details §5.1, §5.3, §5.4).
+"""The approval gates of a discussion (docs/groups.md, "Approval gates").
 
 A phase with ``requiresApproval`` is followed by a gate. With ``hitlConfig.granularity`` TASK on an
 EXECUTE phase the gate is a TASK pause, and only while there is something to decide (results awaiting

@@ -250,7 +250,7 @@ def _dependency_cycle(graph: dict[str, list[str]]) -> list[str]:
 
 
 def _check_hitl_config(report: DocumentReport, value: object) -> None:
-    """Only the duration check of an agent's hitlConfig applies (behaviour-details §6.4), with a group's
+    """Only the duration check of an agent's hitlConfig applies, with a group's
     own fields: the approval granularity, what a rejected task does, and whether the discussion's owner
     may decide its gates (``allowSelfApproval``, as on an agent)."""
     config = expect_object(report, value, "hitlConfig", required=False)

@@ -1,7 +1,7 @@
-"""One member's turn in a discussion, through the 1:1 engine (behaviour-details §5.7).
+"""One member's turn in a discussion, through the 1:1 engine.
 
 A member talks through a conversation of its own, owned by the discussion's owner, on the member
-agent's newest production version. The reference's v1 limits are kept: a member's own
+agent's newest production version. EDDI's v1 limits are kept: a member's own
 PAUSE_CONVERSATION is not supported inside a discussion (its pause is cancelled as ``system:group`` and
 the turn is SKIPPED), and a member's gated tool call is rejected as ``system:group`` (``inGroupTurns:
 REJECT``) so the member answers without the tool; if that answer pauses again or fails, the turn is

@@ -1,4 +1,4 @@
-"""The continuation of a decided group pause (behaviour-details §5.5), run by the core like any other.
+"""The continuation of a decided group pause, run by the core like any other.
 
 A top-level REJECTED fails the discussion at once, on the group version it runs on: nothing is left to
 run, so nothing is checked. For an approval, before the resumed leg starts, the discussion's group is
@@ -173,7 +173,7 @@ def _cancel_unstarted(discussion: GroupConversation, pause: Pause, events: ev.Ev
 
 
 def _fail_rejected(discussion: GroupConversation, pause: Pause, events: ev.EventSink) -> GroupConversation:
-    """A top-level rejection fails the discussion (behaviour-details §5.5), on the group version it runs
+    """A top-level rejection fails the discussion, on the group version it runs
     on: failing needs neither the group's latest version nor its members, so a group deleted or changed
     meanwhile, or a member undeployed, never keeps a rejected discussion (or a timer rejecting it)
     waiting."""

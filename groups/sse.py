@@ -4,8 +4,8 @@ services (they run member turns through the 1:1 engine, for minutes) to the stre
 A stream runs its service in a worker thread of its own, whose event sink hands each event to the
 event loop (``loop.call_soon_threadsafe``) and so never blocks on a slow client. The response is an
 *async* generator: under uvicorn Django sends a sync iterator only once it has collected all of it
-(../shared/VERIFIED-RECIPES.md, "ASGI streaming"); under WSGI it collects the async one, so the events
-arrive together at the end (the project serves through uvicorn, scripts/start).
+(Django's ASGI handler consumes a synchronous iterator before serving it); under WSGI it collects the
+async one, so the events arrive together at the end (the project serves through uvicorn, scripts/start).
 
 Rules (docs/groups.md, "SSE"):
 

@@ -52,10 +52,10 @@ def fail_dependents_of_failed(tasks: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def fingerprint(*, phase_index: int, tasks: Iterable[dict[str, Any]], turn_count: int) -> str:
-    """What a TASK pause leaves undone (behaviour-details §5.4: ``phase=<i>;`` and the sorted
+    """What a TASK pause leaves undone (as EDDI computes it: ``phase=<i>;`` and the sorted
     ``id:STATUS,`` of every task not COMPLETED or FAILED), plus the turn count. Two pauses with the same
     fingerprint mean the approval cycle between them ran no member turn and advanced no task: no
-    progress. (The reference leaves the turn count out, so a rejected task sent back with RETRY, which
+    progress. (EDDI leaves the turn count out, so a rejected task sent back with RETRY, which
     ran again and is awaiting approval again, looked like no progress and failed the discussion.)"""
     undone = sorted(f"{task['id']}:{task['status']}," for task in tasks if task["status"] not in TERMINAL)
     return f"phase={phase_index};{''.join(undone)}turns={turn_count}"

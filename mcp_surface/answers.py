@@ -29,13 +29,13 @@ _BY_STATUS = {
     404: "NOT_FOUND",
     409: "WRONG_STATE",
     413: "BAD_REQUEST",
-    429: "CONFLICT",  # THROTTLED (kept in details.code): the reference's codes have none for a rate
+    429: "CONFLICT",  # THROTTLED (kept in details.code): EDDI's codes have none for a rate
 }
 MUTATIONS_SETTING = "HITL_MCP_MUTATIONS_ENABLED"
 
 
 def error_code(exc: ApplicationError) -> str:
-    if isinstance(exc, LostRace):  # another decision won the compare-and-set: the reference's CONFLICT
+    if isinstance(exc, LostRace):  # another decision won the compare-and-set: EDDI's CONFLICT
         return "CONFLICT"
     if exc.code in ERROR_CODES:
         return exc.code

@@ -17,7 +17,7 @@ from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor
 
-INBOX_DEFAULT = 100  # the reference's MCP default (REST: 200)
+INBOX_DEFAULT = 100  # EDDI's MCP default (REST: 200)
 
 
 def list_group_pending_approvals(user: Any, *, group_id: Any, limit: Any = None) -> dict[str, Any]:

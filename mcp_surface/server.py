@@ -3,7 +3,7 @@
 Every tool reads the authenticated user from the HTTP request that carried it (mcp_surface.identity),
 never from an argument, and runs its service call on a worker thread with the database connections
 handled as a Django request handles them (closed before and after, so a thread never keeps a broken or
-expired one). Answers and errors are JSON (mcp_surface.answers). Arguments the reference validates
+expired one). Answers and errors are JSON (mcp_surface.answers). Arguments EDDI validates
 itself (blank ids, verdicts, note length) are checked by the services, after the kill switch.
 """
 

@@ -1,4 +1,4 @@
-"""What Slack is told: the exact texts of the reference (behaviour-details §12) and the approval card.
+"""What Slack is told: the exact texts of EDDI and the approval card.
 
 The in-thread notice carries the pause reason only. The approval card, posted to the approval channel
 for reviewers, adds for a TOOL_CALL pause one context block per pending call: its tool name, for an http

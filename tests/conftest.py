@@ -3,28 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
+from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-
-def make_user(username: str, role: str = "user") -> User:
-    from django.conf import settings
-
-    user = User.objects.create_user(username=username, password="pw-" + username, is_staff=role != "user")
-    if role == "admin":
-        user.groups.add(Group.objects.get_or_create(name=settings.HITL_ADMIN_GROUP)[0])
-    elif role == "approver":
-        user.groups.add(Group.objects.get_or_create(name=settings.HITL_APPROVER_GROUP)[0])
-    Token.objects.get_or_create(user=user)
-    return user
-
-
-def client_for(user: User | None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=user).key}")
-    return client
+from harnesses.users import client_for, make_user
 
 
 @pytest.fixture
@@ -171,7 +153,7 @@ def _is_transactional(request) -> bool:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # pytest's reporter
-    """Say where the browser tests' screenshots are (issue 15 asks for them as artifacts of every run)."""
+    """Say where the browser tests' screenshots are (kept as artifacts of every run)."""
     from pathlib import Path
 
     artifacts = Path(__file__).resolve().parent.parent / "test-artifacts"

@@ -2,7 +2,7 @@
 
 schemathesis (every check: no server error, documented status codes, content types, response schemas
 and headers, valid data accepted and invalid data refused, ...) against the service on a live WSGI
-server, with the token of each role of docs/rest-api.md and none; the harness is tests/api_contract.py,
+server, with the token of each role of docs/rest-api.md and none; the harness is harnesses/api_contract.py,
 the full size bench/api_contract.py (docs/reliability.md, R6).
 """
 
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from tests.api_contract import PHASES_FAST, PHASES_FULL, live_wsgi_server, role_tokens, run_contract
+from harnesses.api_contract import PHASES_FAST, PHASES_FULL, live_wsgi_server, role_tokens, run_contract
 
 FAST_EXAMPLES = 2
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_contract import live_wsgi_server, role_tokens, run_contract
+from harnesses.api_contract import live_wsgi_server, role_tokens, run_contract
 
 
 def test_the_coverage_phase_as_admin_finds_no_server_error_and_no_contract_violation(transactional_db):

@@ -17,8 +17,8 @@ from conversations.agents import create_agent, deployed_version
 from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
 from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation, start
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, start
+from harnesses.users import client_for, make_user
 from toolgate.secret_store import set_secret
 
 PROBLEM = "application/problem+json"
@@ -588,7 +588,7 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
 
     # The Slack integration store, and the two webhooks signed with slack_sdk (docs/slack.md); no Slack
     # call leaves the machine: the Web API is a closed loopback port.
-    from tests.slack.conftest import click_body, signed_headers
+    from tests.slack_surface.conftest import click_body, signed_headers
 
     settings.HITL_SLACK_API_URL = "http://127.0.0.1:9/"
     set_secret(name="slack.signing", value="schema-signing-secret")

@@ -1,5 +1,5 @@
 """S1, the authorization matrix over REST: every documented operation × every role × the subject states
-that matter, each cell's expected outcome from the one table (tests/authz_table.py, mirroring
+that matter, each cell's expected outcome from the one table (harnesses/authz_table.py, mirroring
 docs/rest-api.md). The full size (more states, every undocumented method) is bench/authz_matrix.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.authz_rest import REST_ENDPOINTS, World, method_cells, rest_cells
-from tests.authz_table import differing, markdown_table
+from harnesses.authz_rest import REST_ENDPOINTS, World, method_cells, rest_cells
+from harnesses.authz_table import differing, markdown_table
 from tests.test_api_surface import _openapi
 
 UNDOCUMENTED_PUBLIC = {"GET /api/schema/", "GET /api/docs/"}  # the schema does not list itself
@@ -21,7 +21,7 @@ def test_every_documented_operation_is_a_row_of_the_matrix(db):
     documented = {f"{method.upper()} {path}" for path, ops in _openapi()["paths"].items() for method in ops}
     rows = {name.split("?")[0] for name in REST_ENDPOINTS} - UNDOCUMENTED_PUBLIC
 
-    assert documented - rows == set(), "operations without a row in tests/authz_rest.py"
+    assert documented - rows == set(), "operations without a row in harnesses/authz_rest.py"
     assert rows - documented == set(), "rows for operations the schema does not document"
 
 

@@ -1,6 +1,6 @@
 """S1, the authorization matrix beyond REST: the admin's approval pages and the MCP tools, every role,
-each cell's expected outcome from the one table (tests/authz_table.py). Slack's buttons:
-tests/slack/test_slack_authorization_matrix.py.
+each cell's expected outcome from the one table (harnesses/authz_table.py). Slack's buttons:
+tests/slack_surface/test_slack_authorization_matrix.py.
 
 The admin is driven with Django's test client and a session (``force_login``), as a browser would be.
 An MCP tool call runs the way the server runs every tool (``mcp_surface.server._call``: the service as
@@ -20,12 +20,12 @@ import pytest
 from django.test import Client
 
 from approvals.models import Pause, PauseStatus
+from harnesses.authz_rest import World
+from harnesses.authz_table import ROLES, differing, expected
+from harnesses.factories import paused_conversation
 from mcp_surface import conversation_tools, group_tools
 from mcp_surface.identity import TokenRequired
 from mcp_surface.server import _call
-from tests.authz_rest import World
-from tests.authz_table import ROLES, differing, expected
-from tests.factories import paused_conversation
 
 INBOX = "/admin/approvals/pendingapproval/"
 AUDIT = "/admin/approvals/auditentry/"

@@ -56,7 +56,7 @@ def test_apps_depend_downward_only():
 
 
 def test_a_planted_upward_import_breaks_the_rule(tmp_path: Path):
-    for package in PACKAGES:
+    for package in (*PACKAGES, "harnesses"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     with open(tmp_path / "approvals" / "decisions.py", "a") as decisions:

@@ -31,7 +31,7 @@ from conversations.agents import (
 from conversations.memory_store import newest_steps
 from conversations.models import Conversation, ConversationStep
 from conversations.selectors import _find
-from tests.factories import account_bot, deployed_agent, say, start
+from harnesses.factories import account_bot, deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ its contract does not have (400 naming it, nothing changed), and no body field c
 
 The list of bodies and their allowed fields comes from the schema (drf-spectacular, as /api/schema/
 serves it), so a new writable endpoint is covered without touching this file; a valid body for each is
-the matrix's own call (tests/authz_rest.py). The actor fields a client could try (``decidedBy``,
+the matrix's own call (harnesses/authz_rest.py). The actor fields a client could try (``decidedBy``,
 ``owner``…) are refused like any unknown field, or, where the contract takes them for clients of the
 original (``decidedBy`` on a decision), ignored: the stored decider, owner and audit actor are the caller.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.authz_rest import REST_ENDPOINTS, World, call_kwargs
+from harnesses.authz_rest import REST_ENDPOINTS, World, call_kwargs
 from tests.test_api_surface import _openapi
 
 EXTRA = "hitlNotInTheContract"

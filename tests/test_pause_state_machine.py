@@ -14,7 +14,7 @@ from django.db import connection
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests import pause_state_machine as machine
+from harnesses import pause_state_machine as machine
 
 pytestmark = pytest.mark.django_db
 

@@ -19,10 +19,10 @@ from approvals.models import Pause, PauseStatus
 from conversations.agents import create_agent
 from conversations.models import Agent, Conversation
 from groups.models import Group
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import rows
-from tests.conftest import make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.toolgate.agents import payments_agent
 
 pytestmark = pytest.mark.django_db
 
@@ -218,7 +218,7 @@ LIMITS = [
     ),
     Limit("tool approval pattern (tool-gating.md: 256 characters)", "requireApproval", 256, _require_pattern),
     Limit("pauseReason (tool-gating.md: ≤ 500 characters)", "pauseReason", 500, _pause_reason),
-    Limit("per-call note (API.md: ≤ 1024)", "toolDecisions", 1024, _call_note),
+    Limit("per-call note (tool-gating.md: ≤ 1024)", "toolDecisions", 1024, _call_note),
     Limit("group name (groups.md: at most 200 characters)", "name", 200, _group_name),
     Limit("secret value (secrets.md: at most 64 KiB)", "value", 65_536, _secret_value),
     Limit(
@@ -276,8 +276,8 @@ def test_one_over_the_documented_limit_is_refused_naming_the_field_and_consumes_
 
 
 @pytest.mark.parametrize("limit", ["0", "1001", "999999999999"])
-def test_list_limits_are_clamped_not_refused_as_api_md_says(limit: str, approver_client):
-    """API.md: "Limits are clamped, not refused: limit to 1..1000" — the one documented bound without a 4xx."""
+def test_list_limits_are_clamped_not_refused_as_documented(limit: str, approver_client):
+    """Limits are clamped to 1..1000, not refused (docs/groups.md) — the one documented bound without a 4xx."""
     paused_conversation(approver_client)
     response = approver_client.get(f"/agents/pending-approvals?limit={limit}")
     assert response.status_code == 200

@@ -19,9 +19,9 @@ from approvals.models import Pause
 from common.throttle_rates import throttle_rate
 from common.throttles import THROTTLE_CACHE
 from conversations.models import Conversation, ConversationStep
+from harnesses.factories import deployed_agent, say, start
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
-from tests.factories import deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 
@@ -153,7 +153,7 @@ def test_the_mcp_talk_tools_count_against_the_same_turn_rate_as_rest(
 
     assert refused.is_error
     answer = refused.structured_content
-    assert answer["errorCode"] == "CONFLICT", answer  # the reference's codes have none for a rate
+    assert answer["errorCode"] == "CONFLICT", answer  # EDDI's codes have none for a rate
     assert answer["details"]["code"] == "THROTTLED"
     assert answer["details"]["setting"] == "HITL_THROTTLE_TURNS_RATE"
     assert answer["details"]["retryAfter"] >= 1

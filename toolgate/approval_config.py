@@ -1,4 +1,4 @@
-"""Save-time validation of a ``toolApprovals`` block (behaviour-details §6.3), and its warnings.
+"""Save-time validation of a ``toolApprovals`` block, and its warnings.
 
 The block is checked where it is written — ``hitlConfig.toolApprovals`` and each llm task's
 ``toolApprovals`` — so a bad pattern or a policy that can never fire is a 400 naming the field, not a

@@ -28,7 +28,7 @@ TRACE_ENTRY_MAX_BYTES = 65_536
 INTERIM_TEXT_MAX_CHARS = 2000
 PAUSE_REASON_MAX_CHARS = 500
 DEFAULT_REASON = "Tool call requires approval: {toolNames}"
-# Read by the end user, who is not the one approving: say who the step waits for (issue 15).
+# Read by the end user, who is not the one approving: say who the step waits for.
 DEFAULT_PENDING = (
     "This step is waiting for a reviewer's approval before {toolNames} can run. "
     "You will receive the result once a reviewer decides."

@@ -1,6 +1,6 @@
 """Validating a decision on a tool-call pause, completely, before the compare-and-set.
 
-Order and messages as the reference's resume body rules: top-level REJECTED with an APPROVED call is a
+Order and messages as EDDI's resume body rules: top-level REJECTED with an APPROVED call is a
 contradiction; each listed call must be pending, have a verdict, a note of at most 1024 characters,
 and amended arguments only when APPROVED, never on a truncated call, a JSON object of at most 32 KiB.
 Amended values left as they were shown redacted take the call's original values (toolgate.amendments):

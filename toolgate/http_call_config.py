@@ -1,6 +1,6 @@
 """What a declared http call does around its request (``preRequest``, ``postResponse``), read and checked once.
 
-The subset of the reference's ApiCall that runs here; a field outside it is refused (at save, and again
+The subset of EDDI's ApiCall that runs here; a field outside it is refused (at save, and again
 before a stored call runs), never ignored:
 
 - ``preRequest.propertyInstructions``: property instructions run, in order, before the request is built.
@@ -17,10 +17,10 @@ before a stored call runs), never ignored:
   ``fromObjectPath`` (a path into the template data such as ``memory.current.createJob.body.id``),
   ``scope`` (``conversation``, the default, or ``step``), ``convertToObject`` (boolean) and, in
   ``postResponse`` only, ``httpCodeValidator`` ``{runOnHttpCode, skipOnHttpCode}`` (defaults ``[200, 201]``
-  and ``[0, 400, 401, 402, 403, 404, 409, 410, 500, 501, 502]``, as in the reference).
+  and ``[0, 400, 401, 402, 403, 404, 409, 410, 500, 501, 502]``, as in EDDI).
 
 Refused with a reason: ``preRequest.batchRequests``, ``postResponse.outputBuildInstructions`` and
-``qrBuildInstructions``, the property fields the reference declares but never applies (``toObjectPath``,
+``qrBuildInstructions``, the property fields EDDI declares but never applies (``toObjectPath``,
 ``override``, ``runOnValidationError``, ``value*``, ``visibility``), secret references in a property
 instruction (a secret must never be written to memory), and ``postResponse`` on a ``fireAndForget``
 call (its response is never read).
@@ -66,7 +66,7 @@ _UNSUPPORTED = {
     "({memory.current.<call name>.body…})",
     "qrBuildInstructions": "is not supported: declare quick replies in an output task",
     "retryHttpCallInstruction": "is the old name of 'retryApiCallInstruction': rename it",
-    "toObjectPath": "is not supported (the reference declares it but never applies it)",
+    "toObjectPath": "is not supported (EDDI declares it but never applies it)",
     "override": "is not supported: an instruction always overwrites the property",
     "runOnValidationError": "is not supported: responses are not validated, so it could never apply",
     "visibility": "is not supported: properties set by a call belong to the conversation",

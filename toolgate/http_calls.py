@@ -139,7 +139,7 @@ def should_retry(
 ) -> bool:
     """Send the request again when the call declares a retry with ``maxRetries`` ≥ 1 and fewer than
     ``maxRetries`` retries were made, the attempt got an HTTP status (a request that could not be built
-    or sent is not retried, as in the reference), and either the status is one of ``retryOnHttpCodes``
+    or sent is not retried, as in EDDI), and either the status is one of ``retryOnHttpCodes``
     or — when the body is not empty — a ``responseValuePathMatchers`` entry's answer differs from its
     ``trueIfNoMatch`` (by default: the matcher matches, so a 200 whose body says "pending" is retried).
     """
@@ -162,7 +162,7 @@ def should_retry(
 def value_path_matches(
     path: tuple[str, ...], equals: str | None, contains: str | None, data: dict[str, Any]
 ) -> bool:
-    """The reference's value-path match: the value at ``path`` (missing or null: no match) matches when its
+    """EDDI's value-path match: the value at ``path`` (missing or null: no match) matches when its
     text equals ``equals``, or when it is a string containing ``contains`` or a list holding it; with
     neither given, a boolean is its own answer and any other value matches by being there."""
     value = lookup_path(data, list(path))
@@ -181,7 +181,7 @@ def value_path_matches(
 
 def property_value(instruction: PropertyInstruction, data: dict[str, Any]) -> Any:
     """``valueString`` rendered as a template, or the value at ``fromObjectPath`` as it is (``""`` when the
-    path leads nowhere, as in the reference; never rendered again, so a response cannot inject
+    path leads nowhere, as in EDDI; never rendered again, so a response cannot inject
     placeholders); with ``convertToObject`` a text that is a JSON object becomes that object."""
     if instruction.from_object_path is not None:
         found = lookup_path(data, list(instruction.from_object_path))

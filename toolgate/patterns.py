@@ -68,7 +68,7 @@ def _compiled(pattern: str) -> GlobPattern:
 
 
 def validate_pattern(pattern: object) -> str | None:
-    """Why ``pattern`` is refused, or None when it is a valid pattern (behaviour-details §4.2, in order)."""
+    """Why ``pattern`` is refused, or None when it is a valid pattern (the first check that fails)."""
     if pattern is None or (isinstance(pattern, str) and not pattern.strip()):
         return "pattern must not be blank"
     if not isinstance(pattern, str):

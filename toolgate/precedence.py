@@ -126,7 +126,7 @@ def gate_active(config: dict | None) -> bool:
 
 
 def effective_tool_timeout(rule: dict | None, tool_approvals: dict | None, hitl_config: dict | None) -> dict:
-    """The timeout policy and duration of a tool pause (behaviour-details §4.7).
+    """The timeout policy and duration of a tool pause (docs/tool-gating.md, "Effective timeout policy").
 
     Policy: the governing rule's, verbatim (AUTO_APPROVE included: the most specific statement);
     else toolApprovals', verbatim (an explicit AUTO_APPROVE at the tool level is an opt-in); else

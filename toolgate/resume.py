@@ -154,7 +154,7 @@ def pre_execution_refusal(
 
 def rejection_instruction(pause: Pause) -> str:
     """What the model is told to do with a rejected call; an automated rejection never claims a reviewer
-    (approvals/decision_notices.py). The status stays REJECTED_BY_REVIEWER, as the reference fixes it."""
+    (approvals/decision_notices.py). The status stays REJECTED_BY_REVIEWER, as EDDI fixes it."""
     if pause.automated:
         return f"{automated_decision_text(pause)} {AUTOMATED_REJECTION_ADVICE}"
     if is_guidance(pause):

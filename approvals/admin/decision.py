@@ -220,7 +220,7 @@ def decide_from_form(
     decision = parse_decision_body(form.decision_body())
     if page is not None:  # the kind's own body and parser (a group's REST approve body), items or not
         decision = page.with_item_verdicts(decision, form.item_verdicts())
-    # the reviewer's process runs the continuation (ARCHITECTURE "Decision"): the page shows its outcome
+    # the reviewer's process runs the continuation: the page shows its outcome
     return decide_and_continue(
         surface=pause.surface,
         subject_type=pause.subject_type,
@@ -275,7 +275,7 @@ def not_found_page(model_admin: ModelAdmin, request: HttpRequest) -> HttpRespons
     return TemplateResponse(request, NOT_FOUND_TEMPLATE, context, status=404)
 
 
-# --- reply with guidance / cancel the request (approvals.admin.responses; issue 15, point 7) -------------
+# --- reply with guidance / cancel the request (approvals.admin.responses) ---------------------------------
 def answer_response(
     model_admin: ModelAdmin,
     request: HttpRequest,
@@ -317,7 +317,7 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
         form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
         return render_decision_page(model_admin, request, pause, review, form, status, section)
 
-    if action := admin_responses.posted_action(request):  # reply with guidance / cancel (issue 15, point 7)
+    if action := admin_responses.posted_action(request):  # reply with guidance / cancel the request
         return answer_response(model_admin, request, pause, review, section, action)
 
     form = DecisionForm(request.POST, calls=review.calls, items=items)
@@ -407,7 +407,7 @@ def render_decision_page(
         "note_max": NOTE_MAX,
         "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
     }
-    # --- what each button does, the requester's input, the response box (issue 15, points 5 and 7) ---
+    # --- what each button does, the requester's input, the response box ---
     context["outlook"] = admin_outlook.decision_outlook(pause, review, section) if pending else None
     context["requester_input"] = admin_outlook.requester_input(turns, section)
     context.update(admin_responses.response_context(response, pending=pending, pause=pause))

@@ -47,7 +47,7 @@ def agent_label(agent_id: Any, version: int | None, name: str | None) -> str:
 
 @admin.register(PendingApproval)
 class PendingApprovalAdmin(admin.ModelAdmin):
-    # The urgent columns first (issue 15): what is due and what happens then stay in view at 1280 px; the
+    # The urgent columns first: what is due and what happens then stay in view at 1280 px; the
     # template (pendingapproval/change_list.html) clamps the reason and drops the minor columns on narrow screens.
     list_display = (
         "deadline",

@@ -1,6 +1,6 @@
 """What each of the reviewer's buttons will do, in one sentence each, from what the pause really holds.
 
-A selector for the decision page (issue 15, point 5). Nothing is invented: a rule pause's next steps come
+A selector for the decision page. Nothing is invented: a rule pause's next steps come
 from its surface (``SurfaceHandler.approve_steps``: the agent version's remaining tasks, allow-listed and
 redacted), a tool call's request from the already redacted ``requestPreview`` of pause_details(), a
 group pause's from its kind's page (approvals.pause_kinds.PageSection labels). What a rejection tells

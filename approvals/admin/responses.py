@@ -1,4 +1,4 @@
-"""The decision page's two other answers: reply with guidance, and cancel the request (issue 15, point 7).
+"""The decision page's two other answers: reply with guidance, and cancel the request.
 
 Both are POSTs to the decision page carrying ``hitl_action`` and the ``expected_pause_id`` of the page,
 like Approve and Reject: a page left open while the pause was decided or cancelled changes nothing.

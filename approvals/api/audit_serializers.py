@@ -1,4 +1,4 @@
-"""The audit ledger as the REST API shows it (field names as in API.md)."""
+"""The audit ledger as the REST API shows it."""
 
 from __future__ import annotations
 

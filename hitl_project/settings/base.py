@@ -1,4 +1,4 @@
-"""Settings for every environment, driven by environment variables (names in ../shared/API.md)."""
+"""Settings for every environment, driven by environment variables (names in docs/operations.md)."""
 
 from pathlib import Path
 
@@ -152,7 +152,7 @@ Q_CLUSTER = {
     "ALT_CLUSTERS": {HITL_TIMER_CLUSTER: {"workers": env.int("HITL_TIMER_Q_WORKERS", default=2)}},
 }
 
-# HITL settings (names in ../shared/API.md)
+# HITL settings (names in docs/operations.md)
 HITL_ADMIN_GROUP = env.str("HITL_ADMIN_GROUP", default="hitl-admin")
 HITL_APPROVER_GROUP = env.str("HITL_APPROVER_GROUP", default="hitl-approver")
 # hitlConfig.allowSelfApproval of an agent that does not state it (approvals.self_approval).

@@ -1,4 +1,4 @@
-"""Errors that help in the admin (issue 15): the login message, the styled 404, one log line per
+"""Errors that help in the admin: the login message, the styled 404, one log line per
 refusal, "Back" links and the index's pending count. The audit's badge: test_audit_admin.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The "Decided approvals" history in Django admin (issue 15, point 8): scope, "decided by me", one
+"""The "Decided approvals" history in Django admin: scope, "decided by me", one
 subject's pauses, the automated badge, read-only, and a bounded number of queries.
 
 Its 404s and the bulk pages' ones: test_admin_history_errors.py; its query plans: test_admin_history_plan.py.

@@ -1,4 +1,4 @@
-"""Errors that help (issue 15, point 9) on the history and bulk pages: a subject or pause the reviewer may
+"""Errors that help on the history and bulk pages: a subject or pause the reviewer may
 not see, an unknown one and a malformed id all get the same styled admin 404, and each writes one log line.
 """
 

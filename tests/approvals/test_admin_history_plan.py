@@ -9,9 +9,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from harnesses.users import make_user
 from tests.approvals.test_admin_history import HISTORY
 from tests.approvals.test_admin_inbox import logged_in, staff
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Agent
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation, store_tool_batch
-from tests.queue_drain import run_queued_tasks
+from harnesses.factories import deployed_agent, paused_conversation, store_tool_batch
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

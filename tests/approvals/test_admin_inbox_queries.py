@@ -1,4 +1,4 @@
-"""The inbox list's query budget (issue 15): the plain list, a filtered list and a search each render
+"""The inbox list's query budget: the plain list, a filtered list and a search each render
 with at most 9 queries, whatever the number of rows, owners and agents; the page count is capped."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.admin.paging import CappedCountPaginator
 from conversations.models import Agent
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import INBOX, listed, logged_in, rows, staff
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

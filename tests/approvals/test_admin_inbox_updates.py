@@ -1,4 +1,4 @@
-"""The inbox's new-work poll (issue 15, point 4): /admin/approvals/pendingapproval/updates/ answers each
+"""The inbox's new-work poll: /admin/approvals/pendingapproval/updates/ answers each
 reviewer with counts inside their own scope, staff only, in one query of the pauses."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from harnesses.users import make_user
 from tests.approvals.test_admin_inbox import INBOX, logged_in, rows, staff
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The decision page says what each button will do, from what the pause holds (issue 15, point 5), shows
+"""The decision page says what each button will do, from what the pause holds, shows
 what the requester asked, and bulk confirmation rows tell their pauses apart without a query per row."""
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from approvals.admin.outlook import short_input
 from approvals.decision_notices import HUMAN_REJECTION_TEXT
 from approvals.models import Pause, PauseStatus
 from conversations.approval_outlook import remaining_step_labels
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.members import discuss, echoing, group
+from harnesses.users import client_for, make_user
 from tests.approvals.test_admin_inbox import (
     INBOX,
     logged_in,
@@ -19,9 +22,6 @@ from tests.approvals.test_admin_inbox import (
     paused_pause,
     staff,
 )
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.groups.members import discuss, echoing, group
 
 pytestmark = pytest.mark.django_db
 

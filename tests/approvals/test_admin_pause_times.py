@@ -1,4 +1,4 @@
-"""The decision page's time rows (issue 15, point 3): a pause that no longer waits says what became of it
+"""The decision page's time rows: a pause that no longer waits says what became of it
 and when, never "no deadline" beside a policy that had one; a policy that never fires shows no duration."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.models import Pause, PauseStatus
 from approvals.timers import fire_due_batch
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Reply with guidance and cancel the request, from the decision page (issue 15, point 7): both audited,
+"""Reply with guidance and cancel the request, from the decision page: both audited,
 both stale-safe, guidance never empty, cancel only after a confirmation."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from approvals.decision_input import GUIDANCE_REQUIRED
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Conversation
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for
 from tests.approvals.test_admin_inbox import INBOX, logged_in, page, paused_pause, snapshot
-from tests.conftest import client_for
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
 from toolgate.resume import REJECTION_INSTRUCTION
 
 pytestmark = pytest.mark.django_db
@@ -190,8 +190,8 @@ def test_someone_elses_pause_cannot_be_cancelled_from_the_page(alice):
 
 def test_a_group_pause_is_cancelled_like_the_discussion_cancel_and_takes_no_guidance(approver):
     from groups.models import GroupConversation
-    from tests.conftest import make_user
-    from tests.groups.members import discuss, echoing, group
+    from harnesses.members import discuss, echoing, group
+    from harnesses.users import make_user
 
     group_id = group(
         [(echoing("worker"), "Writer")],

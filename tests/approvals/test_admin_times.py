@@ -1,4 +1,4 @@
-"""The one time format of the inbox (issue 15, point 3): relative, absolute on hover, a passed deadline overdue.
+"""The one time format of the inbox: relative, absolute on hover, a passed deadline overdue.
 
 tests/browser/test_admin_times_browser.py checks that the page script (approvals/hitl_times.js) says the
 same as these rules, and keeps it current without a reload.

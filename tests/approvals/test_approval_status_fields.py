@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.queue_drain import run_queued_tasks
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.admin import audit as admin_audit
 from approvals.models import AuditEntry, SubjectType, Verdict
+from harnesses.users import make_user
 from tests.approvals.test_audit_export import T0, body, build_ledger, from_csv, from_jsonl, record
-from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -385,7 +385,7 @@ def test_staff_export_from_the_admin(ledger) -> None:
 
 
 def test_the_automated_column_is_a_neutral_badge_not_a_red_cross(root: Client, ledger) -> None:
-    """Django's boolean icons read as passed/failed; who acted is neither (issue 15)."""
+    """Django's boolean icons read as passed/failed; who acted is neither."""
     text = root.get(CHANGELIST).content.decode()
     automated = sum(1 for entry in ledger["entries"] if entry.automated)
     assert 0 < automated < len(ledger["entries"])

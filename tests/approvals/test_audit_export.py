@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from approvals.audit import append_audit_entry
 from approvals.audit_export import EXPORT_COLUMNS, csv_chunks, export_rows, jsonl_chunks
 from approvals.models import AuditEntry, SubjectType, Verdict
-from tests.conftest import client_for, make_user
+from harnesses.users import client_for, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.approvals.audit_test_urls")]
 

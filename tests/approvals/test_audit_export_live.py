@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import make_user
-from tests.e2e.conftest import eventually
+from harnesses.live_stack import eventually
+from harnesses.users import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """The ledger under load (fast size): 16 racing threads on real PostgreSQL, then five raw-SQL tamperings.
 
-The full size is bench/audit_ledger_load.py; the harness is tests/ledger_load.py.
+The full size is bench/audit_ledger_load.py; the harness is harnesses/ledger_load.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
-from tests.ledger_load import TAMPERINGS, check_ledger, run_load, run_verify_command, tamper_and_detect
+from harnesses.ledger_load import TAMPERINGS, check_ledger, run_load, run_verify_command, tamper_and_detect
 
 THREADS = 16
 OPS_PER_THREAD = 6

@@ -12,9 +12,9 @@ import pytest
 
 from approvals.decision_input import VERDICT_REQUIRED
 from approvals.models import AuditEntry, Pause, PauseStatus
+from harnesses.factories import paused_conversation
+from harnesses.queue_drain import queued_count
 from tests.approvals.test_admin_inbox import BULK, logged_in, paused_pause
-from tests.factories import paused_conversation
-from tests.queue_drain import queued_count
 from tests.toolgate.test_tool_pauses import paused_transfer, transfers
 
 pytestmark = pytest.mark.django_db

@@ -17,9 +17,9 @@ from django.db import DatabaseError, connections, transaction
 from approvals.actors import actor_for_user
 from approvals.decisions import cancel_pending_pause
 from approvals.models import Pause, PauseStatus
-from tests.conftest import client_for, make_user
-from tests.e2e.conftest import eventually
-from tests.factories import paused_conversation
+from harnesses.factories import paused_conversation
+from harnesses.live_stack import eventually
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,9 +12,9 @@ from approvals.decision_input import DecisionInput
 from approvals.decisions import record_decision
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surface, Verdict
 from common.errors import LostRace
+from harnesses.factories import paused_conversation
+from harnesses.users import client_for, make_user
 from mcp_surface.answers import error_code
-from tests.conftest import client_for, make_user
-from tests.factories import paused_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,7 +122,7 @@ def test_cancel_racing_a_decision_never_deadlocks():
     """Cancels racing resumes (a continuation committed in the decision, or after the answer) never
     deadlock in PostgreSQL (a 500): a cancel that lost the pending pause leaves it unlocked
     (``cancel_pending_pause``), so each cancel ends the pending pause, comes after the decision (200/202),
-    or finds nothing left to cancel (409). Found by the R1 harness (tests/decision_race.py)."""
+    or finds nothing left to cancel (409). Found by the R1 harness (harnesses/decision_race.py)."""
     alice = make_user("alice")
     approvers = [client_for(make_user(f"approver{i}", "approver")) for i in range(2)]
     owner = client_for(alice)

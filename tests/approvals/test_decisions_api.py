@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus
-from tests.factories import paused_conversation
-from tests.queue_drain import queued_count, run_queued_tasks
+from harnesses.factories import paused_conversation
+from harnesses.queue_drain import queued_count, run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

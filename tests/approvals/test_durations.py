@@ -1,4 +1,4 @@
-"""ISO-8601 durations read exactly as Java's Duration.parse reads them (behaviour-details §6.2, §18)."""
+"""ISO-8601 durations read exactly as Java's Duration.parse reads them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exactly one decision per pause, all surfaces at once (issue 16, R1): the harness of tests/decision_race.py
+"""Exactly one decision per pause, all surfaces at once (docs/reliability.md, R1): the harness of harnesses/decision_race.py
 on real PostgreSQL with eight real threads per round. Fast size here; the full size is
 ``bench/decision_races.py`` (the ``fullsize`` test below, and over HTTP with two web processes)."""
 
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from tests.decision_race import World, run_rounds, tool_server
-from tests.slack.conftest import FakeSlack
+from harnesses.decision_race import World, run_rounds, tool_server
+from tests.slack_surface.conftest import FakeSlack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

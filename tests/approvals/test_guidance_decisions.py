@@ -7,7 +7,7 @@ import pytest
 
 from approvals.decision_input import GUIDANCE_REQUIRED
 from approvals.models import AuditEntry, Pause, PauseStatus
-from tests.factories import deployed_agent, paused_conversation
+from harnesses.factories import deployed_agent, paused_conversation
 
 pytestmark = pytest.mark.django_db
 

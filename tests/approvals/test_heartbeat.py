@@ -144,7 +144,7 @@ def test_a_continuation_s_lease_renewal_never_deadlocks_with_its_commit(settings
     from approvals.leases import lease_expiry
     from approvals.models import Pause, PauseStatus
     from conversations.models import Conversation
-    from tests.factories import paused_conversation
+    from harnesses.factories import paused_conversation
 
     settings.HITL_CONTINUATION_LEASE_SECONDS = 10
     settings.HITL_LEASE_RENEW_SECONDS = 0.1

@@ -1,4 +1,4 @@
-"""Save-time validation of an agent's hitlConfig: the rules and exact messages of behaviour-details §6.2."""
+"""Save-time validation of an agent's hitlConfig: its rules and exact messages."""
 
 from __future__ import annotations
 

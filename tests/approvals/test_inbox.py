@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from approvals.models import Pause
-from tests.factories import paused_conversation
+from harnesses.factories import paused_conversation
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.test import Client
 
 from approvals.models import Pause, PauseStatus
 from conversations.models import Conversation
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

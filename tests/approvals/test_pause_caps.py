@@ -16,10 +16,10 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.pause_caps import counted_pending_pauses
 from conversations.models import Conversation, ConversationStep
 from groups.models import GroupConversation
+from harnesses.factories import deployed_agent, say, start
+from harnesses.members import PHASES, answering, approve, discuss, group
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
-from tests.factories import deployed_agent, say, start
-from tests.groups.members import PHASES, answering, approve, discuss, group
 
 pytestmark = pytest.mark.django_db
 
@@ -245,7 +245,7 @@ def test_the_mcp_talk_tools_are_refused_at_the_cap_and_write_nothing(
     for answer in answers:
         assert answer.is_error
         refusal = answer.structured_content
-        assert refusal["errorCode"] == "WRONG_STATE", refusal  # a surface's own 409, as the reference maps it
+        assert refusal["errorCode"] == "WRONG_STATE", refusal  # a surface's own 409, as EDDI maps it
         assert (refusal["details"]["code"], refusal["details"]["setting"], refusal["details"]["limit"]) == (
             "LIMIT_REACHED",
             PER_USER,

@@ -15,8 +15,8 @@ from approvals.continuation_runs import run_continuation
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import run_recovery, run_retention
 from conversations.models import Conversation
-from tests.factories import account_bot, deployed_agent, paused_conversation
-from tests.queue_drain import run_queued_tasks
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer
@@ -104,7 +104,7 @@ def test_a_continuation_nobody_picked_up_for_too_long_is_restored(alice_client, 
 
 
 def test_a_turn_left_in_progress_without_a_pause_becomes_interrupted(alice_client, settings):
-    from tests.factories import start
+    from harnesses.factories import start
 
     conversation_id = start(alice_client, deployed_agent())
     Conversation.objects.filter(pk=conversation_id).update(
@@ -120,7 +120,7 @@ def test_a_turn_left_in_progress_without_a_pause_becomes_interrupted(alice_clien
 
 
 def test_recover_in_progress_can_be_switched_off(alice_client, settings):
-    from tests.factories import start
+    from harnesses.factories import start
 
     settings.HITL_RECOVER_IN_PROGRESS = False
     conversation_id = start(alice_client, deployed_agent())

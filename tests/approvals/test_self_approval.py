@@ -15,11 +15,11 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.self_approval import SELF_APPROVAL_DETAIL, effective_allow_self_approval
 from approvals.timers import fire_due_batch
 from conversations.models import Conversation
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.queue_drain import queued_count, run_queued_tasks
-from tests.toolgate.agents import payments_agent
-from tests.toolgate.chat_stub import running_chat_stub
+from harnesses.agents import payments_agent
+from harnesses.chat_stub import running_chat_stub
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.queue_drain import queued_count, run_queued_tasks
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

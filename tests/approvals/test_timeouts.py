@@ -13,9 +13,9 @@ from approvals.decision_notices import rejection_text
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import FAILED_FIRE_RETRY, TIMER_FUNC, fire_due_batch, fire_timeout
 from conversations.models import Conversation, ConversationStep
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 BACKSTOP = timedelta(seconds=120)  # HITL_TIMER_BACKSTOP_SECONDS: the schedule backs up the drainer
@@ -213,7 +213,7 @@ def test_timeout_output_says_no_reviewer_decided(alice_client, http_recorder):
         "No reviewer decided in time; the request was rejected automatically (policy AUTO_REJECT)."
     ]
     assert alice_client.get(f"/agents/{rule_approved.subject_id}").json()["output"] == ["Deletion APPROVED."]
-    assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status the reference fixes
+    assert tool_rejected["status"] == "REJECTED_BY_REVIEWER"  # the status EDDI fixes
     assert tool_rejected["result"] == {
         "status": "REJECTED_BY_REVIEWER",
         "tool": "transfer_funds",

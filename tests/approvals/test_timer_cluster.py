@@ -25,7 +25,7 @@ from approvals.apps import _on_worker_start
 from approvals.models import Pause
 from approvals.recovery import ensure_maintenance_schedules
 from approvals.timers import BURST_FUNC, DRAIN_FUNC, TIMER_FUNC, drain_due_timers, ensure_timer_schedules
-from tests.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
 from toolgate.apps import _ensure_journal_schedule
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ from django.db import connections
 
 from approvals.models import Pause
 from approvals.timers import BURST_FUNC, drain_due_timers, fire_due_burst
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
-from tests.queue_drain import queued_functions
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.queue_drain import queued_functions
+from harnesses.users import client_for, make_user
 
 
 def _paused(client, count):

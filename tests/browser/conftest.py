@@ -35,7 +35,7 @@ LAUNCH_ARGS = [
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 DOC_IMAGES = Path(settings.BASE_DIR) / "docs" / "images"
 VIEWPORT = {"width": 1680, "height": 900}
-WIDTHS = (1280, 1920)  # issue 15: every reviewer-facing point is shown at both, with a screenshot each
+WIDTHS = (1280, 1920)  # every reviewer-facing page is shown at both, with a screenshot each
 TIMEOUT_MS = 15_000
 
 

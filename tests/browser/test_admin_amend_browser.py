@@ -9,9 +9,9 @@ import re
 import pytest
 
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import deployed_agent, say, start
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, say, start
 from tests.toolgate.test_amend_redacted_fields import SECRET, secret_payments_agent, sent_bodies
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -1,6 +1,6 @@
 """In a real browser, at 1280 and 1920 px: the decision page says what each button does and what the
-requester asked (issue 15, point 5), a reviewer replies with guidance and cancels a request behind a
-confirmation (point 7), and bulk confirmation rows tell their pauses apart."""
+requester asked, a reviewer replies with guidance and cancels a request behind a
+confirmation, and bulk confirmation rows tell their pauses apart."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from approvals.decision_input import GUIDANCE_REQUIRED
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import say, start
+from harnesses.users import client_for, make_user
 from tests.approvals.test_admin_outlook import notifying_agent
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import say, start
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

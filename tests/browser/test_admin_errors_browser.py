@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Pause
+from harnesses.users import make_user
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

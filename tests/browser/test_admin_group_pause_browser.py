@@ -8,10 +8,10 @@ import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from groups.models import GroupConversation
+from harnesses.members import discuss, echoing, group
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.groups.members import discuss, echoing, group
-from tests.queue_drain import run_queued_tasks
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

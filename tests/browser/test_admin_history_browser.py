@@ -1,4 +1,4 @@
-"""A reviewer finds yesterday's decision in "Decided approvals" (issue 15, point 8), at 1280 and 1920 px:
+"""A reviewer finds yesterday's decision in "Decided approvals", at 1280 and 1920 px:
 decided by me first, with its verdict and note, and every pause of the conversation from its decision page."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,10 +12,10 @@ from django.utils import timezone
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Agent, Conversation
 from conversations.snapshots import snapshot
+from harnesses.factories import deployed_agent, paused_conversation, store_tool_batch
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation, store_tool_batch
-from tests.queue_drain import run_queued_tasks
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +23,7 @@ REASON = "Account deletion requires manager sign-off"
 
 
 def password(username: str) -> str:
-    return "pw-" + username  # what tests.conftest.make_user sets
+    return "pw-" + username  # what harnesses.users.make_user sets
 
 
 def paused(owner) -> Pause:

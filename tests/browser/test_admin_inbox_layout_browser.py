@@ -1,4 +1,4 @@
-"""The inbox list in a real browser (issue 15, points 2–4): the urgent columns stay in view from a wide
+"""The inbox list in a real browser: the urgent columns stay in view from a wide
 screen down to a tablet, the reason is one line (whole on hover, expanded on click), times are live and a
 row turns overdue while the page is open, and a new pause is announced without the reviewer reloading."""
 
@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from approvals.models import Pause
 from conversations.models import Agent
+from harnesses.users import make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -1,4 +1,4 @@
-"""In a real browser at 1280 and 1920 px (issue 15, points 8 and 9): someone else's pause is the admin's
+"""In a real browser at 1280 and 1920 px: someone else's pause is the admin's
 own styled 404 with a way back, and the audit list says "automated" or "person" in a neutral badge."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import fire_due_batch
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

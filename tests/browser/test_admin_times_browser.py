@@ -1,4 +1,4 @@
-"""The page script keeps the inbox's times current (issue 15, point 3): it says what the server says
+"""The page script keeps the inbox's times current: it says what the server says
 (approvals.admin.times), and a deadline that passes while the page is open turns overdue, no reload."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from approvals.admin.times import relative_text
 from approvals.models import Pause, PauseStatus
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.approvals.test_admin_times import CASES, NOW
 from tests.browser.conftest import WIDTHS, admin_login, at_width, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,9 +12,9 @@ import pytest
 from django.db import connections
 
 from approvals.models import AuditEntry, Pause, PauseStatus
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from tests.browser.conftest import admin_login, save_screenshot
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from conversations.models import Agent
-from tests.factories import account_bot, paused_conversation, start
+from harnesses.factories import account_bot, paused_conversation, start
 
 pytestmark = pytest.mark.django_db
 

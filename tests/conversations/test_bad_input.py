@@ -15,7 +15,7 @@ import pytest
 
 from common.body_rules import MAX_JSON_DEPTH
 from conversations.models import Agent, Conversation, ConversationStep
-from tests.factories import account_bot, deployed_agent, say, start
+from harnesses.factories import account_bot, deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

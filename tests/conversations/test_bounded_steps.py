@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations.memory_store import memory_for_new_turn
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.llm_task import initial_messages
-from tests.factories import account_bot, deployed_agent, say, start
+from harnesses.factories import account_bot, deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 STEPS = ConversationStep._meta.db_table

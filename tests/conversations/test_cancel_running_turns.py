@@ -20,9 +20,9 @@ from approvals.continuation_runs import claim_continuation
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import run_recovery
 from conversations.models import Conversation, ConversationStep
-from tests.factories import deployed_agent, start
-from tests.queue_drain import queued_count, run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, start
+from harnesses.queue_drain import queued_count, run_queued_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ import pytest
 
 from common.body_rules import canonical_json_bytes
 from conversations.models import Conversation, ConversationStep
-from tests.factories import deployed_agent, start
+from harnesses.factories import deployed_agent, start
 
 pytestmark = pytest.mark.django_db
 

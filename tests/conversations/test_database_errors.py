@@ -7,7 +7,7 @@ landed and only its answer was lost (commit-then-error), what landed stands once
 that was taken, no second step, no second conversation in ERROR, no second decision. A slow turn that had
 committed its claim is left to its lease, as after a crash.
 
-Each test places one fault (tests/database_faults.py) on a real PostgreSQL connection; the random
+Each test places one fault (harnesses/database_faults.py) on a real PostgreSQL connection; the random
 load over the whole API is tests/conversations/test_database_faults.py.
 """
 
@@ -20,9 +20,9 @@ import pytest
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import recover_expired_leases
 from conversations.models import Conversation, ConversationStep
-from tests.conftest import client_for, make_user
-from tests.database_faults import one_fault
-from tests.factories import deployed_agent, paused_conversation, say, slow_account_bot, start
+from harnesses.database_faults import one_fault
+from harnesses.factories import deployed_agent, paused_conversation, say, slow_account_bot, start
+from harnesses.users import client_for, make_user
 
 STEP_INSERT = 'INSERT INTO "conversations_conversationstep"'
 

@@ -1,7 +1,7 @@
 """Injected database faults (fast size): 200 REST operations, 5 % of statements failing before they run
 and 5 % of commits failing after they landed; a client that retries; then the invariants.
 
-The harness is tests/fault_load.py (the injector tests/database_faults.py); the full size is
+The harness is harnesses/fault_load.py (the injector harnesses/database_faults.py); the full size is
 bench/db_faults.py.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fault_load import check_invariants, run_fault_load, transfer_server
+from harnesses.fault_load import check_invariants, run_fault_load, transfer_server
 
 OPS = 200
 SEED = 4

@@ -10,8 +10,8 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations import turns
 from conversations.models import Agent, AgentVersion, Conversation, ConversationStep, Deployment
 from conversations.pipeline.registry import register_task_type
-from tests.factories import deployed_agent, start
-from tests.queue_drain import run_queued_tasks
+from harnesses.factories import deployed_agent, start
+from harnesses.queue_drain import run_queued_tasks
 
 # Autocommit, as in production: a statement PostgreSQL refuses aborts the transaction it ran in.
 pytestmark = pytest.mark.django_db(transaction=True)

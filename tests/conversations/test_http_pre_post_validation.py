@@ -9,7 +9,7 @@ import pytest
 from common.field_errors import FieldError
 from conversations.agent_document import validate_agent_document
 from conversations.models import Agent
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 
 CALL = "workflows[0].tasks[0].calls[0]"
 

@@ -24,8 +24,8 @@ from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType, Surfac
 from approvals.recovery import recover_expired_leases
 from approvals.timers import drain_due_timers
 from conversations.models import Conversation, ConversationState
-from tests.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
-from tests.queue_drain import queued_functions, run_queued_tasks
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, slow_account_bot
+from harnesses.queue_drain import queued_functions, run_queued_tasks
 
 CONTINUATION = "approvals.continuation_runs.run_continuation"
 

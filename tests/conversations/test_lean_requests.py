@@ -16,8 +16,8 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, say, start
+from harnesses.factories import deployed_agent, say, start
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

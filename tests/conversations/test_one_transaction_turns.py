@@ -18,8 +18,8 @@ from django.test.utils import CaptureQueriesContext
 from conversations import turns
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationStep
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, say, start
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.users import client_for, make_user
 
 
 def test_only_documents_whose_every_task_is_local_qualify():

@@ -24,10 +24,10 @@ from django.db import connection
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import recover_expired_leases
 from conversations.models import ConversationStep
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.queue_drain import run_queued_tasks
 from tests.approvals.test_admin_inbox import logged_in, page
 from tests.conversations.conftest import LoopbackServer
-from tests.factories import account_bot, deployed_agent, paused_conversation
-from tests.queue_drain import run_queued_tasks
 from toolgate.models import JournalEntry, JournalStatus, JournalStepKind
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("continuations_queued")]

@@ -6,8 +6,8 @@ import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import AgentVersion, Conversation, ConversationStep
-from tests.factories import account_bot, deployed_agent, paused_conversation, say, start
-from tests.queue_drain import queued_count, run_queued_tasks
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, say, start
+from harnesses.queue_drain import queued_count, run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

@@ -1,11 +1,11 @@
-"""Crash safety under random SIGKILLs of web and q-cluster process groups (issue 16, R3).
+"""Crash safety under random SIGKILLs of web and q-cluster process groups (docs/reliability.md, R3).
 
 Driver threads run approval cycles (a rule pause whose approved continuation calls the recorder, then a
 gated tool call that calls it again) over HTTP while a seeded killer SIGKILLs whole process groups — a
 uvicorn, a default q-cluster or a timer q-cluster — and starts a new one in its place; the drivers
 retry what failed. Then: no pause lost (each one decided, every restore decided again exactly once),
 no request reached the recorder twice, every conversation takes a turn again, and each driver's
-conversation took one within 30 s of each kill. The harness is tests/e2e/crash_kills.py.
+conversation took one within 30 s of each kill. The harness is harnesses/crash_kills.py.
 
 Fast size here (10 kills; 1 web, 1 default and 1 timer q-cluster); full size with
 ``HITL_CRASH_KILLS``/``HITL_CRASH_WEBS``/``HITL_CRASH_CLUSTERS`` through bench/crash_kills.py.
@@ -24,8 +24,7 @@ from django.conf import settings
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Conversation
-from tests.e2e.conftest import api_user, database_url
-from tests.e2e.crash_kills import (
+from harnesses.crash_kills import (
     CRASH_ENV,
     USABLE_WITHIN_SECONDS,
     CrashRun,
@@ -34,7 +33,8 @@ from tests.e2e.crash_kills import (
     crash_agent,
     run_crash_kills,
 )
-from tests.factories import deployed_agent
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import api_user, database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""Exactly one decision per pause (issue 16, R1) over HTTP: the racers of tests/decision_race.py against two
+"""Exactly one decision per pause (docs/reliability.md, R1) over HTTP: the racers of harnesses/decision_race.py against two
 live uvicorn processes on the test database, spread over both, so every round is decided across
 processes. Full size only (``bench/decision_races.py --http``): it starts two servers."""
 
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from tests.decision_race import OverHttp, World, run_rounds, tool_server
-from tests.e2e.conftest import running_stack
-from tests.slack.conftest import FakeSlack
+from harnesses.decision_race import OverHttp, World, run_rounds, tool_server
+from harnesses.live_stack import running_stack
+from tests.slack_surface.conftest import FakeSlack
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.fullsize]
 

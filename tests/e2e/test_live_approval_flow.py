@@ -12,8 +12,8 @@ import pytest
 from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import account_bot, slow_account_bot
+from harnesses.factories import account_bot, slow_account_bot
+from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,19 +70,6 @@ def expect_continuation_results(expected: list[str]) -> None:
         eventually(lambda: results() == expected, timeout=30, what="continuation task results")
     except pytest.fail.Exception:
         pytest.fail(f"continuation task results: expected {expected}, got {results()}")
-
-
-@pytest.fixture
-def people(live_stack: LiveStack):
-    """Admin, owner (alice) and approver clients on the live server."""
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 @pytest.fixture

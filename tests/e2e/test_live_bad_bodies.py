@@ -13,7 +13,7 @@ from django.conf import settings
 
 from approvals.models import Pause, PauseStatus
 from conversations.models import Conversation, ConversationStep
-from tests.e2e.conftest import LiveStack, api_user
+from harnesses.live_stack import LiveStack, api_user
 from tests.e2e.test_live_approval_flow import ask_for_deletion, deployed_demo_agent, start_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)

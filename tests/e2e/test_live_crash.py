@@ -34,8 +34,8 @@ from django_q.models import OrmQ, Task
 from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import (
+from harnesses import clusters as live_clusters
+from harnesses.clusters import (
     Clusters,
     SlowTarget,
     deploy_agent,
@@ -44,8 +44,8 @@ from tests.e2e.clusters import (
     pids_in_group,
     with_http_call,
 )
-from tests.e2e.conftest import PROJECT_ROOT, LiveStack, api_user, eventually
-from tests.factories import account_bot
+from harnesses.factories import account_bot
+from harnesses.live_stack import PROJECT_ROOT, LiveStack, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,18 +62,6 @@ CRASH_ENV = {
     "HITL_HTTP_TIMEOUT_SECONDS": 30,  # the call is cut by the kill, not by the HTTP client
 }
 REJECTED_TEXT = "This action was rejected by a human reviewer."
-
-
-@pytest.fixture
-def people(live_stack: LiveStack):
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 def approve_and_catch_the_call(people, target: SlowTarget) -> tuple[str, Pause]:

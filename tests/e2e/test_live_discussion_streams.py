@@ -22,10 +22,10 @@ from groups.demo_group import demo_member_document
 from groups.discussion_decisions import DECISION_REQUIRED
 from groups.member_turns import MEMBER_PAUSE_NOTE
 from groups.models import GroupConversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import deployed_agent
-from tests.groups.members import answering, group, pausing
+from harnesses import clusters as live_clusters
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
+from harnesses.members import answering, group, pausing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,19 +109,6 @@ def stream(client: httpx.Client, path: str, body: Any = None, *, content: bytes 
                 name, data = None, None
         result.ended = True
     return result
-
-
-@pytest.fixture
-def people(live_stack: LiveStack) -> Iterator[dict[str, httpx.Client]]:
-    clients = {
-        "alice": live_stack.client(api_user("alice")),
-        "bob": live_stack.client(api_user("bob")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-        "anonymous": live_stack.client(),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 def paused_discussion(owner: httpx.Client, group_id: str) -> dict[str, Any]:

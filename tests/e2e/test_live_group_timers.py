@@ -14,8 +14,8 @@ from django_q.models import Schedule
 
 from approvals.models import AuditEntry, Pause
 from groups.demo_group import demo_member_document
-from tests.e2e.clusters import deploy_agent
-from tests.e2e.conftest import LiveStack, api_user, eventually
+from harnesses.clusters import deploy_agent
+from harnesses.live_stack import LiveStack, api_user, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,10 +23,10 @@ import pytest
 from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.e2e.clusters import SlowTarget, deploy_agent, kill_group, paused_conversation, with_http_call
-from tests.e2e.clusters import slow_target as slow_target  # fixture
-from tests.e2e.conftest import LiveStack, api_user, database_url, eventually, running_stack
-from tests.factories import account_bot
+from harnesses.clusters import SlowTarget, deploy_agent, kill_group, paused_conversation, with_http_call
+from harnesses.clusters import slow_target as slow_target  # fixture
+from harnesses.factories import account_bot
+from harnesses.live_stack import LiveStack, api_user, database_url, eventually, running_stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,11 +21,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from approvals.models import AuditEntry
 from conversations.models import Conversation
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import LiveStack, api_user, running_stack
+from harnesses.members import PHASES, answering, asked, echoing, group
 from tests.conftest import CANARY_SECRET_NAME
-from tests.e2e.conftest import LiveStack, api_user, running_stack
-from tests.factories import deployed_agent
-from tests.groups.members import PHASES, answering, asked, echoing, group
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""M1 over real HTTP (docs/reliability.md): the catalogue of tests/model_attacks.py against a live uvicorn
+"""M1 over real HTTP (docs/reliability.md): the catalogue of harnesses/model_attacks.py against a live uvicorn
 process, the owner and the reviewer speaking to it with httpx, the model the openai client against the
 Chat Completions stub, the egress guard on in the server as in production; the server's own log files
 are searched for the secret."""
@@ -13,8 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import LiveStack, api_user, running_stack
-from tests.model_attacks import (
+from harnesses.chat_stub import running_chat_stub
+from harnesses.echo_target import running_echo_target
+from harnesses.live_stack import LiveStack, api_user, running_stack
+from harnesses.model_attacks import (
     PRIVATE_HOST,
     SECRET,
     VAULT_NAME,
@@ -24,8 +26,6 @@ from tests.model_attacks import (
     deployed,
     run_attacks,
 )
-from tests.toolgate.chat_stub import running_chat_stub
-from tests.toolgate.echo_target import running_echo_target
 from toolgate.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db(transaction=True)

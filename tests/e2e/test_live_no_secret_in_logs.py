@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot
+from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 from tests.conftest import CANARY_SECRET_NAME
-from tests.e2e.conftest import LiveStack, api_user, eventually, running_stack
-from tests.factories import account_bot
-from tests.toolgate.agents import payments_agent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

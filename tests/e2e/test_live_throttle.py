@@ -9,8 +9,8 @@ from django.core.cache import caches
 
 from common.throttles import THROTTLE_CACHE
 from conversations.models import Conversation
-from tests.e2e.conftest import api_user, running_stack
-from tests.factories import deployed_agent
+from harnesses.factories import deployed_agent
+from harnesses.live_stack import api_user, running_stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -41,15 +41,15 @@ from django_q.tasks import async_task
 
 from approvals.audit import verify_ledger
 from approvals.models import AuditEntry, Pause, PauseStatus
-from tests.conftest import client_for, make_user
-from tests.e2e.clusters import Clusters, process_group_of
-from tests.e2e.conftest import LiveStack, ServerProcess, database_url, eventually
-from tests.factories import account_bot, deployed_agent, paused_conversation
-from tests.groups.members import answering, discuss, group
+from harnesses.clusters import Clusters, process_group_of
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.live_stack import LiveStack, ServerProcess, database_url, eventually
+from harnesses.members import answering, discuss, group
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FIRE_FUNC = "tests.e2e.timer_race_tasks.fire_and_report"
+FIRE_FUNC = "harnesses.timer_race_tasks.fire_and_report"
 FIRE_GROUP = "timer-race-fire"
 POLICY_VERDICT = {"AUTO_APPROVE": "APPROVED", "AUTO_REJECT": "REJECTED", "ABORT": "CANCELLED"}
 GROUP_EVERY = 5  # every fifth pause is a group discussion's

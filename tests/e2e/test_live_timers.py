@@ -21,10 +21,10 @@ from django_q.tasks import async_task
 
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import Clusters, deploy_agent, paused_conversation
-from tests.e2e.conftest import LiveStack, api_user, eventually
-from tests.factories import account_bot
+from harnesses import clusters as live_clusters
+from harnesses.clusters import Clusters, deploy_agent, paused_conversation
+from harnesses.factories import account_bot
+from harnesses.live_stack import api_user, eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,17 +53,6 @@ def due_at_of(pause: Pause) -> datetime:
     entry of the pause, checked against ``paused_at`` + the timeout."""
     entry = AuditEntry.objects.get(pause_id=pause.id, verb="hitl.pause")
     return datetime.fromisoformat(entry.detail["dueAt"])
-
-
-@pytest.fixture
-def people(live_stack: LiveStack):
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 def wait_for_state(client: httpx.Client, conversation_id: str, state: str, timeout: float = 30.0) -> dict:

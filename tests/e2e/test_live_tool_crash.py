@@ -25,10 +25,10 @@ from django.utils import timezone
 from django_q.models import OrmQ, Task
 
 from approvals.models import AuditEntry, Pause
-from tests.e2e import clusters as live_clusters
-from tests.e2e.clusters import Clusters, SlowTarget, deploy_agent, pid_of_connection, pids_in_group
-from tests.e2e.conftest import PROJECT_ROOT, LiveStack, api_user, eventually
-from tests.toolgate.agents import payments_agent
+from harnesses import clusters as live_clusters
+from harnesses.agents import payments_agent
+from harnesses.clusters import Clusters, SlowTarget, deploy_agent, pid_of_connection, pids_in_group
+from harnesses.live_stack import PROJECT_ROOT, LiveStack, eventually
 from toolgate.models import JournalEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,18 +40,6 @@ CONTINUATION = "approvals.continuation_runs.run_continuation"
 RETRY_SECONDS = 6
 QUEUE_ENV = {"HITL_Q_TIMEOUT": 5, "HITL_Q_RETRY": RETRY_SECONDS, "HITL_TIMER_DRAIN_SECONDS": 3}
 DOOMED_ENV = {**QUEUE_ENV, "HITL_CONTINUATION_LEASE_SECONDS": 2, "HITL_HTTP_TIMEOUT_SECONDS": 30}
-
-
-@pytest.fixture
-def people(live_stack: LiveStack):
-    clients = {
-        "admin": live_stack.client(api_user("admin", "admin")),
-        "alice": live_stack.client(api_user("alice")),
-        "approver": live_stack.client(api_user("approver", "approver")),
-    }
-    yield clients
-    for client in clients.values():
-        client.close()
 
 
 def continuation_results() -> list[Any] | None:

@@ -13,10 +13,10 @@ from django.test import Client
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from groups.models import GroupConversation
-from tests.conftest import client_for, make_user
-from tests.factories import paused_conversation
-from tests.groups.members import answering, discuss, echoing, group
-from tests.queue_drain import run_queued_tasks
+from harnesses.factories import paused_conversation
+from harnesses.members import answering, discuss, echoing, group
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db
 

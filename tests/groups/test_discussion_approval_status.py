@@ -10,7 +10,7 @@ import pytest
 
 from approvals.models import Pause, SubjectType
 from groups.models import GroupConversation
-from tests.groups.members import answering, discuss, echoing, group
+from harnesses.members import answering, discuss, echoing, group
 
 pytestmark = pytest.mark.django_db
 

@@ -22,10 +22,10 @@ from approvals.surfaces import handler_for
 from common.errors import WrongState
 from groups.discussion_decisions import cancel_discussion
 from groups.models import GroupConversation
+from harnesses.live_stack import eventually
+from harnesses.members import answering, discuss, group, pause_of
+from harnesses.users import client_for, make_user
 from tests.approvals.test_cancel_lock_order import sessions_waiting_on_a_lock
-from tests.conftest import client_for, make_user
-from tests.e2e.conftest import eventually
-from tests.groups.members import answering, discuss, group, pause_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

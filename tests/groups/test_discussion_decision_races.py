@@ -13,9 +13,9 @@ from django.db import connections
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from approvals.timers import fire_timeout
 from groups.models import GroupConversation
-from tests.conftest import client_for, make_user
-from tests.groups.members import answering, discuss, group
-from tests.queue_drain import run_queued_tasks
+from harnesses.members import answering, discuss, group
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,7 +116,7 @@ def test_cancel_racing_a_decision_never_deadlocks():
     deadlocks in PostgreSQL (a 500): the cancel takes the pending pause before the discussion, as a
     decision does, and a lost one leaves the pause unlocked; it ends the pending pause, or comes after the
     decision and is a cancel request the running discussion honours. Two cancels (REST and MCP) race two
-    approvers each round. Found by the R1 harness (tests/decision_race.py)."""
+    approvers each round. Found by the R1 harness (harnesses/decision_race.py)."""
     from mcp_surface import group_tools
     from mcp_surface.server import _call
 

@@ -11,8 +11,8 @@ from django.core.management import call_command
 
 from approvals.models import AuditEntry, PauseStatus
 from groups.models import Group, GroupConversation
-from tests.groups.members import PHASES, answering, approve, discuss, echoing, group, pause_of
-from tests.queue_drain import run_queued_tasks
+from harnesses.members import PHASES, answering, approve, discuss, echoing, group, pause_of
+from harnesses.queue_drain import run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

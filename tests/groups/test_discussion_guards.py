@@ -18,9 +18,9 @@ from conversations.agents import deploy_agent, undeploy_agent
 from conversations.models import Conversation
 from groups.models import GroupConversation, GroupVersion
 from groups.store import update_group
-from tests.factories import deployed_agent
-from tests.groups.members import PHASES, answering, approve, discuss, echoing, group, pause_of
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent
+from harnesses.members import PHASES, answering, approve, discuss, echoing, group, pause_of
 
 pytestmark = pytest.mark.django_db
 

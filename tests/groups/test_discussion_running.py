@@ -18,9 +18,9 @@ from approvals.models import AuditEntry
 from approvals.recovery import interrupt_stale_turns
 from groups.demo_group import demo_member_document
 from groups.models import GroupConversation
-from tests.conftest import client_for
-from tests.factories import deployed_agent
-from tests.groups.members import answering, group
+from harnesses.factories import deployed_agent
+from harnesses.members import answering, group
+from harnesses.users import client_for
 
 HOLD_SECONDS = 20
 

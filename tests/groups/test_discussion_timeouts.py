@@ -1,7 +1,7 @@
 """Timeouts of group pauses, fired by the timer drainer with time travel instead of sleeping.
 
 A group's continuation is never quick (member turns), so a timer's approval or rejection is queued for
-the q-cluster; the tests run the queue as a worker would (tests.queue_drain)."""
+the q-cluster; the tests run the queue as a worker would (harnesses.queue_drain)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from approvals.timers import FAILED_FIRE_RETRY, fire_due_batch, fire_timeout
 from groups.gates import NO_PROGRESS
 from groups.models import GroupConversation
-from tests.groups.members import answering, discuss, echoing, group
-from tests.queue_drain import queued_functions, run_queued_tasks
+from harnesses.members import answering, discuss, echoing, group
+from harnesses.queue_drain import queued_functions, run_queued_tasks
 
 pytestmark = pytest.mark.django_db
 

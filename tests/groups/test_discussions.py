@@ -13,8 +13,8 @@ from conversations.models import Conversation, ConversationState
 from groups.demo_group import demo_member_document
 from groups.member_turns import MEMBER_PAUSE_NOTE
 from groups.models import GroupConversation
-from tests.groups.members import answering, asked, discuss, echoing, group, pausing, said
-from tests.metrics.scrape import scrape, value
+from harnesses.members import answering, asked, discuss, echoing, group, pausing, said
+from tests.hitl_project.scrape import scrape, value
 
 pytestmark = pytest.mark.django_db
 

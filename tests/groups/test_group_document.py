@@ -13,7 +13,7 @@ from conversations.agents import create_agent, delete_agent
 from groups.demo_group import demo_group_document
 from groups.group_document import NESTED_GROUPS, BadTaskPlan, parse_task_plan, validate_group_document
 from groups.store import create_group
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 
 pytestmark = pytest.mark.django_db
 
@@ -196,7 +196,7 @@ def test_hitl_config_takes_granularity_rejection_policy_and_the_duration_check(m
         "hitlConfig.granularity",
         "hitlConfig.onTaskRejection",
         "hitlConfig.approvalTimeout",
-        "hitlConfig.pauseReason",  # a group's hitlConfig has no pauseReason (behaviour-details §6.4)
+        "hitlConfig.pauseReason",  # a group's hitlConfig has no pauseReason
     }
     assert "requires an approvalTimeout" in found["hitlConfig.approvalTimeout"]
 

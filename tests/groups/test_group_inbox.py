@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from approvals.models import Pause
 from approvals.selectors import pending_pauses_for
-from tests.factories import paused_conversation
-from tests.groups.members import answering, discuss, group
+from harnesses.factories import paused_conversation
+from harnesses.members import answering, discuss, group
 
 pytestmark = pytest.mark.django_db
 

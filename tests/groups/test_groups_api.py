@@ -12,7 +12,7 @@ from django.core.management import call_command
 from conversations.agents import create_agent, deployed_version
 from groups.demo_group import DEMO_GROUP_NAME, DEMO_MEMBERS, demo_group_document
 from groups.models import Group, GroupVersion
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 
 pytestmark = pytest.mark.django_db
 

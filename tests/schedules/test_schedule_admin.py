@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 from django_q.models import Failure, OrmQ, Schedule, Task
 
+from harnesses.users import make_user
 from schedules.admin import ProtectedScheduleAdmin
-from tests.conftest import make_user
 from tests.schedules.test_schedule_protection import NOOP, hitl_timer, plain_schedule
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]

@@ -14,6 +14,7 @@ from django_q.conf import croniter
 from django_q.models import OrmQ, Schedule
 from django_q.scheduler import scheduler
 
+from harnesses.users import client_for, make_user
 from schedules.protection import (
     claims_hitl,
     hitl_schedules_filter,
@@ -21,7 +22,6 @@ from schedules.protection import (
     is_hitl_timer,
 )
 from schedules.selectors import visible_schedules
-from tests.conftest import client_for, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.schedules.schedule_test_urls")]
 
@@ -487,7 +487,7 @@ def test_enable_restores_forever_for_recurring_schedules_or_the_count_given(admi
 
 @pytest.mark.parametrize("body", [[], [{"repeats": 3}], "3", 7])
 def test_enable_with_a_body_that_is_not_an_object_sets_no_count(admin_client, body):
-    # R6 found it: a JSON list body reached validate_repeats, which read it as a dict (a 500)
+    # a JSON list body must not reach validate_repeats, which reads it as a dict (a 500)
     schedule = plain_schedule(repeats=0)
     response = admin_client.post(f"{URL}/{schedule.pk}/enable", body, format="json")
     assert response.status_code == 200, response.content

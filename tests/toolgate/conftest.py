@@ -6,10 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from harnesses.chat_stub import ChatStub, running_chat_stub
+from harnesses.echo_target import EchoTarget, running_echo_target
+
 # the recorder of the pipeline tests: a ThreadingHTTPServer on loopback answering every method and path
 from tests.conversations.conftest import LoopbackServer, loopback_server
-from tests.toolgate.chat_stub import ChatStub, running_chat_stub
-from tests.toolgate.echo_target import EchoTarget, running_echo_target
 
 __all__ = ["ChatStub", "LoopbackServer", "chat_stub", "loopback_server"]
 
@@ -22,6 +23,6 @@ def chat_stub() -> Iterator[ChatStub]:
 
 @pytest.fixture
 def echo_target() -> Iterator[EchoTarget]:
-    """A target that records every request byte for byte and echoes it back (tests/toolgate/echo_target.py)."""
+    """A target that records every request byte for byte and echoes it back (harnesses/echo_target.py)."""
     with running_echo_target() as target:
         yield target

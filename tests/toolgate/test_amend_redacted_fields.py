@@ -12,9 +12,9 @@ import json
 import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.amendments import AmendmentRefused, merged_amendment
 from toolgate.models import PendingToolCall
 from toolgate.redaction import REDACTED, redact

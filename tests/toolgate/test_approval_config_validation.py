@@ -1,4 +1,4 @@
-"""Save-time validation of toolApprovals (behaviour-details §6.3): every message, each naming its full
+"""Save-time validation of toolApprovals: every message, each naming its full
 field path, through ``validate_tool_approvals`` and through the REST save and ZIP import of an agent
 document (400 naming the field), plus the save-time warnings."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from common.field_errors import FieldError
 from conversations.models import Agent
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 from toolgate.approval_config import tool_approvals_warnings, validate_tool_approvals
 
 FP = "hitlConfig.toolApprovals"

@@ -21,10 +21,10 @@ from approvals.models import Pause, PauseKind, PauseStatus
 from approvals.timers import fire_due_batch
 from conversations.acting_identity import approver_caller, continuation_caller
 from conversations.models import Conversation, ConversationStep
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from tests.conversations.conftest import CannedResponse, ReceivedRequest
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 from toolgate.models import JournalEntry, PendingToolBatch
 
 pytestmark = pytest.mark.django_db

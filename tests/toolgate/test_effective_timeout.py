@@ -1,5 +1,5 @@
-"""The effective timeout policy of a tool pause (reference "Effective timeout policy", behaviour-details
-§4.7): rule verbatim, then toolApprovals verbatim, then hitlConfig with AUTO_APPROVE demoted, then
+"""The effective timeout policy of a tool pause (docs/tool-gating.md,
+"Effective timeout policy"): rule verbatim, then toolApprovals verbatim, then hitlConfig with AUTO_APPROVE demoted, then
 WAIT_INDEFINITELY; the duration walks the same chain on its own."""
 
 from __future__ import annotations

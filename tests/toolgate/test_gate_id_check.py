@@ -1,5 +1,5 @@
-"""The gate refuses a tool call without an id also under ``python -O`` (bandit B101 found it was an assert;
-issue 16, S6). The refusal itself: tests/toolgate/test_precedence.py."""
+"""The gate refuses a tool call without an id also under ``python -O`` (bandit B101: it must not be an assert;
+docs/reliability.md, S6). The refusal itself: tests/toolgate/test_precedence.py."""
 
 from __future__ import annotations
 

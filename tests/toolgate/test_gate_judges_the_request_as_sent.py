@@ -13,9 +13,9 @@ import json
 import pytest
 
 from approvals.models import Pause, PauseStatus
-from tests.factories import deployed_agent, say, start
-from tests.toolgate.agents import http_tool_agent, one_call
-from tests.toolgate.echo_target import EchoTarget, running_echo_target
+from harnesses.agents import http_tool_agent, one_call
+from harnesses.echo_target import EchoTarget, running_echo_target
+from harnesses.factories import deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.models import JournalEntry, JournalStatus
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import time_machine
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import fire_due_batch
 from conversations.models import Conversation
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.models import PendingToolBatch
 
 pytestmark = pytest.mark.django_db

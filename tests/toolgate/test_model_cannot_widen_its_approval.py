@@ -1,4 +1,4 @@
-"""M1, the model cannot widen its approval (docs/reliability.md): the catalogue of tests/model_attacks.py
+"""M1, the model cannot widen its approval (docs/reliability.md): the catalogue of harnesses/model_attacks.py
 against the invariant, fast size here (every strategy with the openai client over HTTP, the single-response
 ones with the scripted provider too, and a few random mixes); the full size is bench/model_attacks.py."""
 
@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from rest_framework.authtoken.models import Token
 
-from tests.model_attacks import (
+from harnesses.echo_target import running_echo_target
+from harnesses.model_attacks import (
     PRIVATE_HOST,
     SECRET,
     VAULT_NAME,
@@ -21,7 +22,6 @@ from tests.model_attacks import (
     deployed,
     run_attacks,
 )
-from tests.toolgate.echo_target import running_echo_target
 from tests.toolgate.test_no_secret_in_logs import every_logger_at_debug
 from toolgate.secret_store import set_secret
 

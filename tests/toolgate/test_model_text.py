@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.factories import deployed_agent, say, start
+from harnesses.factories import deployed_agent, say, start
 from tests.toolgate.test_openai_end_to_end import openai_payments_agent
 from toolgate.model_text import REPLACEMENT, storable_arguments, storable_turn
 from toolgate.providers.turn import ModelTurn

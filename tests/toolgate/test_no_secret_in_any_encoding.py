@@ -20,12 +20,12 @@ from approvals.models import Pause, PauseStatus
 from conversations.pipeline import httpcalls
 from conversations.pipeline.memory import Caller, ConversationMemory, Step
 from conversations.pipeline.registry import TurnContext
+from harnesses.echo_target import EchoTarget, Received
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.stored_rows import stored_rows_text
 from mcp_surface.conversation_tools import get_approval_status
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.echo_target import EchoTarget, Received
 from tests.toolgate.test_no_secret_in_logs import assert_canary_in_no_record, every_logger_at_debug
-from tests.toolgate.test_openai_end_to_end import stored_rows_text
 from toolgate.http_requests import SecretReferenceError, build_request
 from toolgate.secret_store import set_secret
 

@@ -11,10 +11,10 @@ import logging
 
 import pytest
 
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from tests.conftest import CANARY_SECRET_NAME
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
 from toolgate.log_redaction import redact_record, remember_secret
 
 VAULT = "${vault:" + CANARY_SECRET_NAME + "}"

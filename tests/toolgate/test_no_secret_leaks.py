@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from approvals.models import Pause, PauseStatus
-from tests.factories import deployed_agent, say, start
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, say, start
 
 pytestmark = pytest.mark.django_db
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core import serializers
 
-from approvals.models import AuditEntry, Pause
-from conversations.models import ConversationStep
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
-from toolgate.models import JournalEntry, PendingToolBatch, PendingToolCall
+from approvals.models import AuditEntry
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.stored_rows import stored_rows_text
 
 pytestmark = pytest.mark.django_db
 
@@ -27,19 +25,6 @@ def openai_payments_agent(stub_url: str, target_url: str) -> dict:
     llm = document["workflows"][0]["tasks"][0]
     llm["provider"] = {"type": "openai", "baseUrl": f"{stub_url}/v1", "apiKey": API_KEY, "model": "gpt-test"}
     return document
-
-
-def stored_rows_text(conversation_id: str) -> str:
-    """Every row a tool pause and its continuation wrote for this conversation, as JSON text."""
-    querysets = [
-        Pause.objects.filter(subject_id=conversation_id),
-        PendingToolBatch.objects.filter(conversation_id=conversation_id),
-        PendingToolCall.objects.filter(batch__conversation_id=conversation_id),
-        JournalEntry.objects.filter(conversation_id=conversation_id),
-        AuditEntry.objects.filter(subject_id=conversation_id),
-        ConversationStep.objects.filter(conversation_id=conversation_id),
-    ]
-    return "\n".join(serializers.serialize("json", queryset) for queryset in querysets)
 
 
 def test_openai_model_pauses_on_a_gated_call_and_gets_the_result_after_approval(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.toolgate.chat_stub import ChatStub
+from harnesses.chat_stub import ChatStub
 from toolgate.providers import ModelError, ModelTurn, chat_model_for, tool_result_message
 from toolgate.sources import builtin_tools
 from toolgate.tools import ToolCall, ToolContext, build_toolset

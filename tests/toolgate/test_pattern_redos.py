@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from harnesses.pattern_adversaries import NAMES, adversarial_patterns
 from toolgate.patterns import PATTERN_MAX, GlobPattern, validate_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
 HARD_TIMEOUT_SECONDS = 20
 _CHILD = """
-from tests.toolgate.pattern_adversaries import NAMES, adversarial_patterns
+from harnesses.pattern_adversaries import NAMES, adversarial_patterns
 from toolgate.patterns import GlobPattern
 print([GlobPattern(p).matches(n) for p in adversarial_patterns() for n in NAMES])
 """

@@ -1,4 +1,4 @@
-"""The pattern language of tool approvals: validation (behaviour-details §4.2, in order, with its
+"""The pattern language of tool approvals: validation (in order, with its
 messages), matching (``*`` the only wildcard, literal everything else, case-sensitive, full match,
 linear time) and the addresses a call is known by."""
 

@@ -1,5 +1,5 @@
-"""The reference's Precedence table, row by row, and the task/agent resolver of behaviour-details §4.1
-in both modes (strict: the task only strengthens; replace: the task replaces)."""
+"""EDDI's Precedence table, row by row, and the task/agent resolver (docs/tool-gating.md, "Agent and
+task: strict or replace") in both modes (strict: the task only strengthens; replace: the task replaces)."""
 
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ def test_fail_closed_undetermined_config_gates_every_call() -> None:
     assert UNDETERMINED_REASON.startswith("The agent's tool-approval policy could not be read")
 
 
-# --- Runtime clamps (behaviour-details §6.6) -------------------------------------------------------
+# --- Runtime clamps -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The scripted provider answers exactly as API.md describes."""
+"""The scripted provider answers exactly as docs/tool-gating.md describes."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from tests.toolgate.secret_corpus import NEAR_MISSES, SHAPES, NearMiss, Shape
+from harnesses.secret_corpus import NEAR_MISSES, SHAPES, NearMiss, Shape
 from toolgate.log_redaction import install
 from toolgate.redaction import REDACTED, redact, redact_headers, redact_json_value
 from toolgate.secret_shapes import VENDOR_KEYS

@@ -9,9 +9,9 @@ from rest_framework.authtoken.models import Token
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import AgentVersion
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.models import PendingToolCall
 
 pytestmark = pytest.mark.django_db

@@ -16,12 +16,12 @@ from django.test import Client
 
 from approvals.access import sees_what_runs
 from approvals.models import Pause, PauseStatus
+from harnesses.agents import http_tool_agent, one_call
+from harnesses.echo_target import EchoTarget
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from mcp_surface.conversation_tools import get_approval_status
 from slack_surface.messages import approval_card
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import http_tool_agent, one_call
-from tests.toolgate.echo_target import EchoTarget
 from toolgate.secret_store import set_secret
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Per-tool approval rules (reference "Per-tool approval rules", behaviour-details §4.4): most specific
+"""Per-tool approval rules (docs/tool-gating.md, "Rules: friction per tool"): most specific
 per call, strictest per batch, fields fall back one by one, a rule never gates or ungates."""
 
 from __future__ import annotations

@@ -19,12 +19,12 @@ from django.forms.models import model_to_dict
 from django.test import Client
 
 from approvals.models import AuditEntry, Pause, PauseStatus
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from mcp_surface.conversation_tools import get_approval_status, list_pending_approvals
 from slack_surface.messages import approval_card
 from tests.conftest import CANARY_SECRET_NAME
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
 from tests.toolgate.test_no_secret_in_logs import assert_canary_in_no_record, every_logger_at_debug
 from tests.toolgate.test_no_secret_leaks import _other_views, _reviewer_views
 

@@ -12,9 +12,9 @@ from mcp.server import MCPServer
 
 from approvals.models import Pause, PauseStatus
 from conversations.models import Conversation
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS
+from harnesses.agents import AFTER_TOOLS
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from tests.toolgate.test_mcp_source import serving
 
 pytestmark = pytest.mark.django_db

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-import tests.metrics.conftest  # noqa: F401  (count into a metrics directory of this session's own)
+import tests.hitl_project.conftest  # noqa: F401  (count into a metrics directory of this session's own)
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import AgentVersion, Conversation
-from tests.factories import deployed_agent, say, start
-from tests.metrics.scrape import scrape, value
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
+from tests.hitl_project.scrape import scrape, value
 from toolgate.models import JournalEntry, PendingToolBatch
 from toolgate.resume import CONFIG_DRIFT_TEXT
 

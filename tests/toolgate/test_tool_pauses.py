@@ -8,9 +8,9 @@ import pytest
 
 from approvals.models import AuditEntry, Pause, PauseStatus
 from conversations.models import Conversation
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.models import JournalEntry, PendingToolBatch
 
 pytestmark = pytest.mark.django_db

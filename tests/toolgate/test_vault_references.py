@@ -8,10 +8,10 @@ import pytest
 
 from approvals.models import Pause, PauseStatus
 from conversations.models import ConversationStep
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from tests.conftest import CANARY_SECRET_NAME
-from tests.factories import account_bot, deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
 from toolgate import secret_store
 from toolgate.models import JournalEntry, PendingToolCall
 

@@ -11,9 +11,9 @@ from urllib.parse import parse_qsl
 import pytest
 
 from approvals.models import Pause, PauseStatus
-from tests.factories import deployed_agent, say, start
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.factories import deployed_agent, say, start
+from harnesses.queue_drain import run_queued_tasks
 from toolgate.execution import UNCHECKABLE, run_call
 from toolgate.http_requests import BuiltRequest, build_request
 from toolgate.models import UNRESOLVED_FINGERPRINT, PendingToolCall

@@ -1,4 +1,4 @@
-"""The ``scripted`` provider: a deterministic model for demos and tests (API.md).
+"""The ``scripted`` provider: a deterministic model for demos and tests (docs/tool-gating.md).
 
 Each call takes the FIRST ``script`` entry whose ``when`` holds:
 

@@ -16,7 +16,7 @@ answer through unchanged)::
   ``continueAgentConversation``, the target's agent id from an a2a tool).
 - The answer is a JSON-able dict, never an exception. When the nested conversation answered:
   ``{"status": "OK", "conversationId", "conversationState", "output"}``. When it PAUSED for a human
-  decision, the shape of the HITL tools (behaviour-details §13), and the nested approval stays pending::
+  decision, the shape of the HITL tools, and the nested approval stays pending::
 
       {"status": "PAUSED_FOR_APPROVAL", "conversationId": "<nested id>",
        "conversationState": "AWAITING_HUMAN", "reason": "<its pause reason>",

@@ -7,7 +7,7 @@ from typing import Any
 from approvals.models import Pause, SubjectType
 from groups.demo_group import demo_member_document
 from groups.store import create_group
-from tests.factories import deployed_agent
+from harnesses.factories import deployed_agent
 
 
 def answering(name: str, answer: str) -> str:

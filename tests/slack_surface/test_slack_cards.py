@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import Pause
+from harnesses.factories import store_tool_batch
+from harnesses.queue_drain import run_queued_tasks
 from slack_surface.cards import post_approval_card
 from slack_surface.models import SlackIntegration, SlackThread
-from tests.factories import store_tool_batch
-from tests.queue_drain import run_queued_tasks
-from tests.slack.conftest import APPROVAL_CHANNEL, message_event, post_event
+from tests.slack_surface.conftest import APPROVAL_CHANNEL, message_event, post_event
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from approvals import metrics
-from tests.metrics.scrape import finish, moved, run_in_process, scrape, value
+from tests.hitl_project.scrape import finish, moved, run_in_process, scrape, value
 
-pytestmark = pytest.mark.urls("tests.metrics.urls")
+pytestmark = pytest.mark.urls("tests.hitl_project.urls")
 
 COUNTS: list[tuple[str, Callable[[], None], str, dict[str, str]]] = [
     ("pause-regular", lambda: metrics.count_pause("regular"), "hitl_pauses_total", {"surface": "regular"}),
@@ -165,7 +165,7 @@ def test_the_latest_gate_report_wins_across_processes_and_outlives_its_process(m
 def test_a_django_process_counts_into_the_shared_directory_not_into_its_memory(settings):
     # django-q2 imports prometheus_client during django.setup(): only a directory set by the
     # settings themselves is early enough for the web and worker processes to share their counts.
-    # (tests/metrics/conftest.py then moves the exported directory to one of this session's own.)
+    # (tests/hitl_project/conftest.py then moves the exported directory to one of this session's own.)
     assert getattr(settings, "PROMETHEUS_MULTIPROC_DIR", None), "settings must set PROMETHEUS_MULTIPROC_DIR"
 
     metrics.count_pause("regular")

@@ -6,9 +6,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
 
-from tests.metrics.scrape import moved, scrape
+from tests.hitl_project.scrape import moved, scrape
 
-pytestmark = pytest.mark.urls("tests.metrics.urls")
+pytestmark = pytest.mark.urls("tests.hitl_project.urls")
 
 MIDDLEWARE = "hitl_project.request_metrics.RequestMetricsMiddleware"
 THING_ROUTE = "things/<int:thing_id>"

@@ -38,7 +38,7 @@ from approvals.pauses import open_pause
 from common.errors import WrongState
 from conversations.agents import create_agent, deploy_agent
 from conversations.models import Conversation, ConversationState
-from tests.factories import account_bot
+from harnesses.factories import account_bot
 
 LOAD_VERB = "hitl.load.note"
 ENVIRONMENT = "production"

@@ -1,4 +1,4 @@
-"""Exactly one decision per pause, on every surface at once (issue 16, R1): the harness.
+"""Exactly one decision per pause, on every surface at once (docs/reliability.md, R1): the harness.
 
 Each round opens one pending pause (a RULE pause of a 1:1 conversation, a TOOL_CALL pause of a scripted
 model, or a group discussion waiting for sign-off), then releases eight racers on it with one
@@ -40,13 +40,13 @@ from approvals.timers import fire_timeout
 from conversations import turns
 from conversations.selectors import talk_on_version
 from groups.discussions import start_discussion
+from harnesses.agents import payments_agent
+from harnesses.factories import account_bot, deployed_agent
+from harnesses.members import answering, group
+from harnesses.users import client_for, make_user
 from mcp_surface import conversation_tools, group_tools
 from mcp_surface.server import _call
 from slack_surface.messages import ALREADY_RESOLVED
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent
-from tests.groups.members import answering, group
-from tests.toolgate.agents import payments_agent
 
 TIMEOUT = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT5M"}
 SIGNING_SECRET = "slack-signing-secret-for-the-races"
@@ -72,8 +72,8 @@ class World:
     tool_agent: str
     group_id: str
     slack_name: str
-    slack: Any  # the fake Slack Web API the card updates go to (tests.slack.conftest.FakeSlack)
-    transport: Any = None  # InProcess, or OverHttp (tests/decision_race_http.py)
+    slack: Any  # the fake Slack Web API the card updates go to (tests.slack_surface.conftest.FakeSlack)
+    transport: Any = None  # InProcess, or OverHttp (below)
 
     @classmethod
     def build(cls, *, tool_server_url: str, slack: Any) -> World:
@@ -576,7 +576,7 @@ class OverHttp:
             "/admin/login/",
             data={
                 "username": username,
-                "password": f"pw-{username}",  # tests.conftest.make_user's
+                "password": f"pw-{username}",  # harnesses.users.make_user's
                 "csrfmiddlewaretoken": client.cookies["csrftoken"],
                 "next": "/admin/",
             },

@@ -6,9 +6,9 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.test import APIClient
 
-from tests.conftest import client_for
+from harnesses.users import client_for
 
-pytestmark = pytest.mark.urls("tests.metrics.urls")
+pytestmark = pytest.mark.urls("tests.hitl_project.urls")
 
 
 def test_public_metrics_need_no_credentials_and_speak_the_prometheus_text_format():

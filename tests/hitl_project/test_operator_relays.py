@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.metrics.scrape import moved, scrape, value
+from tests.hitl_project.scrape import moved, scrape, value
 
 pytestmark = pytest.mark.django_db
 

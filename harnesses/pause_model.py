@@ -1,7 +1,7 @@
 """R5's model: what each subject and pause of the pause state machine must be, in plain Python.
 
 The profiles a subject runs on, the fixtures made once per test, and ``Model``, the table
-tests/pause_state_machine.py compares with PostgreSQL after every step (docs/reliability.md, R5).
+harnesses/pause_state_machine.py compares with PostgreSQL after every step (docs/reliability.md, R5).
 """
 
 from __future__ import annotations

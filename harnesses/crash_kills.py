@@ -1,4 +1,4 @@
-"""Crash safety under random SIGKILLs (issue 16, R3): the harness of tests/e2e/test_crash_kills.py and
+"""Crash safety under random SIGKILLs (docs/reliability.md, R3): the harness of tests/e2e/test_crash_kills.py and
 bench/crash_kills.py.
 
 A fleet of web processes (uvicorn) and q-clusters (the default cluster and the timer cluster, the
@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.clusters import pid_of_connection, pids_in_group
-from tests.e2e.conftest import ServerProcess, _free_port, uvicorn_command
-from tests.toolgate.agents import AFTER_TOOLS, payments_agent
+from harnesses.agents import AFTER_TOOLS, payments_agent
+from harnesses.clusters import pid_of_connection, pids_in_group
+from harnesses.live_stack import ServerProcess, free_port, uvicorn_command
 
 # Short leases and a quick re-delivery, so a killed continuation is back within seconds (the defaults
 # are 15 s leases and 360 s retry). Every process gets them: the lease is written by whoever claims.
@@ -257,7 +257,7 @@ class Fleet:
 
     def _spawn_web(self, name: str, slot: int) -> Member:
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             process = ServerProcess.spawn(name, uvicorn_command(port), env=self.env, log_dir=self.log_dir)
             url = f"http://127.0.0.1:{port}"
             if _healthy(process, url):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import Pause
+from harnesses.queue_drain import run_queued_tasks
 from slack_surface.models import SlackEvent, SlackThread
-from tests.queue_drain import run_queued_tasks
-from tests.slack.conftest import APPROVAL_CHANNEL, BOT_TOKEN, message_event, post_event
+from tests.slack_surface.conftest import APPROVAL_CHANNEL, BOT_TOKEN, message_event, post_event
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The HITL counters move exactly when the reference says, driven through the real services."""
+"""The HITL counters move exactly when EDDI's do, driven through the real services."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time_machine
 
 from approvals.models import Pause
 from approvals.timers import fire_due_batch, fire_timeout
-from tests.factories import account_bot, deployed_agent, paused_conversation
-from tests.metrics.scrape import moved, scrape
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from tests.hitl_project.scrape import moved, scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)  # counts are recorded on commit
 

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import pytest
 from slack_sdk.signature import SignatureVerifier
 
-from tests.conftest import make_user
-from tests.factories import account_bot, deployed_agent
+from harnesses.factories import account_bot, deployed_agent
+from harnesses.users import make_user
 from toolgate.secret_store import set_secret
 
 SIGNING_SECRET = "slack-signing-secret-for-tests"

@@ -11,14 +11,14 @@ from django.db import connection
 
 from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
 from groups.models import GroupConversation
+from harnesses.members import PHASES, answering, group, pausing
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import make_user
 from slack_surface.discussion_messages import CARD_TITLE, STILL_RUNNING
 from slack_surface.discussion_threads import thread_lock
 from slack_surface.integrations import IntegrationInput, create_integration
 from slack_surface.models import SlackDiscussion, SlackIntegration, SlackNotice, SlackThread
-from tests.conftest import make_user
-from tests.groups.members import PHASES, answering, group, pausing
-from tests.queue_drain import run_queued_tasks
-from tests.slack.conftest import (
+from tests.slack_surface.conftest import (
     APPROVAL_CHANNEL,
     BOT_TOKEN,
     SIGNING_SECRET,

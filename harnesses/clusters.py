@@ -2,7 +2,7 @@
 HTTP target, and the REST steps that build paused conversations.
 
 Test modules take the fixtures ``clusters`` and ``slow_target`` by assignment
-(``from tests.e2e import clusters as live_clusters``; ``clusters = live_clusters.clusters``).
+(``from harnesses import clusters as live_clusters``; ``clusters = live_clusters.clusters``).
 A q-cluster started here is a real ``manage.py qcluster`` in its own process group, on the test
 database of the ``live_stack`` fixture, with extra environment (e.g. a short continuation lease): the
 default cluster, or with ``cluster=settings.HITL_TIMER_CLUSTER`` a timer cluster.
@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import STARTUP_TIMEOUT, LiveStack, ServerProcess
+from harnesses.live_stack import STARTUP_TIMEOUT, LiveStack, ServerProcess
 
 PROBE_FUNC = "os.getpid"
 

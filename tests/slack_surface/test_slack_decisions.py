@@ -13,9 +13,9 @@ from django.utils import timezone
 from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.timers import fire_due_batch
 from conversations.models import Conversation
+from harnesses.queue_drain import run_queued_tasks
 from slack_surface.models import SlackThread
-from tests.queue_drain import run_queued_tasks
-from tests.slack.conftest import (
+from tests.slack_surface.conftest import (
     APPROVAL_CHANNEL,
     click_body,
     message_event,

@@ -6,7 +6,7 @@ account", and an agent whose scripted model calls a gated http tool on a loopbac
 say what pauses on a rule or on a tool call, say to a paused conversation (409), approve or reject
 (``resume``, with and without ``?wait``), cancel, end, fire an overdue pause's timer (the timers
 service, as the drainer does) and the recovery sweep the drainer runs every few seconds. Every
-operation runs inside ``DatabaseFaults.injected()`` (tests/database_faults.py): each statement fails
+operation runs inside ``DatabaseFaults.injected()`` (harnesses/database_faults.py): each statement fails
 before it runs with ``before_rate``, each commit fails after it landed with ``after_rate``.
 
 The client behaves as a real one: an answer it can act on (2xx, 4xx) ends the operation; a 5xx or an
@@ -57,12 +57,12 @@ from approvals.models import AuditEntry, Pause, PauseStatus
 from approvals.recovery import recover_expired_leases
 from approvals.timers import fire_timeout
 from conversations.models import Conversation, ConversationState, ConversationStep
-from tests.conftest import client_for, make_user
-from tests.database_faults import DatabaseFaults
-from tests.factories import account_bot, deployed_agent
-from tests.ledger_load import run_verify_command
-from tests.queue_drain import run_queued_tasks
-from tests.toolgate.agents import payments_agent
+from harnesses.agents import payments_agent
+from harnesses.database_faults import DatabaseFaults
+from harnesses.factories import account_bot, deployed_agent
+from harnesses.ledger_load import run_verify_command
+from harnesses.queue_drain import run_queued_tasks
+from harnesses.users import client_for, make_user
 
 S = ConversationState
 MAX_ATTEMPTS = 12

@@ -1,6 +1,6 @@
 """S1, the authorization matrix of Slack's buttons: who clicks (unsigned, a Slack user not allowed, an
 allowed one) × what (a conversation's pause, a discussion's) × its state (pending, decided), requests
-signed with slack_sdk's signing; expected outcomes from the one table (tests/authz_table.py)."""
+signed with slack_sdk's signing; expected outcomes from the one table (harnesses/authz_table.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from approvals.models import Pause, PauseStatus
 from groups.demo_group import demo_member_document
 from groups.store import create_group
-from tests.authz_table import differing, expected
-from tests.conftest import client_for, make_user
-from tests.factories import deployed_agent, paused_conversation
-from tests.slack.conftest import SIGNING_SECRET, click_body, signed_headers
+from harnesses.authz_table import differing, expected
+from harnesses.factories import deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
+from tests.slack_surface.conftest import SIGNING_SECRET, click_body, signed_headers
 
 CLICKERS = {"other": "UNOTLISTED", "approver": "UAPPROVER"}  # "anonymous": an unsigned click
 

@@ -1,4 +1,4 @@
-"""The API contract harness (issue 16, R6): schemathesis with every check over /api/schema/, every role.
+"""The API contract harness (docs/reliability.md, R6): schemathesis with every check over /api/schema/, every role.
 
 A real threaded WSGI server on loopback serves the project (the pytest test database: callers must use
 ``transactional_db``, the server's threads see only committed rows); schemathesis' engine loads the
@@ -22,7 +22,7 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import make_user
+from harnesses.users import make_user
 
 # anonymous, then the four kinds of signed-in caller of docs/rest-api.md's table ("owner" and "other" are
 # both plain users: the generated ids belong to no one, so one plain user stands for both)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import deployed_agent
-from tests.groups.members import PHASES, answering, group
+from harnesses.factories import deployed_agent
+from harnesses.members import PHASES, answering, group
 
 pytestmark = pytest.mark.django_db
 

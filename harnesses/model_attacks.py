@@ -1,10 +1,10 @@
 """M1, the model cannot widen its approval: a scripted attacker, loopback targets and the invariant.
 
 The model is the attacker. Each round a scripted model — the ``openai`` client against the local Chat
-Completions stub (tests/toolgate/chat_stub.py), or the ``scripted`` provider — answers one turn of an
+Completions stub (harnesses/chat_stub.py), or the ``scripted`` provider — answers one turn of an
 agent with gated and ungated http tools with a strategy of the catalogue below; a reviewer (the approver,
 over REST) reads each pause's reviewer view and approves or rejects by a seeded coin. Everything the
-tools send lands on loopback targets that record it byte for byte (tests/toolgate/echo_target.py): the
+tools send lands on loopback targets that record it byte for byte (harnesses/echo_target.py): the
 main target on 127.0.0.1; an internal one beside it on 127.0.0.1 that no tool's template can reach (only a
 value that changed a host or port could); a private one on 127.0.0.2 that a tool's template lets the model
 name but the egress guard must refuse (it is on, with only 127.0.0.1 allowed, as an operator would allow
@@ -38,9 +38,9 @@ from urllib.parse import unquote, urlsplit
 from approvals.audit import verify_ledger
 from approvals.models import AuditEntry, SubjectType
 from conversations.agents import create_agent, deploy_agent
-from tests.toolgate.chat_stub import ChatStub
-from tests.toolgate.echo_target import EchoTarget, Received
-from tests.toolgate.test_openai_end_to_end import stored_rows_text
+from harnesses.chat_stub import ChatStub
+from harnesses.echo_target import EchoTarget, Received
+from harnesses.stored_rows import stored_rows_text
 from toolgate.model_text import storable_arguments
 from toolgate.redaction import redact
 

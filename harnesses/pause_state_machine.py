@@ -46,7 +46,7 @@ from conversations.selectors import talk_on_version
 from groups.discussion_decisions import approve_discussion, cancel_discussion
 from groups.discussions import start_discussion
 from groups.models import GroupConversation
-from tests.pause_model import (
+from harnesses.pause_model import (
     APPROVED,
     AUDITED,
     CANCELLED,
@@ -66,7 +66,7 @@ from tests.pause_model import (
     Subject,
     finite,
 )
-from tests.queue_drain import run_queued_tasks
+from harnesses.queue_drain import run_queued_tasks
 
 # --- the machine ----------------------------------------------------------------------------------
 
@@ -531,9 +531,9 @@ def make_fixtures(http_url: str) -> Fixtures:
     """Users, tokens, one agent per conversation profile and one group per group profile."""
     from groups.demo_group import demo_member_document
     from groups.store import create_group
-    from tests.conftest import client_for, make_user
-    from tests.factories import account_bot, deployed_agent, slow_account_bot
-    from tests.toolgate.agents import payments_agent
+    from harnesses.agents import payments_agent
+    from harnesses.factories import account_bot, deployed_agent, slow_account_bot
+    from harnesses.users import client_for, make_user
 
     owner, approver = make_user("sm-owner"), make_user("sm-approver", "approver")
     agents = {}

@@ -1,7 +1,7 @@
 """The REST cells of the authorization matrix: every documented operation, each role, each subject state.
 
 ``REST_ENDPOINTS`` names, for each operation of the OpenAPI schema (the route list
-tests/test_api_surface.py checks every endpoint against), its access rule in tests/authz_table.py and how
+tests/test_api_surface.py checks every endpoint against), its access rule in harnesses/authz_table.py and how
 to call it. ``rest_cells`` runs every cell against the real views (DRF's test client, real PostgreSQL) and
 returns what happened beside what the table expects. Used by tests/test_authorization_matrix.py (fast)
 and bench/authz_matrix.py (full: more subject states and every undocumented method of every path).
@@ -22,10 +22,10 @@ from conversations.agent_archive import export_agent
 from conversations.agents import create_agent, deploy_agent
 from groups.demo_group import demo_member_document
 from groups.store import create_group
+from harnesses.authz_table import NO_SUBJECT, OK, ROLES, expected, outcome_of
+from harnesses.factories import account_bot, deployed_agent, paused_conversation
+from harnesses.users import client_for, make_user
 from slack_surface.integrations import IntegrationInput, create_integration
-from tests.authz_table import NO_SUBJECT, OK, ROLES, expected, outcome_of
-from tests.conftest import client_for, make_user
-from tests.factories import account_bot, deployed_agent, paused_conversation
 from toolgate.secret_store import set_secret
 
 JSON = {"format": "json"}
