@@ -1,11 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from approvals.api.operator_views import CanaryResultView, GateStatusView
 from hitl_project.auth_views import HealthView, TokenView
 
 urlpatterns = [
+    # the service's front door: the API documentation (a temporary redirect, so it may change later)
+    path("", RedirectView.as_view(pattern_name="swagger-ui", permanent=False), name="home"),
     path("admin/", admin.site.urls),
     path("healthz", HealthView.as_view(), name="healthz"),
     path("auth/token", TokenView.as_view(), name="auth-token"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
@@ -150,6 +152,33 @@ def canary_secret(request, monkeypatch):
 def _is_transactional(request) -> bool:
     marker = request.node.get_closest_marker("django_db")
     return bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
+
+
+# Left out of every run unless the -m expression names them (bench/ runs ``-m fullsize``,
+# ./scripts/audit-deps ``-m registry``): deselected here rather than by a default ``-m`` in pyproject, which
+# a user's own ``-m 'not browser'`` would replace, bringing the full-size harnesses back.
+OPT_IN_MARKERS = ("fullsize", "registry")
+
+
+def opted_in_markers(markexpr: str) -> set[str]:
+    """The opt-in markers the ``-m`` expression names (its words; ``not fullsize`` names it too, and then
+    the expression itself leaves those tests out)."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", markexpr))
+    return {marker for marker in OPT_IN_MARKERS if marker in words}
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # pytest's objects
+    """Deselect (never skip) the opt-in markers' tests that the ``-m`` expression does not name."""
+    left_out = set(OPT_IN_MARKERS) - opted_in_markers(config.getoption("markexpr") or "")
+    if not left_out:
+        return
+    kept, deselected = [], []
+    for item in items:
+        named = {mark.name for mark in item.iter_markers()}
+        (deselected if named & left_out else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # pytest's reporter

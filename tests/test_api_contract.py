@@ -1,9 +1,11 @@
 """R6, the API contract: every operation of /api/schema/ answers as the schema says, for every role.
 
 schemathesis (every check: no server error, documented status codes, content types, response schemas
-and headers, valid data accepted and invalid data refused, ...) against the service on a live WSGI
-server, with the token of each role of docs/rest-api.md and none; the harness is harnesses/api_contract.py,
-the full size bench/api_contract.py (docs/reliability.md, R6).
+and headers, valid data accepted and invalid data refused, ...) against the service on a live server,
+with the token of each role of docs/rest-api.md and none; the harness is harnesses/api_contract.py, the full
+size bench/api_contract.py (docs/reliability.md, R6). The fast run serves WSGI; the full size serves the
+ASGI application production runs (uvicorn, the /mcp dispatch in front of Django), several times slower
+(HITL_CONTRACT_SERVER=wsgi: the WSGI server instead).
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ import os
 
 import pytest
 
-from harnesses.api_contract import PHASES_FAST, PHASES_FULL, live_wsgi_server, role_tokens, run_contract
+from harnesses.api_contract import (
+    PHASES_FAST,
+    PHASES_FULL,
+    live_asgi_server,
+    live_wsgi_server,
+    role_tokens,
+    run_contract,
+)
 
 FAST_EXAMPLES = 2
 
@@ -35,8 +44,9 @@ def test_every_operation_answers_as_its_schema_says_for_every_role(transactional
 def test_full_api_contract(transactional_db):
     examples = int(os.environ.get("HITL_CONTRACT_EXAMPLES", "25"))
     seed = int(os.environ.get("HITL_CONTRACT_SEED", "16"))
+    server = live_wsgi_server if os.environ.get("HITL_CONTRACT_SERVER") == "wsgi" else live_asgi_server
     tokens = role_tokens()
-    with live_wsgi_server() as base_url:
+    with server() as base_url:
         report = run_contract(
             base_url=base_url, tokens=tokens, max_examples=examples, phases=PHASES_FULL, seed=seed
         )

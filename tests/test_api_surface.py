@@ -93,6 +93,14 @@ def test_an_unknown_url_is_404(db, anon_client, alice_client):
     assert alice_client.get("/agents/x/y/z").status_code == 404
 
 
+def test_the_root_url_leads_to_the_api_documentation(db, anon_client):
+    response = anon_client.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/api/docs/"
+    assert anon_client.get(response["Location"]).status_code == 200
+
+
 def test_healthz_answers_anonymous_callers(db, anon_client):
     response = anon_client.get("/healthz")
 

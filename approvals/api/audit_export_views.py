@@ -13,8 +13,9 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from approvals.api.audit_views import AUDIT_FILTER_PARAMETERS, IsStaffOrAdmin
+from approvals.api.query_params import BIGINT_MAX, QueryParams
 from approvals.audit_export import EXPORT_COLUMNS, FORMATS, export_response
-from approvals.audit_filters import BIGINT_MAX, AuditFilterParser, filtered_audit_entries
+from approvals.audit_filters import filtered_audit_entries
 
 
 class ProblemsAsJson(BaseContentNegotiation):
@@ -75,7 +76,7 @@ class AuditExportView(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         # Every parameter is checked before the response starts: once the first byte of a 200 is sent, an
         # error can only cut the file short.
-        query = AuditFilterParser(request.query_params)
+        query = QueryParams(request.query_params)
         raw_format = request.query_params.get("format") or "csv"
         export_format = raw_format.strip().lower()
         if export_format not in FORMATS:

@@ -11,7 +11,8 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
-from approvals.audit_filters import AuditFilterParser, filtered_audit_entries
+from approvals.api.query_params import QueryParams
+from approvals.audit_filters import filtered_audit_entries
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -71,7 +72,7 @@ class AuditEntryListView(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        query = AuditFilterParser(request.query_params)
+        query = QueryParams(request.query_params)
         entries = filtered_audit_entries(query)
         limit = query.integer("limit", default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
         after = query.integer("after", default=0, low=0)

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
 from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
+from approvals.api.query_params import inbox_limit
 from approvals.continuation_runs import QUEUED
 from approvals.decision_input import DecisionBodySerializer
 from approvals.models import PauseStatus, Surface
@@ -388,11 +389,13 @@ class ApprovalStatusView(APIView):
 class PendingApprovalsView(APIView):
     @extend_schema(
         summary="Pending approvals you may decide (what is due first: by deadline, none last, then oldest)",
-        parameters=[OpenApiParameter("limit", int, required=False, description="1..1000, default 200")],
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 200")
+        ],
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
         rows = pending_inbox_rows(
-            request.user, limit=request.query_params.get("limit", 200), surface=Surface.REGULAR
+            request.user, limit=inbox_limit(request.query_params), surface=Surface.REGULAR
         )
         return Response([inbox_row_from_values(row) for row in rows])

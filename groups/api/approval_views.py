@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
+from approvals.api.query_params import inbox_limit
 from groups.discussion_status import approval_status_in_detail, pending_group_approvals
 from groups.models import DiscussionState
 from groups.selectors import discussion_for_owner
@@ -90,9 +91,7 @@ class GroupPendingApprovalsView(APIView):
     )
     def get(self, request: Request, group_id: str) -> Response:
         return Response(
-            pending_group_approvals(
-                request.user, limit=request.query_params.get("limit", 200), group_id=group_id
-            )
+            pending_group_approvals(request.user, limit=inbox_limit(request.query_params), group_id=group_id)
         )
 
 
@@ -103,4 +102,4 @@ class AllGroupsPendingApprovalsView(APIView):
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
-        return Response(pending_group_approvals(request.user, limit=request.query_params.get("limit", 200)))
+        return Response(pending_group_approvals(request.user, limit=inbox_limit(request.query_params)))

@@ -275,6 +275,16 @@ def test_default_page_is_100_entries(admin_client: APIClient) -> None:
         ({"until": "2026-13-45T99:00:00Z"}, "until"),
         ({"limit": "ten"}, "limit"),
         ({"after": "x"}, "after"),
+        # a typed parameter that is present must hold its type: empty is not "no filter"
+        ({"until": ""}, "until"),
+        ({"since": ""}, "since"),
+        ({"pause": ""}, "pause"),
+        ({"limit": ""}, "limit"),
+        ({"limit": "null"}, "limit"),
+        # each parameter at most once
+        ({"limit": ["null", "null"]}, "limit"),
+        ({"until": ["2026-11-30T10:00:00Z", "2026-12-01T10:00:00Z"]}, "until"),
+        ({"actor": ["alice", "bob"]}, "actor"),
     ],
 )
 def test_bad_filter_value_is_a_400_naming_the_field(

@@ -50,10 +50,21 @@ def test_approvers_and_admins_see_every_pending_pause_oldest_first(alice, bob, a
         assert [r["pausedAt"] for r in rows] == sorted(r["pausedAt"] for r in rows)
 
 
-@pytest.mark.parametrize(("asked", "expected"), [("0", 1), ("-5", 1), ("3", 3), ("5000", 12), ("abc", 12)])
+@pytest.mark.parametrize(("asked", "expected"), [("0", 1), ("-5", 1), ("3", 3), ("5000", 12)])
 def test_limit_is_clamped_to_1_through_1000(approver, approver_client, asked, expected):
     _pauses(approver, 12)
     assert len(approver_client.get(f"/agents/pending-approvals?limit={asked}").json()) == expected
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=abc", "limit=null&limit=null", "limit=3&limit=4", "limit=", "limit=1_0"]
+)
+def test_a_limit_that_is_not_one_integer_is_a_400_naming_limit(approver_client, query):
+    response = approver_client.get(f"/agents/pending-approvals?{query}")
+
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    assert [error["field"] for error in response.json()["errors"]] == ["limit"]
 
 
 def test_inbox_row_has_the_contract_fields(alice_client, approver_client):

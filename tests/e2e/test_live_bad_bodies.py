@@ -83,3 +83,19 @@ def test_bad_bodies_over_http_are_4xx_and_the_conversation_stays_usable(live_sta
             assert [e["field"] for e in assert_problem(export, 400)["errors"]] == ["since"]
             entries = admin.get(f"/audit/entries?since={since}")
             assert [e["field"] for e in assert_problem(entries, 400)["errors"]] == ["since"]
+
+
+def test_bad_paths_and_queries_over_http_are_problem_details(live_stack: LiveStack):
+    """A path with a control character is the API's 404, not the ASGI router's text/plain one; a query
+    parameter that is repeated, not of its type or empty where typed is a 400 naming it."""
+    approver = live_stack.client(api_user("approver", "approver"))
+    admin = live_stack.client(api_user("admin", "admin"))
+    with approver, admin:
+        for path in ("/agents/%0A/approval-status", "/groupstore/groups/a%0Db", "/%0A", "/mcp%0A"):
+            assert assert_problem(approver.get(path), 404)["code"] == "NOT_FOUND", path
+
+        for query in ("limit=null&limit=null", "limit=abc", "limit="):
+            inbox = assert_problem(approver.get(f"/agents/pending-approvals?{query}"), 400)
+            assert [e["field"] for e in inbox["errors"]] == ["limit"], query
+        entries = assert_problem(admin.get("/audit/entries?until="), 400)
+        assert [e["field"] for e in entries["errors"]] == ["until"]

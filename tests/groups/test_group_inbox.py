@@ -160,7 +160,7 @@ def test_a_personal_group_inbox_is_never_starved_by_other_users_backlog(alice, b
         assert [r["pauseId"] for r in rows] == [str(mine[0].id)]
 
 
-@pytest.mark.parametrize(("asked", "expected"), [("0", 1), ("-5", 1), ("3", 3), ("5000", 12), ("abc", 12)])
+@pytest.mark.parametrize(("asked", "expected"), [("0", 1), ("-5", 1), ("3", 3), ("5000", 12)])
 def test_the_limit_is_clamped_to_1_through_1000_like_the_1_1_inbox(
     approver, approver_client, asked, expected
 ):
@@ -169,6 +169,15 @@ def test_the_limit_is_clamped_to_1_through_1000_like_the_1_1_inbox(
 
     assert len(inbox(approver_client, str(group_id), f"?limit={asked}")) == expected
     assert len(inbox(approver_client, None, f"?limit={asked}")) == expected
+
+
+@pytest.mark.parametrize("query", ["?limit=abc", "?limit=null&limit=null", "?limit=3&limit=4", "?limit="])
+def test_a_limit_that_is_not_one_integer_is_a_400_naming_limit_like_the_1_1_inbox(approver_client, query):
+    group_id = gated_group()
+
+    for path_group in (group_id, None):
+        body = inbox(approver_client, path_group, query, expected=400)
+        assert [error["field"] for error in body["errors"]] == ["limit"]
 
 
 def test_the_default_limit_is_200(approver, approver_client):

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from approvals.api.query_params import QueryParams
 from approvals.audit_export import CHUNKS_SYNC, FORMATS, export_rows
-from approvals.audit_filters import AuditFilterParser, filtered_audit_entries
+from approvals.audit_filters import filtered_audit_entries
 from common.errors import BadRequest
 
 FILTERS = ("conversation", "pause", "actor", "verb", "since", "until")
@@ -30,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--until", help="Created before (ISO-8601).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        query = AuditFilterParser({name: options[name] for name in FILTERS if options[name]})
+        query = QueryParams({name: options[name] for name in FILTERS if options[name]})
         entries = filtered_audit_entries(query)
         try:
             query.raise_if_invalid()
