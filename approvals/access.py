@@ -9,12 +9,12 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.errors import Forbidden, NotFound
 from approvals.models import PauseStatus
+from common.errors import Forbidden, NotFound
 
 
 def remember_group_names(user: Any, names: Any) -> None:
-    """The user's group names as read with the user (hitl_project.authentication): no query of their own."""
+    """The user's group names as read with the user (approvals.authentication): no query of their own."""
     user._hitl_group_names = set(names)
 
 
@@ -66,6 +66,17 @@ def may_read_turns(user: Any, *, owner_id: int | None, awaiting: bool) -> bool:
     while it awaits a decision (``awaiting``). The one rule behind the snapshot, ``approval-status?detail=full``
     and the admin decision page."""
     return is_admin(user) or is_owner(user, owner_id) or awaiting
+
+
+def require_full_status(user: Any, *, owner_id: int | None, awaiting: bool, subject: str) -> None:
+    """The full approval status (``detail=full``: the subject's turns with its pause) follows
+    ``may_read_turns``: an approver-only caller is refused it unless the subject awaits a decision, and
+    is pointed to the summary. ``subject`` names the subject in the refusal."""
+    if not may_read_turns(user, owner_id=owner_id, awaiting=awaiting):
+        raise Forbidden(
+            f"Full approval status is available to approvers only while the {subject} is awaiting "
+            "approval - use the summary view"
+        )
 
 
 def no_access(what: str) -> Forbidden:

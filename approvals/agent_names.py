@@ -26,9 +26,6 @@ class AgentDirectory(Protocol):
     def name_of_agent(self, agent_id: OuterRef) -> Expression:
         """A scalar subquery: the name of the agent whose id is ``agent_id`` (an outer reference)."""
 
-    def ids_named_like(self, text: str, limit: int) -> list[uuid.UUID]:
-        """Ids of at most ``limit`` agents whose name contains ``text`` (case-insensitive), in one query."""
-
     def agent_rows(self) -> QuerySet:
         """The agents, unevaluated, each annotated with ``agent_name``: the core narrows and shapes it into
         a part of one of its own queries (approvals.admin.lookups), so a page asks once, not per directory."""
@@ -67,14 +64,3 @@ def agent_name_expression() -> Expression:
 def agent_row_querysets() -> list[QuerySet]:
     """Each registered directory's agents (``AgentDirectory.agent_rows``), for a query that combines them."""
     return [directory.agent_rows() for directory in _DIRECTORIES]
-
-
-def agent_ids_named_like(text: str, limit: int = NAMED_LIKE_LIMIT) -> list[uuid.UUID]:
-    """Ids of agents whose name contains ``text``, for a search over pauses by agent name."""
-    text = text.strip()
-    if not text:
-        return []
-    found: list[uuid.UUID] = []
-    for directory in _DIRECTORIES:
-        found.extend(directory.ids_named_like(text, limit))
-    return found[:limit]

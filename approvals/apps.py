@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
 
-def _ensure_schedules(sender, using="default", **kwargs) -> None:  # noqa: ANN001
+def _ensure_schedules(sender, using="default", **kwargs) -> None:
     from approvals.recovery import ensure_maintenance_schedules
     from approvals.timers import ensure_timer_schedules
 
@@ -10,7 +10,7 @@ def _ensure_schedules(sender, using="default", **kwargs) -> None:  # noqa: ANN00
     ensure_maintenance_schedules()
 
 
-def _on_worker_start(sender, proc_name="", **kwargs) -> None:  # noqa: ANN001
+def _on_worker_start(sender, proc_name="", **kwargs) -> None:
     """A q-cluster worker (re)started, on either cluster: run crash recovery and make sure a timer
     drainer is running, both queued for the timer cluster."""
     from django.conf import settings

@@ -238,13 +238,6 @@ class ChainReport:
         return not self.problems
 
 
-def verify_chains(
-    *, subject_type: str | None = None, subject_id: uuid.UUID | None = None
-) -> list[ChainProblem]:
-    """Every problem of the chosen chains (all chains by default); an empty list means untampered."""
-    return verify_ledger(subject_type=subject_type, subject_id=subject_id).problems
-
-
 def verify_ledger(*, subject_type: str | None = None, subject_id: uuid.UUID | None = None) -> ChainReport:
     """Check the chosen chains and count what was checked.
 

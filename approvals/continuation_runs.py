@@ -28,11 +28,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.actors import Actor
+from approvals.decision_input import DecisionInput
 from approvals.decisions import record_decision, restore_pause
 from approvals.engines import ContinuationNotStarted, handler_for
 from approvals.leases import kept_alive, lease_expiry
@@ -73,15 +74,24 @@ def continuation_kept_alive(pause: Pause) -> contextlib.ExitStack:
     return leases
 
 
+CONTINUED, RESTORED, QUEUED, CLAIMED = "continued", "restored", "queued", "claimed"
+
+
 @dataclass(frozen=True)
 class Continued:
     """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
-    start; the pause is pending again) or ``queued`` for the q-cluster. ``subject`` is the subject as the
-    continuation left it (the engine's own type; None when queued, restored, or nothing to show)."""
+    start; the pause is pending again), ``queued`` for the q-cluster, or ``claimed`` by this process to
+    run once its answer is sent (``then`` runs it). ``subject`` is the subject as the continuation left
+    it (the engine's own type; None unless continued, or nothing to show)."""
 
     pause: Pause
     outcome: str
     subject: object | None = None
+    then: Callable[[], object] | None = None
+
+    @property
+    def continued_here(self) -> bool:
+        return self.outcome == CONTINUED
 
 
 def run_claimed_continuation(
@@ -99,8 +109,8 @@ def run_claimed_continuation(
         except ContinuationNotStarted as exc:
             logger.warning("continuation of pause %s could not start: %s", pause.id, exc)
             restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
-            return Continued(pause, "restored")
-    return Continued(pause, "continued", subject)
+            return Continued(pause, RESTORED)
+    return Continued(pause, CONTINUED, subject)
 
 
 def claim_for_cancel(*, pause_id: uuid.UUID | str, by: str, at: datetime) -> Pause | None:
@@ -124,10 +134,23 @@ def record_cancel_request(*, pause_id: uuid.UUID | str, by: str, at: datetime) -
     )
 
 
-def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Continued:
+def decide_and_continue(
+    *,
+    surface: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    decision: DecisionInput,
+    actor: Actor,
+    expected_pause_id: uuid.UUID | None = None,
+    what: str | None = None,
+    subject: object | None = None,
+    pending: Pause | None = None,
+    only_if_quick: bool = False,
+) -> Continued:
     """``decide_pause`` and its continuation in this process (when inline continuations are on; otherwise
     it is queued for the q-cluster). ``only_if_quick``: only a continuation the engine knows to take
-    milliseconds runs here, any other is queued (a timer's decision).
+    milliseconds runs here, any other is queued (a timer's decision). ``subject``, ``pending``: see
+    ``record_decision``.
 
     A quick continuation (``continues_quickly``) runs in the decision's own transaction: one commit holds
     the decision, its audit entry and the continued subject, and a process that dies half way leaves the
@@ -135,34 +158,60 @@ def decide_and_continue(*, only_if_quick: bool = False, **decision: Any) -> Cont
     what the engine recorded of the failure (it rolled back only its own savepoint). Any other
     continuation runs right after the decision committed, under its lease."""
     with transaction.atomic():
-        if only_if_quick:
-            pause, checked = record_decision(**decision, continue_here_if_quick=True, own_savepoint=False)
-        else:
-            pause, checked = record_decision(**decision, continue_here=True, own_savepoint=False)
-        if pause.claimed_here and handler_for(pause.surface).continues_quickly(checked):
-            return run_claimed_continuation(pause, checked, in_decision=True)
-    if pause.claimed_here:
-        return run_claimed_continuation(pause, checked)
-    return Continued(pause, "queued")
+        decided = record_decision(
+            surface=surface,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            decision=decision,
+            actor=actor,
+            expected_pause_id=expected_pause_id,
+            what=what,
+            subject=subject,
+            pending=pending,
+            continue_here=not only_if_quick,
+            continue_here_if_quick=only_if_quick,
+            own_savepoint=False,
+        )
+        if decided.claimed_here and handler_for(decided.pause.surface).continues_quickly(decided.checked):
+            return run_claimed_continuation(decided.pause, decided.checked, in_decision=True)
+    if decided.claimed_here:
+        return run_claimed_continuation(decided.pause, decided.checked)
+    return Continued(decided.pause, QUEUED)
 
 
-def decide_and_continue_later(**decision: Any) -> tuple[Pause, Callable[[], object] | None]:
+def decide_and_continue_later(
+    *,
+    surface: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    decision: DecisionInput,
+    actor: Actor,
+    subject: object | None = None,
+) -> Continued:
     """``decide_pause`` claiming a quick continuation (``EngineHandler.continues_quickly``) for this
-    process, and the function that runs it, for the caller to call once its answer is out
-    (``HITL_CONTINUE_AFTER_RESPONSE``); None when it was queued instead (a slow one always is). A process
-    that dies before it ran lets the lease expire: recovery restores the pause."""
-    pause, checked = record_decision(**decision, continue_here_if_quick=True)
-    if not pause.claimed_here:
-        return pause, None
+    process: ``CLAIMED``, with ``then``, the function that runs it, for the caller to call once its answer
+    is out (``HITL_CONTINUE_AFTER_RESPONSE``); ``QUEUED`` when it was queued instead (a slow one always
+    is). A process that dies before it ran lets the lease expire: recovery restores the pause."""
+    decided = record_decision(
+        surface=surface,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        decision=decision,
+        actor=actor,
+        subject=subject,
+        continue_here_if_quick=True,
+    )
+    if not decided.claimed_here:
+        return Continued(decided.pause, QUEUED)
 
     def run() -> object:
         try:
-            return run_claimed_continuation(pause, checked)
+            return run_claimed_continuation(decided.pause, decided.checked)
         except Exception:  # the answer is sent: log; the pause's lease and recovery are the backstop
-            logger.exception("continuation of pause %s after the response failed", pause.id)
+            logger.exception("continuation of pause %s after the response failed", decided.pause.id)
             return None
 
-    return pause, run
+    return Continued(decided.pause, CLAIMED, then=run)
 
 
 class ContinuationStillClaimed(RuntimeError):

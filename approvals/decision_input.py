@@ -8,10 +8,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from approvals.body_rules import body_errors, shown_text
-from approvals.field_errors import utf16_length
 from approvals.models import Verdict
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.body_rules import body_errors, shown_text
+from common.field_errors import utf16_length
+from common.request_bodies import BodySerializer, TextField, validated_body
 
 NOTE_MAX = 4096
 VERDICT_REQUIRED = "Request body must include a 'verdict' field (APPROVED or REJECTED)"
@@ -145,7 +145,7 @@ class DecisionBodySerializer(BodySerializer):
         default="",
         help_text=f"At most {NOTE_MAX} characters (UTF-16 code units)",
     )
-    toolDecisions = serializers.DictField(  # noqa: N815 - the wire name
+    toolDecisions = serializers.DictField(  # the wire name
         required=False,
         allow_null=True,
         default=dict,
@@ -181,7 +181,7 @@ class DecisionBodySerializer(BodySerializer):
             raise _refused(errors)
         return note
 
-    def validate_toolDecisions(self, tool_decisions: dict[str, Any] | None) -> dict[str, Any]:  # noqa: N802
+    def validate_toolDecisions(self, tool_decisions: dict[str, Any] | None) -> dict[str, Any]:
         if tool_decisions is None:
             return {}
         if errors := body_errors(tool_decisions):

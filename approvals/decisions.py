@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -23,14 +24,14 @@ from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.engines import handler_for
-from approvals.errors import BadRequest, LostRace, WrongState
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
 from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
 from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
-from hitl_project import rows
+from common import rows
+from common.errors import BadRequest, LostRace, WrongState
 
 CONTINUATION_TASK = "approvals.continuation_runs.run_continuation"
 REPLY_WITH_GUIDANCE = "reply_with_guidance"  # the audit detail's reviewerAction of a guidance decision
@@ -93,6 +94,18 @@ def _not_awaiting(surface: str, subject_id: uuid.UUID, what: str, *, lost_race: 
     )
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What ``record_decision`` did: the decided pause (RESOLVING, as the compare-and-set wrote it),
+    whether this process claimed its continuation (``claimed_here``: it must run it, else the q-cluster
+    will), and what the engine's check read (``check_can_continue``) for that continuation to reuse
+    (None unless claimed here)."""
+
+    pause: Pause
+    claimed_here: bool
+    checked: object | None = None
+
+
 def decide_pause(
     *,
     surface: str,
@@ -102,16 +115,11 @@ def decide_pause(
     actor: Actor,
     expected_pause_id: uuid.UUID | None = None,
     what: str | None = None,
-    continue_here: bool = False,
     subject: object | None = None,
 ) -> Pause:
-    """Record a human or automated decision on the subject's pending pause and queue its continuation.
-
-    With ``continue_here`` (and ``HITL_CONTINUE_INLINE`` on), the caller's process claims the continuation
-    in this transaction instead, with a short lease, and must run it right after the commit
-    (``approvals.continuation_runs.decide_and_continue`` does both): if the process dies first, the lease
-    expires and recovery restores the pause. ``pause.claimed_here`` says which happened. ``subject``: see
-    ``record_decision``.
+    """Record a human or automated decision on the subject's pending pause and queue its continuation for
+    the q-cluster. ``subject``: see ``record_decision``; a process that runs the continuation itself
+    decides with ``approvals.continuation_runs.decide_and_continue``.
 
     Fails with WrongState when nothing is pending (or another decision won), with Forbidden when the
     pause forbids this actor to decide it (separation of duties), and with the engine's own error
@@ -125,9 +133,8 @@ def decide_pause(
         actor=actor,
         expected_pause_id=expected_pause_id,
         what=what,
-        continue_here=continue_here,
         subject=subject,
-    )[0]
+    ).pause
 
 
 def record_decision(
@@ -144,9 +151,13 @@ def record_decision(
     pending: Pause | None = None,
     subject: object | None = None,
     own_savepoint: bool = True,
-) -> tuple[Pause, object | None]:
-    """``decide_pause``, also returning what the engine's check read (``check_can_continue``) when the
-    continuation was claimed here, for ``continue_pause`` to reuse (None otherwise).
+) -> Decided:
+    """``decide_pause``, and what it did (``Decided``).
+
+    ``continue_here`` (with ``HITL_CONTINUE_INLINE`` on): the caller's process claims the continuation in
+    this transaction instead of queueing it, with a short lease, and must run it right after the commit
+    (``approvals.continuation_runs.decide_and_continue`` does both): if the process dies first, the lease
+    expires and recovery restores the pause.
 
     ``continue_here_if_quick``: claim it here only when the engine says its continuation takes
     milliseconds (``continues_quickly``: nothing it runs leaves the process); else queue it. A timer
@@ -232,8 +243,7 @@ def record_decision(
                 cluster=settings.Q_CLUSTER["name"],
             )
         transaction.on_commit(lambda: metrics.count_resume(surface))
-    pause.claimed_here = here
-    return pause, checked if here else None
+    return Decided(pause, claimed_here=here, checked=checked if here else None)
 
 
 def continues_inline() -> bool:

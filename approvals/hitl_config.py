@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from approvals.durations import InvalidDuration, NonPositiveDuration, positive_duration
-from approvals.field_errors import FieldError, utf16_length
+from common.durations import InvalidDuration, NonPositiveDuration, positive_duration
+from common.field_errors import FieldError, utf16_length
 
 TIMEOUT_POLICIES = ("WAIT_INDEFINITELY", "AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 FINITE_POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT")

@@ -10,7 +10,7 @@ every turn makes it.
 
 The check and the turn's commit are not one transaction: turns that pass the check at the same moment
 may all open their pause, so a cap can be overshot by the turns in flight at once. The per-user turn rate
-(hitl_project/throttles.py) bounds how many that can be. docs/decisions/0008-a-reached-cap-is-a-409.md.
+(common/throttles.py) bounds how many that can be. docs/decisions/0008-a-reached-cap-is-a-409.md.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 
-from approvals.errors import LimitReached
 from approvals.models import Pause, PauseStatus
-from hitl_project import rows
+from common import rows
+from common.errors import LimitReached
 
 PER_USER = "HITL_MAX_OPEN_PAUSES_PER_USER"
 PER_AGENT = "HITL_MAX_OPEN_PAUSES_PER_AGENT"

@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from approvals import metrics
 from approvals.audit import append_audit_entry
-from approvals.durations import positive_duration
 from approvals.models import Pause, PauseKind, TimeoutPolicy
 from approvals.openings import announce_opened
 from approvals.self_approval import effective_allow_self_approval
 from approvals.timer_arming import arm_timer
-from hitl_project import rows
+from common import rows
+from common.durations import positive_duration
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
 FINITE_POLICIES = (TimeoutPolicy.AUTO_APPROVE, TimeoutPolicy.AUTO_REJECT, TimeoutPolicy.ABORT)

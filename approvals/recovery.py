@@ -28,10 +28,10 @@ from django_q.models import Schedule
 from approvals.actors import system_actor
 from approvals.continuation_runs import INTERRUPTED
 from approvals.decisions import cancel_pending_pause, restore_pause
-from approvals.durations import positive_duration
 from approvals.engines import registered_handlers
 from approvals.models import Pause, PauseStatus
 from approvals.timer_arming import arm_timer
+from common.durations import positive_duration
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Any
 from django.conf import settings
 
 from approvals.actors import Actor
-from approvals.errors import Forbidden
 from approvals.models import Pause
+from common.errors import Forbidden
 
 FIELD = "allowSelfApproval"
 SELF_APPROVAL_DETAIL = (

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from approvals.models import Pause, PauseStatus
-from hitl_project import rows
+from common import rows
 
 TIMER_FUNC = "approvals.timers.fire_timeout"
 TIMER_PREFIX = "hitl-timeout-"

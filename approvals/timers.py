@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Q
 from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
@@ -42,9 +42,9 @@ from approvals.actors import system_actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, pause_with_owner
-from approvals.errors import ApplicationError, WrongState
 from approvals.models import Pause, PauseStatus, TimeoutPolicy, Verdict
 from approvals.timer_arming import FAILED_FIRE_RETRY, TIMER_FUNC
+from common.errors import ApplicationError, WrongState
 
 logger = logging.getLogger(__name__)
 
@@ -142,12 +142,6 @@ def fire_due_burst(now: datetime | None = None) -> int:
         fired += count
         if count == 0:
             return fired
-
-
-def next_deadline() -> datetime | None:
-    return Pause.objects.filter(status=PauseStatus.PENDING, due_at__isnull=False).aggregate(m=Min("due_at"))[
-        "m"
-    ]
 
 
 def _try_drain_lock() -> bool:

@@ -36,7 +36,7 @@ def run_fullsize_test(test: str, sizes: dict[str, str], *pytest_args: str) -> Fu
     ``pytest_args`` go before it (``-p no:logging`` for a run too long to keep its log records)."""
     env = {**os.environ, **sizes, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    run = subprocess.run(  # noqa: S603 - this interpreter running pytest on a node id of our own
+    run = subprocess.run(  # this interpreter running pytest on a node id of our own
         [*PYTEST, *pytest_args, "-m", "fullsize", test], cwd=ROOT, env=env, capture_output=True, text=True
     )
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())

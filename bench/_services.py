@@ -2,8 +2,8 @@
 
 The peer's in-process figure (bench/peer/graph.py) calls ``graph.invoke`` directly, with no web
 framework; this is ours at the same level. Each call does what its view does after parsing:
-the access check (``talk_on_version`` / ``conversation_for_decision``), the service
-(``start_conversation``, ``say``, ``decide_and_continue``) and the snapshot it answers with. What
+the access check (``talk_on_version``; ``decide_conversation`` makes its own), the service
+(``start_conversation``, ``say``, ``decide_conversation``) and the snapshot it answers with. What
 it leaves out is the request itself: routing, authentication (the user and their roles are read once
 per client, not per request), DRF's parsing and rendering, the middleware.
 
@@ -43,7 +43,7 @@ class ServicesClient:
         remember_group_names(self.user, self.user.groups.values_list("name", flat=True))
 
     def post(self, url: str, json: dict | None = None, params: dict | None = None) -> Answer:
-        from approvals.errors import ApplicationError
+        from common.errors import ApplicationError
 
         match = ROUTE.match(url)
         if match is None:
@@ -80,20 +80,7 @@ class ServicesClient:
         return snapshot(said.conversation, steps=said.steps)
 
     def _resume(self, conversation_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        from approvals.actors import actor_for_user
-        from approvals.continuation_runs import decide_and_continue
-        from approvals.decision_input import parse_decision_body
-        from approvals.models import Engine, SubjectType
-        from conversations.api.conversation_views import _continued_here_answer  # the view's own answer
-        from conversations.selectors import conversation_for_decision
+        from conversations.conversation_decisions import continued_snapshot, decide_conversation
 
-        decision = parse_decision_body(body)
-        conversation = conversation_for_decision(self.user, conversation_id)
-        continued = decide_and_continue(
-            surface=Engine.REGULAR,
-            subject_type=SubjectType.CONVERSATION,
-            subject_id=conversation.pk,
-            decision=decision,
-            actor=actor_for_user(self.user),
-        )
-        return _continued_here_answer(continued)
+        continued = decide_conversation(user=self.user, conversation_id=conversation_id, body=body)
+        return continued_snapshot(continued)

@@ -88,7 +88,7 @@ def measured_say(client: Any, conversation_id: str) -> dict[str, Any]:
     step_table = f'FROM "{ConversationStep._meta.db_table}"'
     step_rows: list[int] = []
 
-    def count_step_rows(execute, sql, params, many, context):  # noqa: ANN001
+    def count_step_rows(execute, sql, params, many, context):
         result = execute(sql, params, many, context)
         if sql.lstrip().upper().startswith("SELECT") and step_table in sql:
             step_rows.append(max(0, context["cursor"].rowcount))

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import transaction
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 from conversations.agents import agent_version, create_agent, report_or_raise
 from conversations.models import AgentVersion
 

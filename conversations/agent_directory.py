@@ -22,12 +22,6 @@ class AgentNames:
     def name_of_agent(self, agent_id: OuterRef) -> Subquery:
         return Subquery(Agent.objects.filter(pk=agent_id).values("name")[:1])
 
-    def ids_named_like(self, text: str, limit: int) -> list[uuid.UUID]:
-        # Agents are few next to pauses: a scan of their names is cheap, the pauses are then found by id.
-        return list(
-            Agent.objects.filter(name__icontains=text).order_by("pk").values_list("pk", flat=True)[:limit]
-        )
-
     def agent_rows(self) -> QuerySet:
         return Agent.objects.annotate(agent_name=F("name"))
 

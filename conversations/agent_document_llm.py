@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from approvals.edit_distance import near_miss
+from common.edit_distance import near_miss
 from conversations.document_fields import (
     DocumentReport,
     check_target_url,

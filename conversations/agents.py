@@ -12,12 +12,12 @@ from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from approvals.errors import BadRequest, Conflict, NotFound
+from common import rows
+from common.errors import BadRequest, Conflict, NotFound
 from conversations.agent_document import validate_agent_document
 from conversations.document_fields import DocumentReport
 from conversations.errors import NotDeployed
 from conversations.models import Agent, AgentVersion, Conversation, Deployment, Environment
-from hitl_project import rows
 
 
 def report_or_raise(
@@ -181,7 +181,7 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
 
 def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> AgentVersion | None:
     """The version a conversation runs on if it is still deployed (its agent not deleted), else None:
-    ``is_deployed`` and the version's row in one query."""
+    whether it is deployed and the version's row in one query."""
     if rows.on_postgresql():
         return _deployed_row(agent_id=agent_id, version=version, environment=environment)
     return (
@@ -258,9 +258,3 @@ def deployed_versions(*, agent_id: uuid.UUID | str, environment: str) -> list[in
         .order_by("version")
         .values_list("version", flat=True)
     )
-
-
-def is_deployed(*, agent_id: uuid.UUID, version: int, environment: str) -> bool:
-    return Deployment.objects.filter(
-        agent_id=agent_id, version=version, environment=environment, agent__deleted_at__isnull=True
-    ).exists()

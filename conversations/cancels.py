@@ -28,9 +28,9 @@ from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.continuation_runs import claim_for_cancel, record_cancel_request
 from approvals.decisions import cancel_pending_pause, finish_pause, open_pause_of
-from approvals.errors import WrongState
 from approvals.models import Pause, PauseStatus, SubjectType
 from approvals.pause_summaries import iso
+from common.errors import WrongState
 from conversations.lifecycle import TurnCancelled
 from conversations.models import Conversation, ConversationState
 from conversations.pipeline.conversation_memory import ConversationMemory

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from approvals.body_rules import body_errors
-from approvals.edit_distance import near_miss
-from approvals.field_errors import FieldError
-from approvals.field_errors import child as child
-from approvals.field_errors import json_type as json_type
+from common.body_rules import body_errors
+from common.edit_distance import near_miss
+from common.field_errors import FieldError
+from common.field_errors import child as child
+from common.field_errors import json_type as json_type
 from conversations.pipeline.conversation_memory import (
     CONVERSATION_END,
     CONVERSATION_START,

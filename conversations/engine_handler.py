@@ -12,6 +12,7 @@ from approvals.audit import append_audit_entry
 from approvals.engines import register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
+from common import rows
 from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
@@ -19,7 +20,6 @@ from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.turn_commits import renew_turn
 from conversations.turn_continuation import continue_after_decision
-from hitl_project import rows
 
 S = ConversationState
 

@@ -1,9 +1,9 @@
 """The regular surface's own errors. The core renders any ApplicationError by its status and code
-(hitl_project.problems), so a surface error reaches a client through the same one handler."""
+(common.problems), so a surface error reaches a client through the same one handler."""
 
 from __future__ import annotations
 
-from approvals.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 class NotDeployed(ApplicationError):

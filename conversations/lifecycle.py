@@ -66,7 +66,7 @@ def config_drift(document: dict[str, Any], point: ResumePoint) -> Drift | None:
     return None
 
 
-class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error
+class TurnCancelled(Exception):  # a signal, not an error
     """Raised where a running turn checks for a recorded cancel; ``by`` names who cancelled it."""
 
     def __init__(self, by: str) -> None:
@@ -74,7 +74,7 @@ class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error
         self.by = by
 
 
-class ConfigDrift(Exception):  # noqa: N818
+class ConfigDrift(Exception):
     """The paused workflow no longer exists in the agent version being continued (the turn fails)."""
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from approvals.errors import ApplicationError
 from approvals.models import SubjectType
 from approvals.selectors import current_pause_of
+from common.errors import ApplicationError
 from conversations.models import ConversationState
 from conversations.selectors import conversation_for_talk
 from conversations.snapshots import snapshot

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from approvals.access import require_decider, require_owner_or_admin
+from common import rows
 from conversations.agents import OnVersion, find_on_version
 from conversations.models import Agent, Conversation
-from hitl_project import rows
 
 WHAT = "conversation"  # the word the access refusals use
 

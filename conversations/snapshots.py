@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.access import sees_what_runs
+from approvals.access import require_full_status, sees_what_runs
 from approvals.models import PauseStatus, SubjectType
 from approvals.pause_summaries import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
@@ -95,4 +95,20 @@ def approval_status(conversation: Conversation, *, user: Any = None) -> dict[str
             step_actions=steps[-1]["actions"] if steps else [],
             reviewer=sees_what_runs(user, pause),
         )
+    return summary
+
+
+def approval_status_in_detail(conversation: Conversation, *, user: Any, detail: str | None) -> dict[str, Any]:
+    """``approval_status``; ``detail="full"`` adds the snapshot (the redacted view: no tool arguments
+    beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint), for whom
+    ``approvals.access.require_full_status`` allows it."""
+    summary = approval_status(conversation, user=user)
+    if detail == "full":
+        require_full_status(
+            user,
+            owner_id=conversation.owner_id,
+            awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
+            subject="conversation",
+        )
+        summary["conversation"] = snapshot(conversation)
     return summary

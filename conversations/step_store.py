@@ -26,9 +26,9 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower, StrIndex
 from rest_framework.authtoken.models import Token
 
+from common import rows
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
-from hitl_project import rows
 
 # " ".join([input, *output]) of a step row, as the recall tool matches it in memory.
 _SEARCHED_TEXT = (

@@ -18,11 +18,11 @@ from typing import Any
 from django.db import transaction
 
 from approvals.decisions import finish_pause
-from approvals.errors import WrongState
 from approvals.leases import kept_alive
 from approvals.models import Engine, Pause, PauseKind, SubjectType
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.self_approval import effective_allow_self_approval
+from common.errors import WrongState
 from conversations.agents import deployed_version
 from conversations.cancels import finish_cancelled_turn
 from conversations.lifecycle import Cancelled, Completed, LifecycleOutcome, Paused, Stopped, run_lifecycle

@@ -18,10 +18,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.errors import WrongState
 from approvals.leases import lease_expiry
 from approvals.models import Pause
 from approvals.pause_caps import require_room_for_a_pause
+from common import rows
+from common.errors import WrongState
 from conversations import nested_agents
 from conversations.acting_identity import approver_caller
 from conversations.agents import OnVersion, newest_deployed_version
@@ -45,7 +46,6 @@ from conversations.turn_commits import (
     turn_result,
 )
 from conversations.turn_failures import DATABASE_UNAVAILABLE, fail_turn, run_guarded
-from hitl_project import rows
 from toolgate.runtime import Continuing
 
 

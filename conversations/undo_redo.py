@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from approvals.errors import WrongState
+from common.errors import WrongState
 from conversations.models import Conversation, ConversationStep
 from conversations.turn_commits import TALKABLE
 

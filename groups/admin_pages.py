@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.decision_input import DecisionInput
-from approvals.errors import ApplicationError
 from approvals.models import Pause, PauseKind
 from approvals.pause_kinds import PageItem, PageSection, PageTable, register_decision_page
+from common.errors import ApplicationError
 from groups import task_list
 from groups.discussion_continuation import FAIL, RETRY
 from groups.discussion_decisions import parse_group_decision

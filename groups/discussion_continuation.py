@@ -26,8 +26,8 @@ from django.db import transaction
 from approvals.audit import append_audit_entry
 from approvals.decisions import finish_pause
 from approvals.engines import ContinuationNotStarted
-from approvals.errors import ApplicationError
 from approvals.models import Pause, PauseKind, SubjectType, Verdict
+from common.errors import ApplicationError
 from groups import events as ev
 from groups import task_list
 from groups.discussions import Run, finish, require_deployed_members, run_from

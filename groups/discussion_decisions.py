@@ -18,13 +18,13 @@ from rest_framework import serializers
 
 from approvals.actors import Actor, actor_for_user
 from approvals.audit import append_audit_entry
-from approvals.continuation_runs import Continued, decide_and_continue, record_cancel_request
+from approvals.continuation_runs import QUEUED, Continued, decide_and_continue, record_cancel_request
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
 from approvals.decisions import cancel_pending_pause, decide_pause, open_pause_of
-from approvals.errors import BadRequest, WrongState
 from approvals.models import Engine, Pause, PauseKind, PauseStatus, SubjectType
 from approvals.pause_kinds import register_decision_validator, register_details_provider
-from approvals.request_bodies import BodySerializer, validated_body
+from common.errors import BadRequest, WrongState
+from common.request_bodies import BodySerializer, validated_body
 from groups import events as ev
 from groups import task_list
 from groups.models import TERMINAL_STATES, GroupConversation
@@ -41,7 +41,7 @@ class GroupDecisionBodySerializer(BodySerializer):
     not_an_object = ("decision", "required")
 
     decision = DecisionBodySerializer(error_messages={"required": "required", "null": "required"})
-    taskApprovals = serializers.DictField(  # noqa: N815 - the wire name
+    taskApprovals = serializers.DictField(  # the wire name
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         required=False,
         allow_null=True,
@@ -179,7 +179,7 @@ def approve_discussion(
         "subject": discussion,
     }
     if not continue_here:
-        return Continued(decide_pause(**decide), "queued")
+        return Continued(decide_pause(**decide), QUEUED)
     with ev.watched_by(events):
         return decide_and_continue(**decide)
 

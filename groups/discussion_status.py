@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from approvals.access import require_full_status
 from approvals.models import Engine, PauseStatus, SubjectType
 from approvals.pause_summaries import (
     decision_summary,
@@ -18,6 +19,7 @@ from approvals.pause_summaries import (
 from approvals.selectors import current_pause_of, latest_pause_of, pending_inbox_rows
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import live_group
+from groups.snapshots import discussion_snapshot
 
 # What approval-status shows for each pause field when nothing awaits a decision.
 NO_PAUSE_FIELDS: dict[str, None] = dict.fromkeys(
@@ -70,6 +72,23 @@ def approval_status(discussion: GroupConversation) -> dict[str, Any]:
         return summary
     last = latest_pause_of(SubjectType.DISCUSSION, discussion.id)
     return summary | NO_PAUSE_FIELDS | {"lastDecision": decision_summary(last) if last is not None else None}
+
+
+def approval_status_in_detail(
+    discussion: GroupConversation, *, user: Any, detail: str | None
+) -> dict[str, Any]:
+    """``approval_status``; ``detail="full"`` adds the discussion with its transcript and tasks, for whom
+    ``approvals.access.require_full_status`` allows it."""
+    summary = approval_status(discussion)
+    if detail == "full":
+        require_full_status(
+            user,
+            owner_id=discussion.owner_id,
+            awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
+            subject="discussion",
+        )
+        summary["discussion"] = discussion_snapshot(discussion)
+    return summary
 
 
 def pending_group_approvals(user: Any, *, limit: Any, group_id: Any = None) -> list[dict[str, Any]]:

@@ -23,10 +23,10 @@ from typing import Any
 from django.db import transaction
 
 from approvals.audit import append_audit_entry
-from approvals.errors import NotFound
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import SubjectType
 from approvals.pause_caps import require_room_for_a_pause
+from common.errors import NotFound
 from conversations.agents import newest_deployed_version
 from conversations.errors import NotDeployed
 from groups import events as ev

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from approvals.errors import ApplicationError
+from common.errors import ApplicationError
 
 
 class ResumeNotStarted(ApplicationError):

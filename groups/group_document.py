@@ -15,10 +15,10 @@ import uuid
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from approvals.body_rules import body_errors
-from approvals.edit_distance import near_miss
-from approvals.field_errors import FieldError, json_type
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
+from common.body_rules import body_errors
+from common.edit_distance import near_miss
+from common.field_errors import FieldError, json_type
 from conversations.document_fields import (
     IDENTIFIER,
     DocumentReport,

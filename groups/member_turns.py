@@ -19,8 +19,8 @@ from approvals.actors import system_actor
 from approvals.continuation_runs import decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import open_pause_of
-from approvals.errors import ApplicationError
 from approvals.models import Engine, PauseKind, SubjectType, Verdict
+from common.errors import ApplicationError
 from conversations import turns
 from conversations.cancels import cancel_conversation
 from conversations.models import Conversation, ConversationState

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from approvals.access import require_decider
-from approvals.errors import NotFound
+from common.errors import NotFound
 from groups.models import Group, GroupConversation, GroupVersion
 
 

@@ -36,7 +36,7 @@ from django.db import connections
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import JSONRenderer
 
-from approvals.errors import ApplicationError
+from common.errors import ApplicationError
 from groups import events as ev
 
 logger = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ class _QuietHandler(WSGIRequestHandler):
         self.close_connection = True
         return parsed
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         return None
 
 
@@ -180,7 +180,7 @@ DECISION_BODIES = [
 ]
 # Lenient by design: enable reads a body that is not an object as no body, which sets no count
 # (schedules/api/views.py, ScheduleEnableInput). Query parameters are not lenient: a value that is not of
-# the parameter's type, an empty typed one or a repeated one is a 400 naming it (approvals/api/query_params.py).
+# the parameter's type, an empty typed one or a repeated one is a 400 naming it (common/query_params.py).
 LENIENT_BODIES = ["POST /schedulestore/schedules/{schedule_id}/enable"]
 # RFC 3339 allows UTC offsets up to 23:59; the audit filters refuse beyond 15:59 (PostgreSQL's range) with
 # a 400 naming the field.

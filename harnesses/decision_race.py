@@ -529,7 +529,7 @@ def tool_server() -> SimpleNamespace:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             payload = b'{"ok": true}'
             self.send_response(200)

@@ -383,7 +383,7 @@ def transfer_server() -> Iterator[tuple[str, list[str]]]:
     received: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        def do_POST(self) -> None:  # the http.server hook
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             received.append(self.path)
             self.send_response(200)
@@ -392,7 +392,7 @@ def transfer_server() -> Iterator[tuple[str, list[str]]]:
             self.end_headers()
             self.wfile.write(b'{"ok":true}')
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -413,7 +413,7 @@ def run_fault_load(
 ) -> FaultLoadResult:
     """The load, then the q-cluster's and the drainer's work once the faults stop. Leases last one second
     here, so what a fault left claimed is recovered within the run, as it would be within a lease."""
-    problems_log = logging.getLogger("hitl_project.problems")
+    problems_log = logging.getLogger("common.problems")
     problems_log.addHandler(_UNHANDLED)
     try:
         return _run_fault_load(

@@ -33,9 +33,9 @@ from approvals.actors import Actor
 from approvals.audit import GENESIS_HASH, append_audit_entry, verify_ledger
 from approvals.decision_input import DecisionInput
 from approvals.decisions import cancel_pending_pause, decide_pause
-from approvals.errors import WrongState
 from approvals.models import AuditEntry, Engine, Pause, PauseKind, PauseStatus, SubjectType, Verdict
 from approvals.pauses import open_pause
+from common.errors import WrongState
 from conversations.agents import create_agent, deploy_agent
 from conversations.models import Conversation, ConversationState
 from harnesses.factories import account_bot

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.durations import positive_duration
 from approvals.models import Engine
+from common.durations import positive_duration
 
 PENDING, RESOLVING, RESOLVED, CANCELLED = "PENDING", "RESOLVING", "RESOLVED", "CANCELLED"
 APPROVED, REJECTED = "APPROVED", "REJECTED"

@@ -35,10 +35,10 @@ from approvals.actors import actor_for_user
 from approvals.continuation_runs import claim_continuation, decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
-from approvals.errors import WrongState
 from approvals.models import AuditEntry, Engine, Pause, SubjectType
 from approvals.recovery import recover_expired_leases
 from approvals.timers import fire_due_batch, fire_timeout
+from common.errors import WrongState
 from conversations import turns
 from conversations.agents import OnVersion
 from conversations.models import Conversation

@@ -13,8 +13,8 @@ from rest_framework.response import Response
 from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
-from approvals.errors import ApplicationError
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.errors import ApplicationError
+from common.request_bodies import BodySerializer, TextField, validated_body
 from hitl_project.api_tokens import issue_api_token
 from hitl_project.health import health_report
 

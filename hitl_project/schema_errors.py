@@ -1,7 +1,7 @@
 """The error half of the OpenAPI contract, added to every operation by one drf-spectacular hook.
 
 Views declare what they answer when all goes well; the errors come from one exception handler
-(hitl_project/problems.py) as RFC 9457 problem details, so they are declared here by one rule each
+(common/problems.py) as RFC 9457 problem details, so they are declared here by one rule each
 (docs/rest-api.md "Errors"), not view by view:
 
 - 401 for every operation that needs a token (every one but the public ones and Slack's, which
@@ -13,7 +13,7 @@ Views declare what they answer when all goes well; the errors come from one exce
 - 400 for every operation that reads a body or a query parameter; 413 and 415 for every body;
 - 409 where a state or a conflict is checked (``STATE_CHECKED``), and where a turn may be refused by the
   open-pause caps (every unsafe method of a view counted against the ``turns`` rate: ``LIMIT_REACHED``);
-- 429 on every unsafe method of a view with a per-user throttle (``THROTTLED``, hitl_project/throttles.py),
+- 429 on every unsafe method of a view with a per-user throttle (``THROTTLED``, common/throttles.py),
   and for the login throttle;
 - 503 for every operation: the database unreachable or its answer lost (``UNAVAILABLE``, with
   ``Retry-After``; docs/rest-api.md).
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hitl_project.throttles import THROTTLES, TURNS
+from common.throttles import THROTTLES, TURNS
 
 PROBLEM = "Problem"
 PROBLEM_CONTENT_TYPE = "application/problem+json"

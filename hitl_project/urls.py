@@ -25,5 +25,5 @@ urlpatterns = [
     path("", include("slack_surface.api.urls")),
 ]
 
-# a URL no route matches is a problem-details 404 too (hitl_project/problems.py)
-handler404 = "hitl_project.problems.not_found_handler"
+# a URL no route matches is a problem-details 404 too (common/problems.py)
+handler404 = "common.problems.not_found_handler"

@@ -16,7 +16,7 @@ from django.conf import settings
 from mcp_types import CallToolResult, TextContent
 from rest_framework.utils.encoders import JSONEncoder
 
-from approvals.errors import ApplicationError, Disabled, LostRace
+from common.errors import ApplicationError, Disabled, LostRace
 
 logger = logging.getLogger(__name__)
 

@@ -6,25 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.access import may_read_turns
-from approvals.continuation_runs import decide_and_continue
-from approvals.decision_input import parse_decision_body
-from approvals.errors import BadRequest, Forbidden
-from approvals.models import Engine, SubjectType
+from approvals.models import Engine
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pending_inbox_rows
+from common.errors import BadRequest
+from common.throttles import TURNS, WRITES, count_request
 from conversations import turns
+from conversations.conversation_decisions import decide_conversation
 from conversations.models import ConversationState
 from conversations.nested_agents import talk_result
 from conversations.selectors import (
     conversation_for_decision,
-    decision_on_version,
     managed_conversation,
     reread_conversation,
     talk_on_version,
 )
-from conversations.snapshots import approval_status, snapshot
-from hitl_project.throttles import TURNS, WRITES, count_request
+from conversations.snapshots import approval_status_in_detail, snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.identity import mcp_actor
 
@@ -48,19 +45,7 @@ def get_approval_status(user: Any, *, conversation_id: Any, detail: Any = None) 
     """REST's approval-status; ``detail="full"`` adds the snapshot REST adds (the redacted view: no tool
     arguments beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint)."""
     conversation = conversation_for_decision(user, required_id(conversation_id, "conversationId"))
-    summary = approval_status(conversation, user=user)
-    if detail == "full":
-        if not may_read_turns(
-            user,
-            owner_id=conversation.owner_id,
-            awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
-        ):
-            raise Forbidden(
-                "Full approval status is available to approvers only while the conversation is "
-                "awaiting approval - use the summary view"
-            )
-        summary["conversation"] = snapshot(conversation)
-    return summary
+    return approval_status_in_detail(conversation, user=user, detail=detail)
 
 
 def _decision_body(verdict: Any, note: Any, tool_decisions: Any) -> dict[str, Any]:
@@ -79,22 +64,19 @@ def resume_conversation(
     the q-cluster in a q-cluster-only deployment), answered with the conversation as it then is."""
     require_mutations_enabled()
     count_request(user=user, scope=WRITES)
-    decision = parse_decision_body(_decision_body(verdict, note, tool_decisions))
-    found = decision_on_version(user, required_id(conversation_id, "conversationId"))
-    continued = decide_and_continue(
-        surface=Engine.REGULAR,
-        subject_type=SubjectType.CONVERSATION,
-        subject_id=found.conversation.pk,
-        decision=decision,
+    continued = decide_conversation(
+        user=user,
+        conversation_id=required_id(conversation_id, "conversationId"),
+        body=_decision_body(verdict, note, tool_decisions),
         actor=mcp_actor(user),
-        subject=found,
     )
+    conversation_pk = continued.pause.subject_id
     pause = pause_by_id(pause_id=continued.pause.id)
-    conversation = snapshot(reread_conversation(conversation_id=found.conversation.pk))
+    conversation = snapshot(reread_conversation(conversation_id=conversation_pk))
     conversation["lastDecision"] = decision_summary(pause)
     return {
         "status": "RESUMED",
-        "conversationId": str(found.conversation.pk),
+        "conversationId": str(conversation_pk),
         "pauseId": str(pause.id),
         "verdict": pause.verdict,
         "decidedBy": pause.decided_by,

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.access import may_read_turns
-from approvals.errors import Forbidden
-from groups.api.approval_views import FULL_ONLY_WHILE_AWAITING
-from groups.api.discussion_views import discussion_snapshot
+from common.throttles import WRITES, count_request
 from groups.discussion_decisions import approve_discussion, cancel_discussion
-from groups.discussion_status import approval_status, pending_group_approvals
+from groups.discussion_status import approval_status_in_detail, pending_group_approvals
 from groups.errors import ResumeNotStarted
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
-from hitl_project.throttles import WRITES, count_request
+from groups.snapshots import discussion_snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor
@@ -46,16 +43,7 @@ def get_group_approval_status(
     user: Any, *, group_id: Any, conversation_id: Any, detail: Any = None
 ) -> dict[str, Any]:
     discussion = _discussion(user, group_id, conversation_id)
-    summary = approval_status(discussion)
-    if detail == "full":
-        if not may_read_turns(
-            user,
-            owner_id=discussion.owner_id,
-            awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
-        ):
-            raise Forbidden(FULL_ONLY_WHILE_AWAITING)
-        summary["discussion"] = discussion_snapshot(discussion)
-    return summary
+    return approval_status_in_detail(discussion, user=user, detail=detail)
 
 
 def approve_group_phase(

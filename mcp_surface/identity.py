@@ -1,6 +1,6 @@
 """Who calls /mcp: the owner of a REST token (``Authorization: Token …``), resolved before any tool runs.
 
-The token is read exactly as REST reads it (hitl_project.authentication: the token, its user and the
+The token is read exactly as REST reads it (approvals.authentication: the token, its user and the
 user's roles in one query; an unknown token or an inactive user is refused), by an ASGI wrapper around
 the MCP endpoint: a request without a valid token gets 401 and never reaches the MCP server. The user
 rides in the ASGI scope to the tool, which reads it from the request the SDK hands it.
@@ -19,7 +19,7 @@ from rest_framework import exceptions
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from approvals.actors import Actor
-from hitl_project.authentication import TokenWithRolesAuthentication
+from approvals.authentication import TokenWithRolesAuthentication
 
 SCOPE_KEY = "hitl.user"
 ACTOR_PREFIX = "mcp:"

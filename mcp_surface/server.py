@@ -94,7 +94,7 @@ def build_server() -> MCPServer:
     @server.tool(annotations=READ)
     async def get_approval_status(
         ctx: Context, conversationId: ConversationId, detail: Detail = None
-    ) -> CallToolResult:  # noqa: N803 - the wire names
+    ) -> CallToolResult:  # the wire names
         """A conversation's pause: state, reason, pauseType (RULE or TOOL_CALL), deadline, pauseDetails
         with the gated calls' redacted arguments, and the last decision."""
         return await _run(
@@ -104,10 +104,10 @@ def build_server() -> MCPServer:
     @server.tool(annotations=DECIDE)
     async def resume_conversation(
         ctx: Context,
-        conversationId: ConversationId,  # noqa: N803
+        conversationId: ConversationId,
         verdict: Verdict,
         note: Note = None,
-        toolDecisions: ToolDecisions = None,  # noqa: N803
+        toolDecisions: ToolDecisions = None,
     ) -> CallToolResult:
         """Decide a paused conversation; one verdict resolves a RULE or a TOOL_CALL pause (toolDecisions
         decide calls one by one). Answers once the conversation continued, with its new state."""
@@ -121,14 +121,14 @@ def build_server() -> MCPServer:
         )
 
     @server.tool(annotations=ENDS)
-    async def cancel_conversation(ctx: Context, conversationId: ConversationId) -> CallToolResult:  # noqa: N803
+    async def cancel_conversation(ctx: Context, conversationId: ConversationId) -> CallToolResult:
         """Cancel a pending approval (CANCELLED) or a running turn (CANCEL_REQUESTED)."""
         return await _run(ctx, conversations.cancel_conversation, conversation_id=conversationId)
 
     @server.tool(annotations=READ)
     async def list_group_pending_approvals(
         ctx: Context, groupId: GroupId, limit: Limit = None
-    ) -> CallToolResult:  # noqa: N803
+    ) -> CallToolResult:
         """Pending approvals of one group's discussions you may decide, what is due first. Default limit 100."""
         return await _run(ctx, groups.list_group_pending_approvals, group_id=groupId, limit=limit)
 
@@ -140,8 +140,8 @@ def build_server() -> MCPServer:
     @server.tool(annotations=READ)
     async def get_group_approval_status(
         ctx: Context,
-        groupId: GroupId,  # noqa: N803
-        conversationId: DiscussionId,  # noqa: N803
+        groupId: GroupId,
+        conversationId: DiscussionId,
         detail: Detail = None,
     ) -> CallToolResult:
         """A discussion's pause: phase, PHASE or TASK, the tasks awaiting approval, deadline, last
@@ -157,11 +157,11 @@ def build_server() -> MCPServer:
     @server.tool(annotations=DECIDE)
     async def approve_group_phase(
         ctx: Context,
-        groupId: GroupId,  # noqa: N803
-        conversationId: DiscussionId,  # noqa: N803
+        groupId: GroupId,
+        conversationId: DiscussionId,
         verdict: Verdict,
         note: Note = None,
-        taskApprovals: TaskApprovals = None,  # noqa: N803
+        taskApprovals: TaskApprovals = None,
     ) -> CallToolResult:
         """Decide a paused discussion; it resumes before the answer, which is the resumed discussion."""
         return await _run(
@@ -177,8 +177,8 @@ def build_server() -> MCPServer:
     @server.tool(annotations=ENDS)
     async def cancel_group_discussion(
         ctx: Context,
-        groupId: GroupId,  # noqa: N803
-        conversationId: DiscussionId,  # noqa: N803
+        groupId: GroupId,
+        conversationId: DiscussionId,
     ) -> CallToolResult:
         """Cancel a discussion: a pending approval at once, a running one before its next member turn."""
         return await _run(
@@ -189,8 +189,8 @@ def build_server() -> MCPServer:
     async def talk_to_agent(
         ctx: Context,
         message: Message,
-        agentId: Annotated[str | None, Field(description="Start a new conversation with this agent")] = None,  # noqa: N803
-        conversationId: Annotated[  # noqa: N803
+        agentId: Annotated[str | None, Field(description="Start a new conversation with this agent")] = None,
+        conversationId: Annotated[
             str | None, Field(description="Or continue this conversation of yours")
         ] = None,
         environment: Environment = None,
@@ -209,7 +209,7 @@ def build_server() -> MCPServer:
     @server.tool(annotations=TALK)
     async def chat_managed(
         ctx: Context,
-        agentId: Annotated[str, Field(description="The agent to chat with")],  # noqa: N803
+        agentId: Annotated[str, Field(description="The agent to chat with")],
         message: Message,
         environment: Environment = None,
     ) -> CallToolResult:

@@ -22,9 +22,9 @@ from django.db.models import Q
 from django_q.models import Schedule
 
 from approvals.access import is_admin
-from approvals.errors import Forbidden, WrongState
 from approvals.timer_arming import TIMER_FUNC as HITL_TIMER_FUNC
 from approvals.timer_arming import TIMER_PREFIX as HITL_TIMER_PREFIX
+from common.errors import Forbidden, WrongState
 
 # The core names its timers (approvals.timers); the schedule store asks it, never the other way round.
 HITL_NAME_PREFIX = "hitl-"

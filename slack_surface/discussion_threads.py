@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import connection
 
-from approvals.errors import ApplicationError
+from common.errors import ApplicationError
 from groups import events as ev
 from groups.discussions import start_discussion
 from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation

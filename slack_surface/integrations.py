@@ -17,7 +17,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from approvals.errors import BadRequest, NotFound
+from common.errors import BadRequest, NotFound
 from conversations.models import Agent
 from groups.models import Group
 from slack_surface.models import SlackIntegration

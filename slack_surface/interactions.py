@@ -4,7 +4,7 @@ Order of checks: the request must carry Slack's signature headers (401), its but
 integration (a bare value cannot be bound: 403), and the signature must hold for THAT integration's
 signing secret, fresh within five minutes (401); only then is anything read or changed. The clicking
 Slack user must be in the integration's ``hitlApproverUserIds``. The decision goes through the same
-services as REST (``decide_and_continue`` for a conversation, ``approve_discussion`` for a group
+services as REST (``decide_conversation`` for a conversation, ``approve_discussion`` for a group
 pause, ``group:<id>``), with the integration's user's access, recorded as ``slack:<userId>``. A quick
 continuation runs here, a slow one is queued, so Slack gets its answer in time.
 
@@ -24,11 +24,10 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from approvals.actors import Actor
-from approvals.continuation_runs import decide_and_continue
-from approvals.decision_input import parse_decision_body
-from approvals.errors import ApplicationError, Forbidden, NotFound, WrongState
-from approvals.models import Engine, Pause, PauseStatus, SubjectType, Verdict
+from approvals.models import Pause, PauseStatus, SubjectType, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL
+from common.errors import ApplicationError, Forbidden, NotFound, WrongState
+from conversations.conversation_decisions import QUICK_HERE, decide_conversation
 from conversations.selectors import decision_on_version
 from groups.discussion_decisions import approve_discussion
 from groups.models import GroupConversation
@@ -134,14 +133,12 @@ def _decide_conversation(
         subject_type=SubjectType.CONVERSATION, subject_id=found.conversation.pk, status=PauseStatus.PENDING
     ).first()
     _refuse_self_approval(pending, click)
-    decide_and_continue(
-        only_if_quick=True,
-        surface=Engine.REGULAR,
-        subject_type=SubjectType.CONVERSATION,
-        subject_id=found.conversation.pk,
-        decision=parse_decision_body(decision),
+    decide_conversation(
+        user=integration.run_as,
+        conversation_id=found.conversation.pk,
+        body=decision,
         actor=actor,
-        subject=found,
+        continuation=QUICK_HERE,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from slack_sdk.signature import SignatureVerifier
 
-from approvals.errors import ApplicationError
+from common.errors import ApplicationError
 from slack_surface.integrations import SecretUnavailable, resolved
 from slack_surface.models import SlackIntegration
 

@@ -19,9 +19,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django_q.tasks import async_task
 
-from approvals.errors import ApplicationError, WrongState
 from approvals.models import PauseStatus, SubjectType
 from approvals.selectors import current_pause_of
+from common.errors import ApplicationError, WrongState
 from conversations import turns
 from conversations.models import ConversationState
 from conversations.selectors import talk_on_version

@@ -167,7 +167,7 @@ def opted_in_markers(markexpr: str) -> set[str]:
     return {marker for marker in OPT_IN_MARKERS if marker in words}
 
 
-def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001 (pytest's objects)
+def pytest_collection_modifyitems(config, items) -> None:  # pytest's objects
     """Deselect (never skip) the opt-in markers' tests that the ``-m`` expression does not name."""
     left_out = set(OPT_IN_MARKERS) - opted_in_markers(config.getoption("markexpr") or "")
     if not left_out:
@@ -181,7 +181,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001 (pytes
         items[:] = kept
 
 
-def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 (pytest's reporter)
+def pytest_terminal_summary(terminalreporter) -> None:  # pytest's reporter
     """Say where the browser tests' screenshots are (kept as artifacts of every run)."""
     from pathlib import Path
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from conversations.agents import create_agent, is_deployed
+from conversations.agents import create_agent, deployed_version
 from conversations.demo_agent import demo_agent_document
 from conversations.models import Agent, Deployment
 from groups.demo_group import DEMO_GROUP_NAME, demo_member_document
@@ -312,7 +312,7 @@ def test_hitl_demo_creates_a_deployed_agent_and_prints_its_id_last(db, alice_cli
     agent = Agent.objects.get(pk=uuid.UUID(agent_id))
     assert agent.name == "account-bot"
     assert agent.versions.get(version=1).document == demo_agent_document()  # the one copy, as stored
-    assert is_deployed(agent_id=agent.pk, version=1, environment="production"), output
+    assert deployed_version(agent_id=agent.pk, version=1, environment="production") is not None, output
     conversation_id = start(alice_client, agent_id)
     said = alice_client.post(
         f"/agents/{conversation_id}", {"input": "please delete my account"}, format="json"

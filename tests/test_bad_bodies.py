@@ -1,4 +1,4 @@
-"""Every REST body passes one door (hitl_project.parsers): text PostgreSQL cannot store, numbers it cannot
+"""Every REST body passes one door (common.parsers): text PostgreSQL cannot store, numbers it cannot
 store and JSON nested too deep are a 400 naming the field, whatever the endpoint, before anything is written."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.core.cache import cache
 from django_q.models import Schedule
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 from toolgate.models import StoredSecret
 from toolgate.outbound.secret_store import set_secret
 

@@ -26,6 +26,7 @@ import grimp
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     "hitl_project",
+    "common",
     "approvals",
     "schedules",
     "toolgate",

@@ -1,4 +1,4 @@
-"""The hot path's hand-written SQL (hitl_project.rows) reads and writes what the ORM would.
+"""The hot path's hand-written SQL (common.rows) reads and writes what the ORM would.
 
 Each read is run twice on the same PostgreSQL rows: once by its SQL, once by the ORM code it replaces
 (the path the SQLite fallback takes, chosen here by ``on_postgresql``), and the two must agree field by
@@ -13,9 +13,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from approvals.authentication import TokenWithRolesAuthentication
 from approvals.decisions import open_pause_of, pause_with_owner
 from approvals.models import Pause, PauseStatus, SubjectType
 from approvals.pause_caps import open_pause_counts
+from common import rows
 from conversations.agents import (
     conversation_and_its_version,
     create_agent,
@@ -30,8 +32,6 @@ from conversations.models import Conversation, ConversationStep
 from conversations.selectors import _find
 from conversations.step_store import newest_steps
 from harnesses.factories import account_bot, deployed_agent, say, start
-from hitl_project import rows
-from hitl_project.authentication import TokenWithRolesAuthentication
 
 pytestmark = pytest.mark.django_db
 

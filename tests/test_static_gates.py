@@ -27,6 +27,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The project's own code: the Django apps, the project package and manage.py (not tests/, bench/, .venv).
 BANDIT_TARGETS = (
     "approvals",
+    "common",
     "conversations",
     "groups",
     "hitl_project",

@@ -18,7 +18,7 @@ FAST = "tests/test_api_contract.py::test_every_operation_answers_as_its_schema_s
 
 def collected(*args: str) -> list[str]:
     # addopts' -q makes --collect-only print one node id a line
-    run = subprocess.run(  # noqa: S603 - this interpreter's pytest on a file of the suite
+    run = subprocess.run(  # this interpreter's pytest on a file of the suite
         [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:xdist", *args],
         cwd=ROOT,
         capture_output=True,

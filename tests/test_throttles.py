@@ -1,4 +1,4 @@
-"""The per-user request rates (hitl_project/throttles.py, docs/operations.md "Throttles and caps").
+"""The per-user request rates (common/throttles.py, docs/operations.md "Throttles and caps").
 
 The suite runs with both rates off (hitl_project/settings/test.py); each test here turns on the rate it
 needs through the settings, which the throttles read on every request. The counts live in the database
@@ -16,10 +16,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from approvals.models import Pause
+from common.throttle_rates import throttle_rate
+from common.throttles import THROTTLE_CACHE
 from conversations.models import Conversation, ConversationStep
 from harnesses.factories import deployed_agent, say, start
-from hitl_project.settings.rates import throttle_rate
-from hitl_project.throttles import THROTTLE_CACHE
 from mcp_surface import conversation_tools
 from mcp_surface.server import _call
 

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
 
-def _ensure_journal_schedule(sender, **kwargs) -> None:  # noqa: ANN001
+def _ensure_journal_schedule(sender, **kwargs) -> None:
     from django.conf import settings
     from django_q.models import Schedule
 

@@ -32,10 +32,10 @@ from approvals.admin.scope import may_read_turns
 from approvals.agent_names import agent_name_expression
 from approvals.decision_input import NOTE_MAX, DecisionInput, parse_decision_body, parse_verdict
 from approvals.decisions import decide_pause
-from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.selectors import due_first, reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
+from common.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 
 BULK_MAX = 100
 TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"

@@ -42,11 +42,11 @@ from approvals.agent_names import agent_names
 from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.engines import handler_for
-from approvals.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
 from approvals.pause_kinds import DecisionPage, PageItem, PageSection, decision_page_for
 from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
+from common.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 
 REVIEW_TURNS = 5
 CALL_NOTE_MAX = 1024

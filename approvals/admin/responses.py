@@ -28,9 +28,9 @@ from approvals.admin.outlook import takes_guidance
 from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import guidance_decision
 from approvals.decisions import cancel_pending_pause
-from approvals.errors import ApplicationError, BadRequest, WrongState
 from approvals.models import Pause, PauseStatus, SubjectType
 from approvals.self_approval import refuse_self_approval
+from common.errors import ApplicationError, BadRequest, WrongState
 
 ACTION_FIELD = "hitl_action"
 RESPOND, CANCEL = "respond", "cancel"

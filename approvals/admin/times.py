@@ -54,6 +54,6 @@ def time_html(when: datetime | None, *, deadline: bool = False, empty: str = "-"
         " hitl-overdue" if overdue else "",
         when.isoformat(),
         absolute_text(when),
-        mark_safe(' data-deadline="1"') if deadline else "",  # noqa: S308  # nosec B308  # a constant, no user input
+        mark_safe(' data-deadline="1"') if deadline else "",  # nosec B308  # a constant, no user input
         relative_text(when, now, deadline=deadline),
     )

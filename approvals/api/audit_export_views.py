@@ -12,9 +12,10 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from approvals.api.audit_views import AUDIT_FILTER_PARAMETERS, IsStaffOrAdmin, filtered_audit_entries
-from approvals.api.query_params import BIGINT_MAX, QueryParams
+from approvals.api.audit_views import AUDIT_FILTER_PARAMETERS, IsStaffOrAdmin
 from approvals.audit_export import EXPORT_COLUMNS, FORMATS, export_response
+from approvals.audit_filters import filtered_audit_entries
+from common.query_params import BIGINT_MAX, QueryParams
 
 
 class ProblemsAsJson(BaseContentNegotiation):

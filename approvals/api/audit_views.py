@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.permissions import BasePermission
@@ -12,9 +11,8 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
-from approvals.api.query_params import QueryParams
-from approvals.audit_selectors import audit_entries
-from approvals.models import AuditEntry
+from approvals.audit_filters import filtered_audit_entries
+from common.query_params import QueryParams
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -30,18 +28,6 @@ class IsStaffOrAdmin(BasePermission):
         if not user or not user.is_authenticated or not user.is_active:
             return False
         return bool(user.is_staff) or is_admin(user)
-
-
-def filtered_audit_entries(query: QueryParams) -> QuerySet[AuditEntry]:
-    """The entries the filters of ``/audit/entries`` and ``/audit/export`` select (errors collected in ``query``)."""
-    return audit_entries(
-        conversation=query.uuid("conversation"),
-        pause=query.uuid("pause"),
-        actor=query.text("actor"),
-        verb=query.text("verb"),
-        since=query.datetime("since"),
-        until=query.datetime("until"),
-    )
 
 
 AUDIT_FILTER_PARAMETERS = [

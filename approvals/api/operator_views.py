@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from approvals import metrics
 from approvals.api.permissions import AdminOnly
-from approvals.request_bodies import BodySerializer, validated_body
+from common.request_bodies import BodySerializer, validated_body
 
 OUTCOMES = ("pass", "fail", "unknown")
 MUST_BE_AN_OUTCOME = "must be one of pass, fail, unknown"
@@ -54,7 +54,7 @@ class CanaryResultView(APIView):
             help_text="pass, fail or unknown (case-insensitive)",
             error_messages={key: MUST_BE_AN_OUTCOME for key in ("required", "null", "invalid", "blank")},
         )
-        durationSeconds = serializers.JSONField(  # noqa: N815 - the wire name
+        durationSeconds = serializers.JSONField(  # the wire name
             required=False, default=None, allow_null=True, help_text="Seconds (a number >= 0)"
         )
 
@@ -66,7 +66,7 @@ class CanaryResultView(APIView):
                 raise serializers.ValidationError(MUST_BE_AN_OUTCOME)
             return outcome.strip().lower()
 
-        def validate_durationSeconds(self, value: Any) -> float | None:  # noqa: N802
+        def validate_durationSeconds(self, value: Any) -> float | None:
             return _duration(value)
 
     @extend_schema(

@@ -1,4 +1,4 @@
-"""The table of the request throttles' shared counts (hitl_project/throttles.py): the default
+"""The table of the request throttles' shared counts (common/throttles.py): the default
 ``HITL_THROTTLE_CACHE_URL`` is ``dbcache://hitl_throttle_cache``, so a fresh ``migrate`` has it. Built as
 ``manage.py createcachetable`` builds it, under a fixed name whatever CACHES says at migration time."""
 

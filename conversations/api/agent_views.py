@@ -15,11 +15,12 @@ from rest_framework.views import APIView
 
 from approvals.access import is_admin
 from approvals.api.permissions import AdminOnly, AdminWritesAuthenticatedReads
-from approvals.errors import BadRequest
+from common.errors import BadRequest
+from common.parsers import CheckedJSONParser
+from common.query_params import requested_version
 from conversations import agent_archive, agents
 from conversations.agents import report_or_raise
 from conversations.selectors import agent_list
-from hitl_project.parsers import CheckedJSONParser
 from toolgate.outbound import redact_json_value
 
 VERSION_PARAM = OpenApiParameter(
@@ -44,26 +45,6 @@ SAVED = inline_serializer(
     },
 )
 DOCUMENT = OpenApiTypes.OBJECT
-
-
-def requested_version(request: Request) -> int | None:
-    """``?version=N`` (a positive integer), or None for the latest; the group store reads it the same way."""
-    raw = request.query_params.get("version")
-    if raw in (None, ""):
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(
-            "version must be a positive integer",
-            errors=[{"field": "version", "message": "must be a positive integer"}],
-        ) from None
-    if value < 1:
-        raise BadRequest(
-            "version must be a positive integer",
-            errors=[{"field": "version", "message": "must be a positive integer"}],
-        )
-    return value
 
 
 def _saved(row: Any, document: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import (
     OpenApiParameter,
     PolymorphicProxySerializer,
@@ -14,35 +13,38 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
-from approvals.api.query_params import inbox_limit
-from approvals.body_rules import context_size_problem
-from approvals.continuation_runs import Continued, decide_and_continue, decide_and_continue_later
-from approvals.decision_input import DecisionBodySerializer, parse_decision_body
-from approvals.decisions import continues_inline, decide_pause
-from approvals.errors import BadRequest, Forbidden
-from approvals.models import Engine, PauseStatus, SubjectType
-from approvals.pause_summaries import decision_summary, inbox_row_from_values
-from approvals.request_bodies import BodySerializer, TextField, validated_body
-from approvals.selectors import pause_by_id, pause_status, pending_inbox_rows
+from approvals.api.inbox_query import inbox_limit
+from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
+from approvals.continuation_runs import QUEUED
+from approvals.decision_input import DecisionBodySerializer
+from approvals.models import Engine, PauseStatus
+from approvals.pause_summaries import inbox_row_from_values
+from approvals.selectors import pause_status, pending_inbox_rows
+from common.body_rules import context_size_problem
+from common.errors import BadRequest, Forbidden
+from common.request_bodies import BodySerializer, TextField, json_body, validated_body
+from common.throttles import TurnRateThrottle
 from conversations import turns, undo_redo
 from conversations.cancels import REQUESTED, CancelResult
+from conversations.conversation_decisions import (
+    AFTER_ANSWER,
+    HERE,
+    continued_snapshot,
+    decide_conversation,
+)
 from conversations.models import Conversation, ConversationState
 from conversations.selectors import (
     conversation_for_decision,
     conversation_for_talk,
-    decision_on_version,
-    reread_conversation,
     talk_on_version,
 )
-from conversations.snapshots import approval_status, snapshot
-from hitl_project.throttles import TurnRateThrottle
+from conversations.snapshots import approval_status_in_detail, snapshot
 
 
 def _snapshot_fields() -> dict[str, serializers.Field]:
@@ -63,18 +65,6 @@ def _snapshot_fields() -> dict[str, serializers.Field]:
         ),
         "stepCount": serializers.IntegerField(help_text="How many live steps the conversation has"),
     }
-
-
-class LastDecisionSerializer(serializers.Serializer):
-    verdict = serializers.CharField()
-    decidedBy = serializers.CharField()
-    automated = serializers.BooleanField()
-    note = serializers.CharField(allow_null=True)
-    decidedAt = serializers.DateTimeField(allow_null=True)
-    cancelledBy = serializers.CharField(
-        allow_null=True, help_text="who cancelled the pause or its continuation; null when nobody did"
-    )
-    cancelledAt = serializers.DateTimeField(allow_null=True)
 
 
 SNAPSHOT = inline_serializer("Snapshot", _snapshot_fields())
@@ -109,7 +99,7 @@ INPUT_MAX = 16_384
 
 class ContextField(serializers.DictField):
     """A turn's context: an object of at most ``HITL_CONTEXT_MAX_BYTES`` bytes of canonical JSON
-    (approvals.body_rules.context_size_problem)."""
+    (common.body_rules.context_size_problem)."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         value = super().to_internal_value(data)
@@ -128,26 +118,6 @@ def _context_field() -> serializers.DictField:
         help_text="Conversation context for this turn ({context.X} in templates); at most "
         "HITL_CONTEXT_MAX_BYTES (64 KiB) of JSON",
     )
-
-
-def json_body(request: Request, *, required: bool) -> Any:
-    """The parsed JSON body; anything unreadable is a 400 naming the body."""
-    try:
-        data = request.data
-    except (ParseError, UnsupportedMediaType) as exc:
-        raise BadRequest(
-            f"The body must be a JSON object ({exc.detail})",
-            errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}],
-        ) from None
-    if not request.body and not required:
-        return {}
-    if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
-        data = data.dict()
-        if not data and required:
-            raise BadRequest(
-                "The body must be a JSON object", errors=[{"field": "body", "message": "required"}]
-            )
-    return data
 
 
 class StartView(APIView):
@@ -313,34 +283,22 @@ class ResumeView(APIView):
         },
     )
     def post(self, request: Request, conversation_id: str) -> Response:
-        decision = parse_decision_body(json_body(request, required=True))
         wait = clamp_wait(request.query_params.get("wait"))
-        found = decision_on_version(request.user, conversation_id)
-        conversation = found.conversation
-        decide = {
-            "surface": Engine.REGULAR,
-            "subject_type": SubjectType.CONVERSATION,
-            "subject_id": conversation.pk,
-            "decision": decision,
-            "actor": actor_for_user(request.user),
-            "subject": found,
-        }
-        if wait > 0 and continues_inline():
-            # The deciding process runs the continuation; ?wait returns with it.
-            return Response(_continued_here_answer(decide_and_continue(**decide)))
-        after: Any = None
-        if wait <= 0 and settings.HITL_CONTINUE_AFTER_RESPONSE:
-            pause, after = decide_and_continue_later(**decide)
-        else:
-            pause = decide_pause(**decide)
+        continued = decide_conversation(
+            user=request.user,
+            conversation_id=conversation_id,
+            body=json_body(request, required=True),
+            continuation=HERE if wait > 0 else AFTER_ANSWER,
+        )
+        pause = continued.pause
         if wait > 0:
-            # A q-cluster-only deployment (HITL_CONTINUE_INLINE=false): wait here for the q-cluster.
-            _wait_until_settled(pause.id, wait)
-            return Response(_continued_answer(conversation.pk, pause.id))
+            if continued.outcome == QUEUED:  # inline continuations are off: wait here for the q-cluster
+                _wait_until_settled(pause.id, wait)
+            return Response(continued_snapshot(continued))
         return ThenRun(
-            after,
+            continued.then,
             {
-                "conversationId": str(conversation.pk),
+                "conversationId": str(pause.subject_id),
                 "pauseId": str(pause.id),
                 "verdict": pause.verdict,
                 "decidedBy": pause.decided_by,
@@ -387,24 +345,6 @@ def _wait_until_settled(pause_id: Any, wait: float) -> None:
         time.sleep(0.05)
 
 
-def _continued_answer(conversation_id: Any, pause_id: Any) -> dict[str, Any]:
-    """The snapshot after the wait, with ``lastDecision``: this decision, and who cancelled it if anyone did."""
-    body = snapshot(reread_conversation(conversation_id=conversation_id))
-    body["lastDecision"] = decision_summary(pause_by_id(pause_id=pause_id))
-    return body
-
-
-def _continued_here_answer(continued: Continued) -> dict[str, Any]:
-    """``_continued_answer`` for a continuation this process just ran: when its own result committed, the
-    conversation, its steps and the finished pause are as it left them in memory, and nothing is read."""
-    result = continued.subject
-    if continued.outcome != "continued" or not isinstance(result, turns.TurnResult) or result.steps is None:
-        return _continued_answer(continued.pause.subject_id, continued.pause.id)
-    body = snapshot(result.conversation, steps=result.steps)
-    body["lastDecision"] = decision_summary(continued.pause)
-    return body
-
-
 APPROVAL_STATUS = inline_serializer(
     "ApprovalStatus",
     {
@@ -439,40 +379,11 @@ class ApprovalStatusView(APIView):
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_decision(request.user, conversation_id)
-        summary = approval_status(conversation, user=request.user)
-        if request.query_params.get("detail") == "full":
-            if not may_read_turns(
-                request.user,
-                owner_id=conversation.owner_id,
-                awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
-            ):
-                raise Forbidden(
-                    "Full approval status is available to approvers only while the conversation is "
-                    "awaiting approval - use the summary view"
-                )
-            summary["conversation"] = snapshot(conversation)
-        return Response(summary)
-
-
-INBOX_ROW = inline_serializer(
-    "InboxRow",
-    {
-        "pauseId": serializers.UUIDField(),
-        "surface": serializers.CharField(),
-        "conversationId": serializers.UUIDField(),
-        "agentId": serializers.UUIDField(allow_null=True),
-        "groupId": serializers.UUIDField(allow_null=True),
-        "ownerId": serializers.CharField(allow_null=True),
-        "pausedAt": serializers.DateTimeField(),
-        "deadline": serializers.DateTimeField(allow_null=True),
-        "pauseReason": serializers.CharField(),
-        "pauseType": serializers.CharField(),
-        "timeoutPolicy": serializers.CharField(),
-        "approvalTimeout": serializers.CharField(allow_null=True),
-        "toolNames": serializers.ListField(child=serializers.CharField()),
-    },
-    many=True,
-)
+        return Response(
+            approval_status_in_detail(
+                conversation, user=request.user, detail=request.query_params.get("detail")
+            )
+        )
 
 
 class PendingApprovalsView(APIView):

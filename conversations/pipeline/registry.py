@@ -63,7 +63,3 @@ def runner_for(task_type: str) -> TaskRunner:
         return _RUNNERS[task_type]
     except KeyError:
         raise LookupError(f"no runner for task type '{task_type}'") from None
-
-
-def known_task_types() -> set[str]:
-    return set(_RUNNERS)

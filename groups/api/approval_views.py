@@ -8,19 +8,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.access import may_read_turns
-from approvals.api.query_params import inbox_limit
-from approvals.errors import Forbidden
-from conversations.api.conversation_views import INBOX_ROW, LastDecisionSerializer
-from groups.api.discussion_views import discussion_snapshot
-from groups.discussion_status import approval_status, pending_group_approvals
+from approvals.api.inbox_query import inbox_limit
+from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
+from groups.discussion_status import approval_status_in_detail, pending_group_approvals
 from groups.models import DiscussionState
 from groups.selectors import discussion_for_owner
-
-FULL_ONLY_WHILE_AWAITING = (
-    "Full approval status is available to approvers only while the discussion is awaiting approval "
-    "- use the summary view"
-)
 
 PAUSE_DETAILS = inline_serializer(
     "DiscussionPauseDetails",
@@ -84,16 +76,11 @@ class DiscussionApprovalStatusView(APIView):
     )
     def get(self, request: Request, group_id: str, discussion_id: str) -> Response:
         discussion = discussion_for_owner(user=request.user, group_id=group_id, discussion_id=discussion_id)
-        summary = approval_status(discussion)
-        if request.query_params.get("detail") == "full":
-            if not may_read_turns(
-                request.user,
-                owner_id=discussion.owner_id,
-                awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
-            ):
-                raise Forbidden(FULL_ONLY_WHILE_AWAITING)
-            summary["discussion"] = discussion_snapshot(discussion)
-        return Response(summary)
+        return Response(
+            approval_status_in_detail(
+                discussion, user=request.user, detail=request.query_params.get("detail")
+            )
+        )
 
 
 class GroupPendingApprovalsView(APIView):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -11,15 +9,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.request_bodies import BodySerializer, TextField, validated_body
+from common.throttles import TurnRateThrottle
 from conversations.api.conversation_views import json_body
 from groups import task_list
 from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion, cancel_discussion
 from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
-from groups.models import TERMINAL_STATES, DiscussionState, GroupConversation
+from groups.models import DiscussionState, GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason
-from hitl_project.throttles import TurnRateThrottle
+from groups.snapshots import discussion_snapshot
 
 QUESTION_MAX = 16_384
 ENTRY_STATUSES = ["OK", "SKIPPED", "ERROR"]
@@ -81,22 +80,6 @@ DISCUSSION = inline_serializer(
         ),
     },
 )
-
-
-def discussion_snapshot(discussion: GroupConversation) -> dict[str, Any]:
-    return {
-        "discussionId": str(discussion.id),
-        "groupId": str(discussion.group_id),
-        "groupVersion": discussion.group_version,
-        "state": discussion.state,
-        "phaseIndex": discussion.phase_index,
-        "turnCount": discussion.turn_count,
-        "question": discussion.question,
-        "transcript": discussion.transcript,
-        "tasks": discussion.tasks,
-        "cancelRequested": discussion.cancel_requested_at is not None
-        and discussion.state not in TERMINAL_STATES,
-    }
 
 
 class DiscussionListView(APIView):

@@ -20,10 +20,10 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
-from approvals.errors import ApplicationError
 from approvals.pause_caps import require_room_for_a_pause
-from approvals.request_bodies import validated_body
-from conversations.api.conversation_views import json_body
+from common.errors import ApplicationError
+from common.request_bodies import json_body, validated_body
+from common.throttles import TurnRateThrottle
 from groups import events as ev
 from groups import sse
 from groups.api.discussion_views import DiscussionListView
@@ -32,7 +32,6 @@ from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
 from groups.models import GroupConversation
 from groups.selectors import discussion_for_owner, latest_pause_reason, live_group
-from hitl_project.throttles import TurnRateThrottle
 
 NO_OUTCOME = "the discussion ended without telling its outcome"
 QUEUED_MESSAGE = (

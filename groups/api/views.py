@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api.permissions import AdminWritesAuthenticatedReads
-from conversations.api.agent_views import requested_version
+from common.query_params import requested_version
 from groups import store
 from groups.selectors import group_list, group_version
 

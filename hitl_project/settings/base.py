@@ -4,9 +4,9 @@ from pathlib import Path
 
 import environ
 
+from common.throttle_rates import throttle_rate
 from hitl_project.metrics_setup import configure_multiprocess_dir
 from hitl_project.settings.database import database_settings
-from hitl_project.settings.rates import throttle_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -94,18 +94,18 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "hitl_project.authentication.TokenWithRolesAuthentication",
+        "approvals.authentication.TokenWithRolesAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["hitl_project.parsers.CheckedJSONParser"],
-    "EXCEPTION_HANDLER": "hitl_project.problems.problem_exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.CheckedJSONParser"],
+    "EXCEPTION_HANDLER": "common.problems.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # every unsafe request of a signed-in user counts against the "writes" rate; the views that run a
-    # turn count against "turns" instead (hitl_project.throttles)
-    "DEFAULT_THROTTLE_CLASSES": ["hitl_project.throttles.WriteRateThrottle"],
+    # turn count against "turns" instead (common.throttles)
+    "DEFAULT_THROTTLE_CLASSES": ["common.throttles.WriteRateThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -245,7 +245,7 @@ HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
 # Throttles and caps (docs/operations.md, "Throttles and caps"): one signed-in user cannot flood the
 # service nor bury other people's requests. Request rates per user, "N/s", "N/min", "N/hour" or "N/day",
-# read at request time (hitl_project.throttles); empty or "off" turns one off. "turns": requests that run
+# read at request time (common.throttles); empty or "off" turns one off. "turns": requests that run
 # an agent turn or start a group discussion; "writes": every other POST, PUT, PATCH and DELETE.
 HITL_THROTTLE_TURNS_RATE = throttle_rate(
     env.str("HITL_THROTTLE_TURNS_RATE", default="60/min"), setting="HITL_THROTTLE_TURNS_RATE"

@@ -1,7 +1,7 @@
 """Test settings: real PostgreSQL (see tests/conftest.py), fast hashing, no q-cluster needed in-process."""
 
+from common.throttle_rates import throttle_rate
 from hitl_project.settings.base import *  # noqa: F403
-from hitl_project.settings.rates import throttle_rate
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 HITL_AUDIT_KEY = "test-audit-key-of-at-least-32-bytes"  # the system checks refuse shorter keys

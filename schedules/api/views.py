@@ -30,8 +30,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.errors import Conflict, NotFound
-from approvals.request_bodies import BodySerializer, validated_body
+from common.errors import Conflict, NotFound
+from common.request_bodies import BodySerializer, validated_body
 from schedules.protection import (
     TASK_OPTION_KEYWORDS,
     is_hitl_timer,
@@ -165,7 +165,7 @@ class ScheduleInputSerializer(BodySerializer):
     )
     repeats = serializers.IntegerField(min_value=-1, required=False, help_text="Default -1 (forever).")
 
-    def validate_scheduleType(self, name: str) -> str:  # noqa: N802
+    def validate_scheduleType(self, name: str) -> str:
         return TYPE_CODES[name]
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:

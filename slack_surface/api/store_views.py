@@ -11,9 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.api.permissions import AdminOnly
-from approvals.errors import NotFound
 from approvals.pause_summaries import iso
-from approvals.request_bodies import BodySerializer, TextField, validated_body
+from common.errors import NotFound
+from common.request_bodies import BodySerializer, TextField, validated_body
 from slack_surface.integrations import (
     IntegrationInput,
     create_integration,

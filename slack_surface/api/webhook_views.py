@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 from slack_surface.integrations import every_integration
 from slack_surface.interactions import handle_click, verified_click
 from slack_surface.signatures import SIGNATURE_HEADER, TIMESTAMP_HEADER, signing_integration

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from approvals.errors import BadRequest
 from approvals.models import Pause, PauseStatus
+from common.errors import BadRequest
 from tests.approvals.test_admin_inbox import logged_in, make_tool_call_pause, page, paused_pause
 from toolgate.models import PendingToolCall
 

@@ -159,7 +159,7 @@ def test_bad_amended_arguments_are_kept_on_the_form_with_the_error(alice, approv
 
 def test_service_field_errors_land_on_the_call_they_name(alice, approver, monkeypatch):
     from approvals.admin import decision as admin_decision
-    from approvals.errors import BadRequest
+    from common.errors import BadRequest
 
     pause = make_tool_call_pause(paused_pause(alice))
 

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 
-from approvals.audit import GENESIS_HASH, append_audit_entry, entry_hash_of, verify_chains, verify_ledger
+from approvals.audit import GENESIS_HASH, append_audit_entry, entry_hash_of, verify_ledger
 from approvals.models import AuditEntry, AuditHead, SubjectType
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def tamper(sql: str, params: list | tuple = ()) -> None:
 
 
 def problems_of(subject_id: uuid.UUID) -> list[str]:
-    return [f"#{p.sequence} {p.problem}" for p in verify_chains(subject_id=subject_id)]
+    return [f"#{p.sequence} {p.problem}" for p in verify_ledger(subject_id=subject_id).problems]
 
 
 def entry_id(subject_id: uuid.UUID, sequence: int) -> int:
@@ -73,7 +73,7 @@ def test_appends_build_a_gap_free_chain_per_subject() -> None:
     head = AuditHead.objects.get(subject_id=first)
     assert (head.last_sequence, head.last_hash) == (5, entries[-1].entry_hash)
     assert list(AuditEntry.objects.filter(subject_id=second).values_list("sequence", flat=True)) == [1, 2]
-    assert verify_chains() == []
+    assert verify_ledger().problems == []
 
 
 def test_system_actors_are_automated_by_default() -> None:
@@ -122,7 +122,7 @@ def test_detail_with_floats_uuids_and_unicode_verifies_after_the_round_trip() ->
             "nested": {"b": [1, 2.5, None, True], "a": {}},
         },
     )
-    assert verify_chains(subject_id=subject) == []
+    assert verify_ledger(subject_id=subject).problems == []
 
 
 def test_verification_depends_on_the_audit_key() -> None:
@@ -166,7 +166,7 @@ def test_deleting_every_entry_leaves_a_head_without_entries() -> None:
     append(subject, 2)
     tamper("DELETE FROM approvals_auditentry WHERE subject_id = %s", [subject])
 
-    [problem] = verify_chains(subject_id=subject)
+    [problem] = verify_ledger(subject_id=subject).problems
     assert (problem.subject_id, problem.sequence) == (subject, None)
     assert "no entries" in problem.problem
 
@@ -208,9 +208,9 @@ def test_verifying_one_subject_ignores_tampering_elsewhere() -> None:
     append(tampered, 2)
     tamper("UPDATE approvals_auditentry SET actor = 'mallory' WHERE id = %s", [entry_id(tampered, 1)])
 
-    assert verify_chains(subject_id=intact) == []
-    assert verify_chains(subject_type="conversation", subject_id=intact) == []
-    assert [p.subject_id for p in verify_chains()] == [tampered]
+    assert verify_ledger(subject_id=intact).problems == []
+    assert verify_ledger(subject_type="conversation", subject_id=intact).problems == []
+    assert [p.subject_id for p in verify_ledger().problems] == [tampered]
     report = verify_ledger()
     assert (report.entries_checked, report.subjects_checked) == (4, 2)
 

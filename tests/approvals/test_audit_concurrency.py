@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection, connections, transaction
 
-from approvals.audit import append_audit_entry, verify_chains
+from approvals.audit import append_audit_entry, verify_ledger
 from approvals.models import AuditEntry, AuditHead
 
 THREADS = 16
@@ -71,4 +71,4 @@ def test_concurrent_appends_to_one_subject_form_one_gap_free_chain(
             AuditEntry.objects.filter(subject_id=subject, actor=f"worker-{worker}").count()
             == APPENDS_PER_THREAD
         )
-    assert verify_chains() == []
+    assert verify_ledger().problems == []

@@ -1,4 +1,4 @@
-"""approvals.body_rules: what a request body may carry, as plain functions (no database)."""
+"""common.body_rules: what a request body may carry, as plain functions (no database)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from approvals.body_rules import (
+from common.body_rules import (
     MAX_JSON_DEPTH,
     MAX_REPORTED,
     body_errors,

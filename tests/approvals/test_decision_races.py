@@ -10,8 +10,8 @@ from django.db import connections
 from approvals.actors import actor_for_user
 from approvals.decision_input import DecisionInput
 from approvals.decisions import record_decision
-from approvals.errors import LostRace
 from approvals.models import AuditEntry, Engine, Pause, PauseStatus, SubjectType, Verdict
+from common.errors import LostRace
 from harnesses.factories import paused_conversation
 from harnesses.users import client_for, make_user
 from mcp_surface.answers import error_code

@@ -6,10 +6,9 @@ from datetime import timedelta
 
 import pytest
 
-from approvals.durations import (
+from common.durations import (
     InvalidDuration,
     NonPositiveDuration,
-    format_duration,
     parse_duration,
     positive_duration,
 )
@@ -101,21 +100,3 @@ def test_a_sub_microsecond_duration_is_positive_and_never_returned_as_zero() -> 
 def test_both_failures_are_value_errors() -> None:
     assert issubclass(InvalidDuration, ValueError)
     assert issubclass(NonPositiveDuration, ValueError)
-
-
-@pytest.mark.parametrize(
-    ("duration", "text"),
-    [
-        (timedelta(minutes=15), "PT15M"),
-        (timedelta(seconds=30), "PT30S"),
-        (timedelta(days=1), "PT24H"),
-        (timedelta(hours=1, minutes=30, seconds=5), "PT1H30M5S"),
-        (timedelta(milliseconds=500), "PT0.5S"),
-        (timedelta(0), "PT0S"),
-        (timedelta(minutes=-5), "PT-5M"),
-        (timedelta(milliseconds=-500), "PT-0.5S"),
-    ],
-)
-def test_format_duration_writes_what_java_duration_to_string_writes(duration: timedelta, text: str) -> None:
-    assert format_duration(duration) == text
-    assert parse_duration(text) == duration

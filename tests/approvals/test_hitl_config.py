@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.field_errors import FieldError
 from approvals.hitl_config import (
     FINITE_POLICIES,
     PAUSE_REASON_MAX,
     TIMEOUT_POLICIES,
     validate_hitl_config,
 )
+from common.field_errors import FieldError
 
 FINITE_NEEDS_TIMEOUT = (
     "hitlConfig: a finite timeoutPolicy (AUTO_APPROVE/AUTO_REJECT/ABORT) requires an approvalTimeout "

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from approvals.edit_distance import levenshtein, near_miss
-from approvals.field_errors import FieldError
+from common.edit_distance import levenshtein, near_miss
+from common.field_errors import FieldError
 from conversations.agent_document import validate_agent_document
 from conversations.demo_agent import demo_agent_document
 from conversations.document_fields import DocumentReport
@@ -436,7 +436,7 @@ def test_absurdly_deep_nesting_is_refused_instead_of_crashing() -> None:
         condition = {"type": "negation", "conditions": [condition]}
     errors = errors_of(agent(rules_task(rule(condition))))
     assert len(errors) == 1
-    assert "nested deeper than 64 levels" in errors[0].message  # approvals.body_rules, before any other check
+    assert "nested deeper than 64 levels" in errors[0].message  # common.body_rules, before any other check
 
 
 # --- properties -------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from approvals.body_rules import MAX_JSON_DEPTH
+from common.body_rules import MAX_JSON_DEPTH
 from conversations.models import Agent, Conversation, ConversationStep
 from harnesses.factories import account_bot, deployed_agent, say, start
 

@@ -1,4 +1,4 @@
-"""The bound on a turn's stored context (``HITL_CONTEXT_MAX_BYTES``, approvals/body_rules.py): at most that
+"""The bound on a turn's stored context (``HITL_CONTEXT_MAX_BYTES``, common/body_rules.py): at most that
 many bytes of canonical JSON on start and say, a 400 naming ``context`` over it, nothing consumed.
 Just under and just over, on both: tests/test_size_limits.py."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from approvals.body_rules import canonical_json_bytes
+from common.body_rules import canonical_json_bytes
 from conversations.models import Conversation, ConversationStep
 from harnesses.factories import deployed_agent, start
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from approvals.field_errors import FieldError
+from common.field_errors import FieldError
 from conversations.agent_document import validate_agent_document
 from conversations.models import Agent
 from harnesses.factories import account_bot

@@ -18,7 +18,7 @@ from django.utils import timezone
 from approvals.actors import actor_for_user
 from approvals.continuation_runs import decide_and_continue, run_claimed_continuation
 from approvals.decision_input import DecisionInput
-from approvals.decisions import decide_pause
+from approvals.decisions import record_decision
 from approvals.leases import kept_alive
 from approvals.models import AuditEntry, Engine, Pause, PauseStatus, SubjectType
 from approvals.recovery import recover_expired_leases
@@ -153,9 +153,9 @@ def test_a_continuation_claimed_for_after_the_answer_but_never_run_is_back_in_th
     from approvals.continuation_runs import decide_and_continue_later
 
     pause = paused(alice_client)
-    decided, run_later = decide_and_continue_later(**decision_for(pause, approver))
-    assert run_later is not None and queued_functions() == []
-    with time_machine.travel(decided.lease_until + timedelta(seconds=1), tick=False):
+    claimed = decide_and_continue_later(**decision_for(pause, approver))
+    assert claimed.outcome == "claimed" and claimed.then is not None and queued_functions() == []
+    with time_machine.travel(claimed.pause.lease_until + timedelta(seconds=1), tick=False):
         assert recover_expired_leases()["restoredContinuations"] == 1
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
     assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.restored").count() == 1
@@ -178,8 +178,9 @@ def test_q_cluster_only_deployment_hands_every_continuation_to_the_q_cluster(
 def test_a_decision_claimed_here_but_never_run_is_back_in_the_inbox_after_one_lease(alice_client, approver):
     """The deciding process died between the decision's commit and its continuation."""
     pause = paused(alice_client)
-    claimed = decide_pause(**decision_for(pause, approver), continue_here=True)
-    assert claimed.claimed_here and queued_functions() == []
+    decided = record_decision(**decision_for(pause, approver), continue_here=True)
+    claimed = decided.pause
+    assert decided.claimed_here and queued_functions() == []
     assert recover_expired_leases() == {"restoredContinuations": 0, "interruptedTurns": 0}  # lease alive
     with time_machine.travel(claimed.lease_until + timedelta(seconds=1), tick=False):
         assert recover_expired_leases()["restoredContinuations"] == 1
@@ -209,7 +210,7 @@ def test_a_turn_whose_heartbeat_stopped_is_interrupted_when_its_lease_expires(al
 @pytest.mark.django_db
 def test_the_drainer_sweeps_expired_leases(alice_client, approver):
     pause = paused(alice_client)
-    decide_pause(**decision_for(pause, approver), continue_here=True)
+    record_decision(**decision_for(pause, approver), continue_here=True)
     Pause.objects.filter(pk=pause.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     drain_due_timers(run_seconds=0.2)
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING

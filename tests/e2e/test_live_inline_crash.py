@@ -24,7 +24,7 @@ from approvals.continuation_runs import INTERRUPTED
 from approvals.models import AuditEntry, Pause
 from conversations.models import Conversation
 from harnesses.clusters import SlowTarget, deploy_agent, kill_group, paused_conversation, with_http_call
-from harnesses.clusters import slow_target as slow_target  # noqa: F401  (fixture)
+from harnesses.clusters import slow_target as slow_target  # fixture
 from harnesses.factories import account_bot
 from harnesses.live_stack import LiveStack, api_user, database_url, eventually, running_stack
 

@@ -51,7 +51,7 @@ class Speaker:
     def get(self, path: str) -> httpx.Response:
         return self.http.get(path)
 
-    def post(self, path: str, data: Any = None, format: str = "json") -> httpx.Response:  # noqa: A002 - DRF's name
+    def post(self, path: str, data: Any = None, format: str = "json") -> httpx.Response:  # DRF's name
         return self.http.post(path, json=data)
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.core.cache import caches
 
+from common.throttles import THROTTLE_CACHE
 from conversations.models import Conversation
 from harnesses.factories import deployed_agent
 from harnesses.live_stack import api_user, running_stack
-from hitl_project.throttles import THROTTLE_CACHE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,8 @@ from approvals.actors import actor_for_user
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
 from approvals.engines import handler_for
-from approvals.errors import WrongState
 from approvals.models import AuditEntry, PauseStatus
+from common.errors import WrongState
 from groups.discussion_decisions import cancel_discussion
 from groups.models import GroupConversation
 from harnesses.live_stack import eventually

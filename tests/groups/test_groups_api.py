@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from conversations.agents import create_agent, is_deployed
+from conversations.agents import create_agent, deployed_version
 from groups.demo_group import DEMO_GROUP_NAME, DEMO_MEMBERS, demo_group_document
 from groups.models import Group, GroupVersion
 from harnesses.factories import account_bot
@@ -156,7 +156,8 @@ def test_hitl_demo_creates_the_demo_group_with_deployed_members(db, alice_client
     assert document == demo_group_document(members)  # the one copy, as stored
     assert [name for name, _, _ in DEMO_MEMBERS] == list(members)
     assert all(
-        is_deployed(agent_id=uuid.UUID(a), version=1, environment="production") for a in members.values()
+        deployed_version(agent_id=uuid.UUID(a), version=1, environment="production") is not None
+        for a in members.values()
     )
     phases = document["phases"]
     assert [p["type"] for p in phases] == ["OPINION", "CHALLENGE", "SYNTHESIS"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from approvals.errors import WrongState
+from common.errors import WrongState
 from groups import events as ev
 from groups import sse
 

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from approvals.field_errors import FieldError
+from common.field_errors import FieldError
 from conversations.models import Agent
 from harnesses.factories import account_bot
 from toolgate.gate.approval_config import tool_approvals_warnings, validate_tool_approvals

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from approvals.api.permissions import AdminOnly
 from approvals.pause_summaries import iso
-from approvals.request_bodies import BodySerializer, TextField, checked_by, validated_body
+from common.request_bodies import BodySerializer, TextField, checked_by, validated_body
 from toolgate.models import StoredSecret
 from toolgate.outbound import secret_store
 from toolgate.selectors import secret_list

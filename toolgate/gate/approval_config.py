@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-from approvals.field_errors import FieldError, utf16_length
 from approvals.hitl_config import (
     allow_self_approval_errors,
     approval_timeout_errors,
@@ -18,6 +17,7 @@ from approvals.hitl_config import (
     timeout_errors,
     timeout_policy_errors,
 )
+from common.field_errors import FieldError, utf16_length
 from toolgate.gate.patterns import validate_pattern
 from toolgate.gate.precedence import (
     AUTO_APPROVE,

@@ -18,11 +18,11 @@ from typing import Any
 from django.db import transaction
 
 from approvals import metrics
-from approvals.body_rules import body_errors
 from approvals.decision_input import DecisionInput, parse_verdict
-from approvals.errors import BadRequest
-from approvals.field_errors import utf16_length
 from approvals.models import Pause, Verdict
+from common.body_rules import body_errors
+from common.errors import BadRequest
+from common.field_errors import utf16_length
 from toolgate.gate.amendments import AmendmentRefused, merged_amendment
 from toolgate.models import PendingToolCall
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from approvals.durations import positive_duration
+from common.durations import positive_duration
 from toolgate.models import JournalEntry, JournalStatus, JournalStepKind
 
 RESULT_MAX_BYTES = 32_768

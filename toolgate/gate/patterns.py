@@ -18,8 +18,8 @@ import unicodedata
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
-from approvals.edit_distance import near_miss
-from approvals.field_errors import utf16_length
+from common.edit_distance import near_miss
+from common.field_errors import utf16_length
 from toolgate.gate.tools import SOURCES
 
 PATTERN_MAX = 256

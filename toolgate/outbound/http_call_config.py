@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from approvals.edit_distance import near_miss
-from approvals.field_errors import FieldError, child, json_type
+from common.edit_distance import near_miss
+from common.field_errors import FieldError, child, json_type
 from toolgate.outbound.templates import TEMPLATE_ROOTS
 
 MAX_RETRIES = 10

@@ -22,8 +22,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import Manager
 
-from approvals.body_rules import refuse_bad_body
-from approvals.errors import ApplicationError, BadRequest, NotFound
+from common.body_rules import refuse_bad_body
+from common.errors import ApplicationError, BadRequest, NotFound
 
 if TYPE_CHECKING:
     from toolgate.models import StoredSecret

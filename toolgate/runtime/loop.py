@@ -12,7 +12,6 @@ A recorded cancel of the turn is honoured before every model call and every tool
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -216,7 +215,3 @@ def run_tool_loop(
     return LoopOutcome(
         reply=content or f"(stopped after {loop.max_iterations} tool iterations)", trace=state.trace
     )
-
-
-def tool_results_json(messages: list[dict[str, Any]]) -> str:
-    return json.dumps([m for m in messages if m.get("role") == "tool"], ensure_ascii=False)

@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from approvals.api.audit_views import filtered_audit_entries
-from approvals.api.query_params import QueryParams
 from approvals.audit_export import CHUNKS_SYNC, FORMATS, export_rows
-from approvals.errors import BadRequest
+from approvals.audit_filters import filtered_audit_entries
+from common.errors import BadRequest
+from common.query_params import QueryParams
 
 FILTERS = ("conversation", "pause", "actor", "verb", "since", "until")
 

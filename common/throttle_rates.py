@@ -1,4 +1,4 @@
-"""The request rates of the throttles (hitl_project/throttles.py), checked where the settings are read: a
+"""The request rates of the throttles (common/throttles.py), checked where the settings are read: a
 rate that is not one refuses to start every process (web, manage.py, q-cluster) rather than failing each
 request or being guessed."""
 

@@ -3,7 +3,7 @@
 Every request asks ``approvals.access`` for the caller's roles (admin, approver); DRF's
 ``TokenAuthentication`` reads the token and its user, and the group names then took a query of their
 own. Here the token, its user and the user's group names (a correlated ``ARRAY(SELECT ...)``) come in
-one statement written once (``hitl_project.rows``: no queryset is built per request), and the names are
+one statement written once (``common.rows``: no queryset is built per request), and the names are
 handed to ``approvals.access.remember_group_names``. What is refused is refused exactly as DRF refuses
 it (unknown token, inactive user). On the SQLite fallback it is DRF's own.
 """
@@ -21,7 +21,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
-from hitl_project.rows import instance, select_list, table, width
+from common.rows import instance, select_list, table, width
 
 
 @functools.cache

@@ -17,13 +17,12 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from rest_framework.request import Request
 
-from approvals.body_rules import unstorable_text_problem
-from approvals.errors import BadRequest
-from approvals.selectors import LIMIT_MAX, LIMIT_MIN
+from common.body_rules import unstorable_text_problem
+from common.errors import BadRequest
 
 BIGINT_MAX = 2**63 - 1
-INBOX_DEFAULT_LIMIT = 200
 # PostgreSQL refuses a UTC offset of 16 hours or more ("time zone displacement out of range").
 MAX_UTC_OFFSET = datetime.timedelta(hours=15, minutes=59, seconds=59)
 # what an integer looks like in a query string (Python's int() also takes "1_000", " 7" and other digits)
@@ -112,9 +111,21 @@ class QueryParams:
             raise BadRequest(detail, errors=self.errors)
 
 
-def inbox_limit(params: Mapping[str, Any]) -> int:
-    """The ``limit`` of a pending-approvals inbox: 1..1000 (clamped), 200 when absent; else a 400."""
-    query = QueryParams(params)
-    limit = query.integer("limit", default=INBOX_DEFAULT_LIMIT, low=LIMIT_MIN, high=LIMIT_MAX)
-    query.raise_if_invalid()
-    return limit
+def requested_version(request: Request) -> int | None:
+    """``?version=N`` (a positive integer), or None for the latest; as the agent and group stores read it."""
+    raw = request.query_params.get("version")
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(
+            "version must be a positive integer",
+            errors=[{"field": "version", "message": "must be a positive integer"}],
+        ) from None
+    if value < 1:
+        raise BadRequest(
+            "version must be a positive integer",
+            errors=[{"field": "version", "message": "must be a positive integer"}],
+        )
+    return value

@@ -56,31 +56,6 @@ def positive_duration(text: str) -> datetime.timedelta:
     return max(_to_timedelta(text, seconds, nanos), datetime.timedelta(microseconds=1))
 
 
-def format_duration(duration: datetime.timedelta) -> str:
-    """Render ``duration`` as Java's ``Duration.toString`` does: ``PT15M``, ``PT24H``, ``PT0.5S``, ``PT0S``."""
-    total_micros = (duration.days * 86_400 + duration.seconds) * 1_000_000 + duration.microseconds
-    seconds, micros = divmod(total_micros, 1_000_000)
-    nanos = micros * 1000
-    if seconds == 0 and nanos == 0:
-        return "PT0S"
-    effective = seconds + 1 if seconds < 0 and nanos > 0 else seconds
-    hours = _java_div(effective, 3600)
-    minutes = _java_div(_java_rem(effective, 3600), 60)
-    secs = _java_rem(effective, 60)
-    text = "PT"
-    if hours:
-        text += f"{hours}H"
-    if minutes:
-        text += f"{minutes}M"
-    if secs == 0 and nanos == 0 and len(text) > 2:
-        return text
-    text += "-0" if seconds < 0 and nanos > 0 and secs == 0 else str(secs)
-    if nanos > 0:
-        digits = str(2 * _NANOS_PER_SECOND - nanos if seconds < 0 else nanos + _NANOS_PER_SECOND)
-        text += "." + digits[1:].rstrip("0")
-    return text + "S"
-
-
 def _parse_seconds_and_nanos(text: str) -> tuple[int, int]:
     """Java's (seconds, nanos) normalisation: nanos in [0, 1e9), seconds carrying the sign."""
     if not isinstance(text, str):
@@ -142,12 +117,3 @@ def _to_timedelta(text: str, seconds: int, nanos: int) -> datetime.timedelta:
         return datetime.timedelta(seconds=seconds, microseconds=micros)
     except OverflowError:
         raise InvalidDuration(f"'{text}' is too large to be represented") from None
-
-
-def _java_div(a: int, b: int) -> int:
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b >= 0) else -quotient
-
-
-def _java_rem(a: int, b: int) -> int:
-    return a - b * _java_div(a, b)

@@ -1,7 +1,7 @@
 """What a request body may carry. Checked where the body is parsed, so a bad one is a 400 before
 anything is read from or written to the database, and nothing is consumed.
 
-Every REST body passes through here (hitl_project.parsers); so do the values that reach the database
+Every REST body passes through here (common.parsers); so do the values that reach the database
 by another door: a decision's note and amended arguments on every surface, agent documents from a ZIP,
 secret values, audit filters.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 
 MAX_JSON_DEPTH = 64
 MAX_REPORTED = 20  # a body full of NULs gets a readable answer, not one error per character

@@ -1,7 +1,8 @@
 """Request bodies: a DRF input serializer is both the validation and the documented request schema.
 
 ``validated_body`` is the one place a serializer's errors become the project's 400: a ``BadRequest``
-whose ``errors`` name each bad field (``toolDecisions.call-1.note``), raised before anything is touched.
+whose ``errors`` name each bad field (``toolDecisions.call-1.note``), raised before anything is touched;
+``json_body`` is the one place an unreadable body becomes one.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.request import Request
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from approvals.errors import BadRequest
+from common.errors import BadRequest
 
 
 class BodySerializer(serializers.Serializer):
@@ -64,7 +67,7 @@ class BodySerializer(serializers.Serializer):
 
 class TextField(serializers.CharField):
     """A string and nothing else (DRF's CharField would take 5 as "5"). NUL and lone surrogates are
-    refused by approvals.body_rules, in its words, not by DRF's own validators."""
+    refused by common.body_rules, in its words, not by DRF's own validators."""
 
     default_error_messages = {"invalid": "must be a string"}
 
@@ -121,3 +124,23 @@ def validated_body(
         return serializer.validated_data
     errors = field_errors(serializer.errors)
     raise BadRequest(serializer.problem_detail(errors), errors=errors)
+
+
+def json_body(request: Request, *, required: bool) -> Any:
+    """The parsed JSON body; anything unreadable is a 400 naming the body."""
+    try:
+        data = request.data
+    except (ParseError, UnsupportedMediaType) as exc:
+        raise BadRequest(
+            f"The body must be a JSON object ({exc.detail})",
+            errors=[{"field": "body", "message": f"not a JSON object: {exc.detail}"}],
+        ) from None
+    if not request.body and not required:
+        return {}
+    if hasattr(data, "dict") and not isinstance(data, dict):  # a QueryDict from an empty/form body
+        data = data.dict()
+        if not data and required:
+            raise BadRequest(
+                "The body must be a JSON object", errors=[{"field": "body", "message": "required"}]
+            )
+    return data

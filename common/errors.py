@@ -1,4 +1,4 @@
-"""Domain errors. One exception handler (hitl_project.problems) turns them into problem details."""
+"""Domain errors. One exception handler (common.problems) turns them into problem details."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from approvals.errors import ApplicationError
-from approvals.request_bodies import field_errors
+from common.errors import ApplicationError
+from common.request_bodies import field_errors
 
 logger = logging.getLogger(__name__)
 

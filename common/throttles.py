@@ -10,7 +10,7 @@
 - The counts live in the ``throttle`` cache (``HITL_THROTTLE_CACHE_URL``): a table of the database by
   default, so every web process sees the same counts.
 
-Over the rate, REST answers 429 ``THROTTLED`` with ``Retry-After`` (hitl_project.problems), MCP an error
+Over the rate, REST answers 429 ``THROTTLED`` with ``Retry-After`` (common.problems), MCP an error
 with ``details.code`` ``THROTTLED`` (``count_request``). docs/operations.md, "Throttles and caps".
 """
 
@@ -25,8 +25,8 @@ from django.core.cache import BaseCache, caches
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import UserRateThrottle
 
-from approvals.errors import ApplicationError
-from hitl_project.settings.rates import OFF, throttle_rate
+from common.errors import ApplicationError
+from common.throttle_rates import OFF, throttle_rate
 
 THROTTLE_CACHE = "throttle"
 TURNS, WRITES = "turns", "writes"

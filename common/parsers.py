@@ -1,4 +1,4 @@
-"""The JSON parser of every REST endpoint: a body passes approvals.body_rules before a view sees it."""
+"""The JSON parser of every REST endpoint: a body passes common.body_rules before a view sees it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from approvals.body_rules import MAX_JSON_DEPTH, refuse_bad_body
+from common.body_rules import MAX_JSON_DEPTH, refuse_bad_body
 
 TOO_DEEP = f"JSON parse error - nested deeper than {MAX_JSON_DEPTH} levels"
 
 
 class CheckedJSONParser(JSONParser):
-    """DRF's JSONParser, and then approvals.body_rules: what PostgreSQL cannot store, or nesting beyond
+    """DRF's JSONParser, and then common.body_rules: what PostgreSQL cannot store, or nesting beyond
     the limit, is a 400 naming its field (and so is nesting so deep that the decoder runs out of stack)."""
 
     def parse(
