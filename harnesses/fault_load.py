@@ -24,7 +24,7 @@ once the faults stop and recovery has swept (as the drainer does within a lease)
 - a gated tool call reached its server at most once, however often its pause was approved;
 - the audit ledger verifies (``verify_ledger`` and ``hitl_audit_verify``) and every chain is gap-free.
 
-Shared by tests/test_database_faults.py (fast size) and bench/db_faults.py (full size).
+Shared by tests/conversations/test_database_faults.py (fast size) and bench/db_faults.py (full size).
 """
 
 from __future__ import annotations
