@@ -14,7 +14,7 @@ surface chooses is where the continuation runs (``continuation``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, Literal
 
 from django.conf import settings
 
@@ -25,15 +25,23 @@ from approvals.decisions import decide_pause
 from approvals.models import Engine, SubjectType
 from approvals.pause_summaries import decision_summary
 from approvals.selectors import pause_by_id
-from conversations import turns
 from conversations.selectors import decision_on_version, reread_conversation
 from conversations.snapshots import snapshot
+from conversations.turn_commits import TurnResult
 
-HERE, QUICK_HERE, AFTER_ANSWER = "here", "quick_here", "after_answer"
+Continuation = Literal["here", "quick_here", "after_answer"]
+HERE: Final = "here"
+QUICK_HERE: Final = "quick_here"
+AFTER_ANSWER: Final = "after_answer"
 
 
 def decide_conversation(
-    *, user: Any, conversation_id: Any, body: Any, actor: Actor | None = None, continuation: str = HERE
+    *,
+    user: Any,
+    conversation_id: Any,
+    body: Any,
+    actor: Actor | None = None,
+    continuation: Continuation = HERE,
 ) -> Continued:
     """Decide the conversation's pending pause and continue it where ``continuation`` says (see the
     module). Check order: body (400) -> access (403/404) -> state (409); bad input never consumes a pause.
@@ -70,7 +78,7 @@ def continued_snapshot(continued: Continued) -> dict[str, Any]:
     """``settled_snapshot`` for a continuation this process just ran: when its own result committed, the
     conversation, its steps and the finished pause are as it left them in memory, and nothing is read."""
     result = continued.subject
-    if not continued.continued_here or not isinstance(result, turns.TurnResult) or result.steps is None:
+    if not continued.continued_here or not isinstance(result, TurnResult) or result.steps is None:
         return settled_snapshot(continued.pause.subject_id, continued.pause.id)
     body = snapshot(result.conversation, steps=result.steps)
     body["lastDecision"] = decision_summary(continued.pause)
