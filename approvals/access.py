@@ -26,14 +26,28 @@ def _group_names(user: Any) -> set[str]:
     return cached
 
 
+def is_service_account(user: Any) -> bool:
+    """A service account (role ``agent``, the group ``HITL_AGENT_GROUP``): an agent running elsewhere that
+    files approval requests and reads, claims and reports on its own. It never decides anything and uses
+    nothing else: no other role counts for it, even if someone also put it in a role's group."""
+    if not user or not user.is_authenticated:
+        return False
+    return settings.HITL_AGENT_GROUP in _group_names(user)
+
+
+def is_staff_member(user: Any) -> bool:
+    """Django's staff flag, which never counts for a service account."""
+    return bool(getattr(user, "is_staff", False)) and not is_service_account(user)
+
+
 def is_admin(user: Any) -> bool:
-    if not user or not user.is_authenticated or not user.is_active:
+    if not user or not user.is_authenticated or not user.is_active or is_service_account(user):
         return False
     return bool(user.is_superuser) or settings.HITL_ADMIN_GROUP in _group_names(user)
 
 
 def is_approver(user: Any) -> bool:
-    if not user or not user.is_authenticated or not user.is_active:
+    if not user or not user.is_authenticated or not user.is_active or is_service_account(user):
         return False
     return settings.HITL_APPROVER_GROUP in _group_names(user)
 
@@ -54,7 +68,9 @@ def sees_what_runs(user: Any, pause: Any) -> bool:
 
 def may_use_inbox(user: Any) -> bool:
     """The admin inbox is for active staff; which pauses each of them sees there is ``sees_every_pause``'s rule."""
-    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+    return bool(
+        user and user.is_authenticated and user.is_active and user.is_staff and not is_service_account(user)
+    )
 
 
 def is_owner(user: Any, owner_id: int | None) -> bool:

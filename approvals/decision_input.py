@@ -30,6 +30,9 @@ class DecisionInput:
     # A rejection whose note is the reviewer's instruction to the model (the admin's "Reply with
     # guidance", built by ``guidance_decision``): the continuation frames the note as guidance.
     guidance: bool = False
+    # An approval request's edit ({"amendedArguments": {...}} and/or {"amendedRequest": {...}}, parsed by
+    # its own body serializer): checked against the pause by the ACTION kind's validator.
+    amendments: dict[str, Any] = field(default_factory=dict)
 
     def recorded_details(self) -> dict[str, Any]:
         """What the decision adds to the pause beyond verdict and note (``Pause.decision_details``)."""
@@ -38,6 +41,7 @@ class DecisionInput:
             details["toolDecisions"] = self.tool_decisions
         if self.task_approvals:
             details["taskApprovals"] = self.task_approvals
+        details.update(self.amendments)
         return details
 
 

@@ -186,6 +186,12 @@ def record_decision(
                 "taskApprovals is only valid for TASK pauses of group discussions",
                 errors=[{"field": "taskApprovals", "message": "only valid for TASK pauses"}],
             )
+        if decision.amendments and pause.kind != PauseKind.ACTION:
+            field_name = next(iter(decision.amendments))
+            raise BadRequest(
+                f"{field_name} is only valid for approval requests",
+                errors=[{"field": field_name, "message": "only valid for approval requests"}],
+            )
         validator = decision_validator_for(pause.kind)
         kind_detail = validator(pause, decision) if validator else {}
         checked = handler.check_can_continue(pause, subject)

@@ -21,7 +21,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-SURFACES = frozenset({"regular", "group", "group-human", "unknown"})
+SURFACES = frozenset({"regular", "group", "group-human", "request", "unknown"})
 TOOL_VERDICTS = frozenset({"approved", "rejected", "mixed"})
 TOOL_GUARDS = frozenset({"pause_cap", "no_progress", "auto_approve_cap"})
 WRITE_DECISIONS = frozenset({"approved", "rejected", "timeout"})

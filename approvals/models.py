@@ -10,12 +10,13 @@ from django.db.models.functions import Upper
 
 
 class Engine(models.TextChoices):
-    """What runs a paused subject and continues it after the decision: 1:1 conversations (``regular``) or
-    group discussions (``group``). A pause stores it as ``surface``, the name the REST API, the metrics
+    """What runs a paused subject and continues it after the decision: 1:1 conversations (``regular``),
+    group discussions (``group``) or approval requests of agents that run elsewhere (``request``). A pause stores it as ``surface``, the name the REST API, the metrics
     labels and the audit details show (approvals.engines: the handler each engine registers)."""
 
     REGULAR = "regular"
     GROUP = "group"
+    REQUEST = "request"
 
 
 class PauseKind(models.TextChoices):
@@ -23,6 +24,7 @@ class PauseKind(models.TextChoices):
     TOOL_CALL = "TOOL_CALL"
     PHASE = "PHASE"
     TASK = "TASK"
+    ACTION = "ACTION"  # an approval request: one action an agent running elsewhere asks to take
 
 
 class PauseStatus(models.TextChoices):
@@ -48,6 +50,7 @@ class Verdict(models.TextChoices):
 class SubjectType(models.TextChoices):
     CONVERSATION = "conversation"
     DISCUSSION = "discussion"
+    APPROVAL_REQUEST = "approval_request"
 
 
 OPEN_STATUSES = (PauseStatus.PENDING, PauseStatus.RESOLVING)

@@ -1,4 +1,4 @@
-"""Users of each role (user, approver, admin) with their API tokens, and API clients that use them."""
+"""Users of each role (user, approver, admin, agent) with their API tokens, and API clients that use them."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ from rest_framework.test import APIClient
 def make_user(username: str, role: str = "user") -> User:
     from django.conf import settings
 
-    user = User.objects.create_user(username=username, password="pw-" + username, is_staff=role != "user")
+    user = User.objects.create_user(
+        username=username, password="pw-" + username, is_staff=role not in ("user", "agent")
+    )
     if role == "admin":
         user.groups.add(Group.objects.get_or_create(name=settings.HITL_ADMIN_GROUP)[0])
     elif role == "approver":
         user.groups.add(Group.objects.get_or_create(name=settings.HITL_APPROVER_GROUP)[0])
+    elif role == "agent":
+        user.groups.add(Group.objects.get_or_create(name=settings.HITL_AGENT_GROUP)[0])
     Token.objects.get_or_create(user=user)
     return user
 

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from approvals.access import may_use_inbox
 from approvals.models import PauseStatus
 from approvals.selectors import reviewable_pauses
 
@@ -28,7 +29,7 @@ NO_REVIEWER_ACCESS = (
 class ReviewerLoginForm(AdminAuthenticationForm):
     def confirm_login_allowed(self, user: Any) -> None:
         """Called only once the credentials are right: then, and only then, say what is missing."""
-        if user.is_active and not user.is_staff:
+        if user.is_active and not may_use_inbox(user):
             raise ValidationError(
                 NO_REVIEWER_ACCESS, code="no_reviewer_access", params={"username": user.get_username()}
             )
@@ -52,6 +53,10 @@ def with_pending_count(request: HttpRequest, response: TemplateResponse) -> Temp
 
 class ReviewerAdminSite(AdminSite):
     login_form = ReviewerLoginForm
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        """Active staff, never a service account (approvals.access.may_use_inbox)."""
+        return may_use_inbox(request.user)
 
     def index(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
         return with_pending_count(request, super().index(request, extra_context))

@@ -22,7 +22,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from approvals import metrics
-from approvals.access import is_admin
+from approvals.access import is_admin, is_staff_member
 from hitl_project.metrics_setup import ENV_VAR
 
 
@@ -33,7 +33,7 @@ def metrics_are_public() -> bool:
 class CanReadMetrics(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
-        return bool(user and user.is_authenticated and user.is_active and (user.is_staff or is_admin(user)))
+        return bool(user and user.is_authenticated and user.is_active and (is_staff_member(user) or is_admin(user)))
 
 
 class _GateVerifiedDefault:

@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include("hitl_project.metrics_urls")),
     path("", include("conversations.api.urls")),
     path("", include("groups.api.urls")),
+    path("", include("approval_requests.api.urls")),
     path("", include("slack_surface.api.urls")),
 ]
 

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import Q
 from django_q.models import Schedule
 
-from approvals.access import is_admin
+from approvals.access import is_admin, is_staff_member
 from approvals.timer_arming import TIMER_FUNC as HITL_TIMER_FUNC
 from approvals.timer_arming import TIMER_PREFIX as HITL_TIMER_PREFIX
 from common.errors import Forbidden, WrongState
@@ -158,7 +158,7 @@ def may_use_schedule_store(user: Any) -> bool:
     """Staff and admins use the schedule store; everyone else is refused."""
     if not user or not user.is_authenticated or not user.is_active:
         return False
-    return bool(user.is_staff) or is_admin(user)
+    return is_staff_member(user) or is_admin(user)
 
 
 def may_change(user: Any, schedule: Schedule) -> bool:

@@ -32,7 +32,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from approvals.access import is_admin
+from approvals.access import is_admin, is_staff_member
 from approvals.admin.filters import ActorFilter, PauseFilter, SubjectFilter, VerbFilter, VerdictFilter
 from approvals.audit import ChainProblem, ChainReport, verify_ledger
 from approvals.audit_export import FORMATS, export_response
@@ -50,7 +50,7 @@ def may_read_ledger(user: Any) -> bool:
     """Staff and HITL admins read the ledger; the admin site lets in only active staff anyway."""
     if not user or not user.is_authenticated or not user.is_active:
         return False
-    return bool(user.is_staff) or is_admin(user)
+    return is_staff_member(user) or is_admin(user)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.access import is_admin
+from approvals.access import is_admin, is_staff_member
 from approvals.api.audit_serializers import AuditEntryOutputSerializer, AuditEntryPageSerializer
 from approvals.audit_filters import filtered_audit_entries
 from common.query_params import QueryParams
@@ -27,7 +27,7 @@ class IsStaffOrAdmin(BasePermission):
         user = request.user
         if not user or not user.is_authenticated or not user.is_active:
             return False
-        return bool(user.is_staff) or is_admin(user)
+        return is_staff_member(user) or is_admin(user)
 
 
 AUDIT_FILTER_PARAMETERS = [

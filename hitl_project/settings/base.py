@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "toolgate",
     "conversations",
     "groups",
+    "approval_requests",
     "slack_surface",
 ]
 
@@ -97,7 +98,7 @@ REST_FRAMEWORK = {
         "approvals.authentication.TokenWithRolesAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["approvals.api.permissions.SignedInPerson"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["common.parsers.CheckedJSONParser"],
     "EXCEPTION_HANDLER": "common.problems.problem_exception_handler",
@@ -155,6 +156,8 @@ Q_CLUSTER = {
 # HITL settings (names in docs/operations.md)
 HITL_ADMIN_GROUP = env.str("HITL_ADMIN_GROUP", default="hitl-admin")
 HITL_APPROVER_GROUP = env.str("HITL_APPROVER_GROUP", default="hitl-approver")
+# Service accounts (role agent): agents running elsewhere that file approval requests and never decide.
+HITL_AGENT_GROUP = env.str("HITL_AGENT_GROUP", default="hitl-agent")
 # hitlConfig.allowSelfApproval of an agent that does not state it (approvals.self_approval).
 HITL_ALLOW_SELF_APPROVAL = env.bool("HITL_ALLOW_SELF_APPROVAL", default=True)
 HITL_TOOL_ENABLED = env.bool("HITL_TOOL_ENABLED", default=True)
@@ -181,6 +184,8 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 # The process that makes a decision runs its continuation (resume?wait, the admin page); off: every
 # continuation is handed to the q-cluster (a q-cluster-only deployment, the web runs none).
 HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
+# How long an approved approval request may be claimed (ISO-8601 duration); after it, a claim is refused.
+HITL_GRANT_TTL = env.str("HITL_GRANT_TTL", default="PT15M")
 # The MCP surface at /mcp (docs/mcp.md): false makes its four decision tools (resume, cancel, approve and
 # cancel a group discussion) answer DISABLED, checked first, while its read tools keep working.
 HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True)

@@ -11,6 +11,7 @@ Other apps import these names from here, never from a module of this package.
 from toolgate.gate.approval_config import tool_approvals_warnings, validate_tool_approvals
 from toolgate.gate.batches import PendingBatch, store_batch
 from toolgate.gate.pause_details import tool_pause_details
+from toolgate.gate.pinning import pinning_key
 from toolgate.gate.precedence import UNDETERMINED, effective_tool_approvals
 from toolgate.gate.tools import ToolContext
 
@@ -19,6 +20,7 @@ __all__ = [
     "PendingBatch",
     "ToolContext",
     "effective_tool_approvals",
+    "pinning_key",
     "store_batch",
     "tool_approvals_warnings",
     "tool_pause_details",

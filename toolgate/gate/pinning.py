@@ -48,7 +48,8 @@ NOT_SHOWN_IN_FULL = (
 )
 
 
-def _key() -> bytes:
+def pinning_key() -> bytes:
+    """The key of every request fingerprint (``HITL_PINNING_KEY``, else derived from ``SECRET_KEY``)."""
     configured = getattr(settings, "HITL_PINNING_KEY", "") or ""
     if configured:
         return configured.encode("utf-8")
@@ -80,7 +81,7 @@ def canonical_request(built: BuiltRequest) -> bytes:
 
 
 def request_fingerprint(built: BuiltRequest) -> str:
-    return hmac.new(_key(), canonical_request(built), hashlib.sha256).hexdigest()
+    return hmac.new(pinning_key(), canonical_request(built), hashlib.sha256).hexdigest()
 
 
 def request_preview(built: BuiltRequest) -> dict[str, Any]:

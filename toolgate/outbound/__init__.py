@@ -11,7 +11,7 @@ Other apps import these names from here, never from a module of this package.
 
 from toolgate.outbound.http_call_config import read_call_processing
 from toolgate.outbound.http_calls import CallEffects, run_http_call
-from toolgate.outbound.http_requests import BuiltRequest, without_secrets
+from toolgate.outbound.http_requests import BuiltRequest, outbound_client, without_secrets
 from toolgate.outbound.redaction import (
     redact,
     redact_headers,
@@ -30,6 +30,7 @@ __all__ = [
     "SecretStoreUnavailable",
     "UnknownSecret",
     "lookup_path",
+    "outbound_client",
     "read_call_processing",
     "redact",
     "redact_headers",

@@ -281,7 +281,7 @@ def send_request(built: BuiltRequest, *, timeout: float) -> HttpResult:
     resolved once, every address checked, the socket opened to a checked one) and a refused host is a
     PrivateAddressError. Redirects are not followed.
     """
-    with _client(timeout) as client:
+    with outbound_client(timeout) as client:
         try:
             response = client.send(built.outgoing(timeout=timeout))
         except EgressRefused as refused:
@@ -297,7 +297,7 @@ def send_without_waiting(built: BuiltRequest, *, timeout: float) -> int | None:
     A read timeout after the request went out is not an error (None is returned); failing to connect, or a
     host toolgate.outbound.egress refuses, is.
     """
-    with _client(timeout) as client:
+    with outbound_client(timeout) as client:
         try:
             response = client.send(built.outgoing(timeout=timeout), stream=True)
         except EgressRefused as refused:
@@ -423,7 +423,9 @@ def _join_url(base: str, path: str) -> str:
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _client(timeout: float) -> httpx.Client:
+def outbound_client(timeout: float) -> httpx.Client:
+    """The client every outbound call uses: no redirects followed, and the egress guard while
+    ``HITL_HTTP_DENY_PRIVATE`` is on."""
     from django.conf import settings
 
     if getattr(settings, "HITL_HTTP_DENY_PRIVATE", False):

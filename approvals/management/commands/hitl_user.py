@@ -1,4 +1,4 @@
-"""manage.py hitl_user NAME [--role admin|approver|user] [--password PW] [--email E]
+"""manage.py hitl_user NAME [--role admin|approver|user|agent] [--password PW] [--email E]
 
 Creates or updates a user, gives it a role and prints its API token on the last line of stdout
 (only the key), so scripts can take it with `| tail -n1`.
@@ -13,19 +13,21 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-ROLES = ("admin", "approver", "user")
+ROLES = ("admin", "approver", "user", "agent")
 
 
 def apply_role(user, role: str) -> None:
-    """A role sets exactly which of the two role groups the user is in, and its staff flags.
+    """A role sets exactly which of the three role groups the user is in, and its staff flags.
 
     admin: the admin group, staff and superuser; approver: the approver group and staff;
-    user: neither group, not staff, not superuser.
+    user: no group, not staff, not superuser; agent: a service account (the agent group, not staff, not
+    superuser) that files approval requests and never decides.
     """
     admin_group, _ = Group.objects.get_or_create(name=settings.HITL_ADMIN_GROUP)
     approver_group, _ = Group.objects.get_or_create(name=settings.HITL_APPROVER_GROUP)
-    wanted = {"admin": {admin_group}, "approver": {approver_group}, "user": set()}[role]
-    for group in (admin_group, approver_group):
+    agent_group, _ = Group.objects.get_or_create(name=settings.HITL_AGENT_GROUP)
+    wanted = {"admin": {admin_group}, "approver": {approver_group}, "user": set(), "agent": {agent_group}}[role]
+    for group in (admin_group, approver_group, agent_group):
         if group in wanted:
             user.groups.add(group)
         else:
@@ -42,7 +44,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="username")
-        parser.add_argument("--role", choices=ROLES, help="admin, approver or user")
+        parser.add_argument("--role", choices=ROLES, help="admin, approver, user or agent (a service account for approval requests)")
         parser.add_argument(
             "--password", help="set this password (a new user without one can only use its token)"
         )

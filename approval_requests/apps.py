@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class ApprovalRequestsConfig(AppConfig):
+    name = "approval_requests"
+    verbose_name = "Approval requests"
+
+    def ready(self) -> None:
+        from approval_requests import engine_handler  # local import: registration at startup
+
+        engine_handler.register()

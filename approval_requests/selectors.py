@@ -1,0 +1,87 @@
+"""Reading approval requests, each read behind its access rule.
+
+- A service account (role ``agent``) reads, claims and reports on its own requests only.
+- A reviewer (admin, approver) reads and decides every request.
+- A person named ``onBehalfOf`` reads and cancels the requests made for them, and never decides them.
+
+No existence oracle: whoever may not read a request gets the same 403 for it as for an id that does
+not exist; reviewers get 404 for an unknown id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from approval_requests.models import ApprovalRequest, RequestStatus
+from approvals.access import is_owner, is_service_account, no_access, sees_every_pause
+from common.errors import Forbidden, NotFound
+
+WHAT = "approval request"
+NOT_A_REVIEWER = "Access denied: only approvers and admins decide approval requests"
+NOT_THE_AGENT = (
+    "Access denied: only the service account that filed an approval request claims it and reports on it"
+)
+
+
+def _by_id(request_id: Any) -> ApprovalRequest | None:
+    return ApprovalRequest.objects.select_related("account", "on_behalf_of").filter(pk=request_id).first()
+
+
+def readable_request(user: Any, request_id: Any) -> ApprovalRequest:
+    """The request ``user`` may read (see the module), or 403/404."""
+    request = _by_id(request_id)
+    if sees_every_pause(user):
+        if request is None:
+            raise NotFound(f"{WHAT.capitalize()} not found.")
+        return request
+    if request is None or not (_is_filer(user, request) or _is_person(user, request)):
+        raise no_access(WHAT)
+    return request
+
+
+def decidable_request(user: Any, request_id: Any) -> ApprovalRequest:
+    """The request ``user`` may decide: reviewers only. Anyone who may read it otherwise gets a 403 that
+    says why; anyone else the no-existence-oracle 403."""
+    request = readable_request(user, request_id)
+    if not sees_every_pause(user):
+        raise Forbidden(NOT_A_REVIEWER)
+    return request
+
+
+def cancellable_request(user: Any, request_id: Any) -> ApprovalRequest:
+    """The request ``user`` may cancel: its filer, its person, a reviewer."""
+    return readable_request(user, request_id)
+
+
+def own_request(user: Any, request_id: Any) -> ApprovalRequest:
+    """The request the service account ``user`` filed (claims and outcomes); anyone else 403/404."""
+    request = readable_request(user, request_id)
+    if not _is_filer(user, request):
+        raise Forbidden(NOT_THE_AGENT)
+    return request
+
+
+def _is_filer(user: Any, request: ApprovalRequest) -> bool:
+    return is_service_account(user) and is_owner(user, request.account_id)
+
+
+def _is_person(user: Any, request: ApprovalRequest) -> bool:
+    return not is_service_account(user) and is_owner(user, request.on_behalf_of_id)
+
+
+def visible_requests(user: Any, *, status: str | None = None) -> QuerySet[ApprovalRequest]:
+    """The requests ``user`` may read, newest first: a service account's own, a person's made for them,
+    a reviewer's every one."""
+    requests = ApprovalRequest.objects.select_related("account", "on_behalf_of")
+    if is_service_account(user):
+        requests = requests.filter(account=user)
+    elif not sees_every_pause(user):
+        requests = requests.filter(Q(on_behalf_of=user))
+    if status is not None:
+        requests = requests.filter(status=status)
+    return requests.order_by("-created_at", "-id")
+
+
+STATUSES = tuple(RequestStatus.values)
