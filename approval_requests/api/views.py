@@ -33,7 +33,7 @@ from approval_requests.filing import FilingBodySerializer, file_approval_request
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approval_requests.representation import creation_json, request_json
 from approval_requests.request_decisions import cancel_approval_request, decide_approval_request
-from approval_requests.selectors import STATUSES, readable_request, visible_requests
+from approval_requests.selectors import STATUSES, readable_request, visible_requests, with_pauses
 from approvals.access import is_service_account
 from common.errors import Forbidden
 from common.query_params import QueryParams
@@ -109,7 +109,9 @@ class ApprovalRequestListView(APIView):
             params.refuse("status", f"must be one of {', '.join(STATUSES)}")
         limit = params.integer("limit", default=LIMIT_DEFAULT, low=1, high=LIMIT_MAX)
         params.raise_if_invalid()
-        found = visible_requests(request.user, status=status.upper() if status else None)[:limit]
+        found = with_pauses(
+            list(visible_requests(request.user, status=status.upper() if status else None)[:limit])
+        )
         return Response({"approvalRequests": [request_json(item, viewer=request.user) for item in found]})
 
 
