@@ -74,9 +74,27 @@ class ApprovalRequest(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["account", "status", "-created_at"], name="approval_request_account"),
-            models.Index(fields=["on_behalf_of", "status", "-created_at"], name="approval_request_behalf"),
-            models.Index(fields=["status", "-created_at"], name="approval_request_status"),
+            # The lists (approval_requests.selectors.visible_requests), newest first (created_at, then id):
+            # a reviewer's, a service account's own and a person's, each of one status and of every status.
+            # Each index holds its list's whole order, so PostgreSQL reads exactly the rows of the page
+            # whatever else the table holds. Without the three of every status, such a list read all of
+            # the caller's rows and sorted them (at 100,000 requests: 130 ms for a reviewer, 28 ms for an
+            # agent that filed 5,000). The reviewer's pending inbox has a partial index of its own: with
+            # only (status, …), the planner walked the newest requests of every status instead (created_at
+            # follows the table's order, status does not), through 100,000 decided ones in 46 ms.
+            models.Index(
+                fields=["-created_at", "-id"], condition=Q(status="PENDING"), name="approval_request_pending"
+            ),
+            models.Index(fields=["status", "-created_at", "-id"], name="approval_request_status"),
+            models.Index(fields=["account", "status", "-created_at", "-id"], name="approval_request_account"),
+            models.Index(
+                fields=["on_behalf_of", "status", "-created_at", "-id"], name="approval_request_behalf"
+            ),
+            models.Index(fields=["-created_at", "-id"], name="approval_request_newest"),
+            models.Index(fields=["account", "-created_at", "-id"], name="approval_request_acct_newest"),
+            models.Index(
+                fields=["on_behalf_of", "-created_at", "-id"], name="approval_request_behalf_newest"
+            ),
         ]
 
     def __str__(self) -> str:
