@@ -214,3 +214,32 @@ def cycle_check(prefix: str, expected: int) -> dict[str, Any]:
         "reported": requests.filter(claimed_at__isnull=False, outcome_status=OUTCOME["status"]).count(),
         "audit": AuditEntry.objects.filter(subject_id__in=ids).count(),
     }
+
+
+def statements_per_step(agent: str, reviewer: str, key: str) -> dict[str, int]:
+    """The statements of each step of one cycle through the real views, in process (DRF's test client,
+    signed in without the token's lookup), filed under the idempotency key ``key``."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    users = get_user_model().objects
+    as_agent, as_reviewer = APIClient(), APIClient()
+    as_agent.force_authenticate(users.get(username=agent))
+    as_reviewer.force_authenticate(users.get(username=reviewer))
+    counted = {}
+
+    def step(name: str, client: APIClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        with CaptureQueriesContext(connection) as captured:
+            answer = client.post(path, body, format="json")
+        if answer.status_code not in (200, 201):
+            raise RuntimeError(f"{name} in process: {answer.status_code} {answer.content[:200]!r}")
+        counted[name] = len(captured.captured_queries)
+        return answer.json()
+
+    request_id = step("create", as_agent, "/approval-requests", filing(key))["id"]
+    step("decision", as_reviewer, f"/approval-requests/{request_id}/decision", {"verdict": "APPROVED"})
+    step("claim", as_agent, f"/approval-requests/{request_id}/claim", {"request": PINNED})
+    step("outcome", as_agent, f"/approval-requests/{request_id}/outcome", OUTCOME)
+    return counted

@@ -9,8 +9,8 @@ with the 1-minute load average before and after it:
    reviewer approves it as soon as it is filed, the agent claims it with the pinned request and
    reports the outcome. p50/p95 of each step and of the cycle (the four round trips, the reviewer's
    time left out), with 1 agent and with 16 concurrent agents (--agents), each a thread with its own
-   token and httpx client; then what the database holds of the run (every cycle claimed once, with its
-   outcome, and its audit entries).
+   token and httpx client; the statements of each step (one cycle in process); then what the database
+   holds of the run (every cycle claimed once, with its outcome, and its audit entries).
 2. **The lists with a backlog** (bench/_request_inbox.py): --pending PENDING requests with their pauses
    (and --decided newer approved ones) inserted with SQL, then p50/p95 of a reviewer's ``GET
    /approval-requests?status=PENDING&limit=50`` and of every status, of an agent's own list and of a
@@ -36,7 +36,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from _request_cycles import CycleRun, cycle_check, run_cycles
+from _request_cycles import CycleRun, cycle_check, run_cycles, statements_per_step
 from _request_inbox import LIMIT, backlog, list_statements, plans, remove, seed, time_list
 from _service_accounts import load, run_id, service_account_tokens, token_client
 from _stack import Stack, add_stack_args, connect, database_url, format_latency, machine_line
@@ -115,6 +115,7 @@ def parse_args() -> argparse.Namespace:
 
 def gated_calls(stack: Stack, args: argparse.Namespace, run: str) -> int:
     tokens = service_account_tokens("bench-agent", max(args.agents))
+    statements = statements_per_step("bench-agent-01", "approver", f"{run}-statements")
     errors = 0
     for agents in args.agents:
         prefix = f"{run}-c{agents}"
@@ -132,14 +133,16 @@ def gated_calls(stack: Stack, args: argparse.Namespace, run: str) -> int:
         wrong = [name for name in ("filed", "reported") if checked[name] != expected]
         if checked["audit"] != 4 * expected:
             wrong.append("audit")
-        print_cycles(result, args, checked)
+        print_cycles(result, args, checked, statements)
         if wrong:
             print(f"errors: the database disagrees ({', '.join(wrong)})")
         errors += len(result.errors) + len(wrong)
     return errors
 
 
-def print_cycles(result: CycleRun, args: argparse.Namespace, checked: dict[str, Any]) -> None:
+def print_cycles(
+    result: CycleRun, args: argparse.Namespace, checked: dict[str, Any], statements: dict[str, int]
+) -> None:
     before, after = result.load_before, result.load_after
     print(
         f"\n== 1. gated call, {result.agents} agent{'s' if result.agents > 1 else ''}: "
@@ -156,6 +159,11 @@ def print_cycles(result: CycleRun, args: argparse.Namespace, checked: dict[str, 
     figure("  decision POST …/decision (reviewer)", result.decision, before, after)
     figure("  claim    POST …/claim (pinned request)", result.claim, before, after)
     figure("  outcome  POST …/outcome", result.outcome, before, after)
+    print(
+        "statements per step, in process: "
+        + ", ".join(f"{name} {count}" for name, count in statements.items())
+        + f" ({sum(statements.values())} per cycle)"
+    )
     print("not in the cycle:")
     figure("  notice: decision answered -> agent's ?wait answers", result.notice, before, after)
     figure("  reviewer's queue (stands for human time)", result.reviewer_queue, before, after)
