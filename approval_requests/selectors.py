@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approvals.access import is_owner, is_service_account, no_access, sees_every_pause
@@ -74,15 +75,26 @@ def _is_person(user: Any, request: ApprovalRequest) -> bool:
 
 def visible_requests(user: Any, *, status: str | None = None) -> QuerySet[ApprovalRequest]:
     """The requests ``user`` may read, newest first: a service account's own, a person's made for them,
-    a reviewer's every one."""
+    a reviewer's every one; of ``status`` only when given (one of ``STATUSES``)."""
     requests = ApprovalRequest.objects.select_related("account", "on_behalf_of")
     if is_service_account(user):
         requests = requests.filter(account=user)
     elif not sees_every_pause(user):
         requests = requests.filter(Q(on_behalf_of=user))
     if status is not None:
-        requests = requests.filter(status=status)
+        requests = requests.filter(status=status_in_sql(status))
     return requests.order_by("-created_at", "-id")
+
+
+def status_in_sql(status: str) -> RawSQL:
+    """``status`` written into the SQL text rather than bound as a parameter, so that every plan of a
+    list, a prepared statement's generic one included, knows it. Bound, the generic plan (psycopg prepares
+    a statement a connection runs twice, PostgreSQL plans it generically from its sixth run) cannot use
+    the partial index of pending requests: the reviewer's pending inbox walked the newest requests of
+    every status instead, through 100,000 newer decided ones in 54 ms rather than 0.2 ms
+    (bench/approval_requests.py --decided). Only a value of ``RequestStatus`` reaches the SQL."""
+    value = RequestStatus(status).value  # ValueError for anything else: never the caller's text
+    return RawSQL(f"'{value}'", (), output_field=CharField())  # nosec B611  # an enum constant, no input
 
 
 def with_pauses(requests: list[ApprovalRequest]) -> list[ApprovalRequest]:

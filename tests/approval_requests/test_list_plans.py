@@ -1,9 +1,11 @@
 """The approval-request lists read exactly their page off an index, whatever else the table holds.
 
 A backlog of pending requests under a newer history of approved ones (the case where the planner
-walked the newest requests of every status for the few pending ones): every list, of one status or of
-every status, for a reviewer, a service account and the person a request is for, is served by an index
-with its whole order (no sort) and no other rows. bench/approval_requests.py times them at 100,000.
+walked the newest requests of every status for the pending ones): every list, of one status or of every
+status, for a reviewer, a service account and the person a request is for, is served by an index with
+its whole order (no sort), in a plan made for its values and in the generic plan of a prepared
+statement (what a connection that prepares its statements runs from the sixth time on).
+bench/approval_requests.py times them at 100,000.
 """
 
 from __future__ import annotations
@@ -76,3 +78,26 @@ def test_each_list_reads_its_page_off_an_index_in_its_order(backlog, approver, w
     assert len(listed) == 50
     assert all(status is None or item.status == status for item in listed)
     assert [item.created_at for item in listed] == sorted((item.created_at for item in listed), reverse=True)
+
+
+@pytest.mark.parametrize("which", list(LISTS))
+def test_each_list_keeps_its_index_in_a_prepared_statements_generic_plan(backlog, approver, which):
+    username, status, index = LISTS[which]
+    sql, params = visible_requests(User.objects.get(username=username), status=status)[
+        :50
+    ].query.sql_with_params()
+    numbered = sql
+    for number in range(1, len(params) + 1):
+        numbered = numbered.replace("%s", f"${number}", 1)
+    arguments = f"({', '.join(['%s'] * len(params))})" if params else ""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE listed AS {numbered}")
+        try:
+            cursor.execute(connection.ops.compose_sql(f"EXPLAIN EXECUTE listed{arguments}", params))
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE listed")
+
+    assert index in plan, plan
+    assert "Sort" not in plan, plan
