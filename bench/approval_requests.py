@@ -225,7 +225,9 @@ def lists_with_backlog(stack: Stack, args: argparse.Namespace) -> int:
         if args.admin_requests:
             admin_page(stack, args.admin_requests)
         for name, (_, _, p95) in found_plans.items():
-            print(f"  SQL alone, {name}: p95 {p95:.2f} ms (psycopg, 50 runs)")
+            print(
+                f"  SQL alone, {name}: p95 {p95:.2f} ms (psycopg, 50 runs, prepared from the 6th as the server does)"
+            )
         for name, (sql, plan, _) in found_plans.items():
             print(f"\n{name}, ORM SQL:\n    {sql}\nEXPLAIN (ANALYZE, BUFFERS):\n{plan}")
         if not args.keep:
