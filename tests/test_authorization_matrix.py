@@ -37,9 +37,10 @@ def test_rest_authorization_matrix_matches_the_docs_in_every_cell(db, capsys):
 
 @pytest.mark.fullsize  # bench/authz_matrix.py runs it (-m fullsize); ./scripts/test leaves it out
 @pytest.mark.usefixtures("continuations_queued")
-def test_full_authorization_matrix(db, capsys, monkeypatch):
+def test_full_authorization_matrix(transactional_db, capsys, monkeypatch):
     """REST with ownerless subjects, HITL jobs and every undocumented method, then the admin and MCP; the
-    markdown table is written to $HITL_AUTHZ_FULL."""
+    markdown table is written to $HITL_AUTHZ_FULL. Committed users: MCP's token gate looks a token up on a
+    thread of its own."""
     # the tool dispatch closes stale connections (a server's habit): inside the test's transaction, keep it
     monkeypatch.setattr("mcp_surface.server.close_old_connections", lambda: None)
     from tests.test_authorization_matrix_surfaces import admin_cells, mcp_cells

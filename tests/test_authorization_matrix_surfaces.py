@@ -5,7 +5,8 @@ tests/slack_surface/test_slack_authorization_matrix.py.
 The admin is driven with Django's test client and a session (``force_login``), as a browser would be.
 An MCP tool call runs the way the server runs every tool (``mcp_surface.server._call``: the service as
 the caller, its failure turned into the tool's structured error); an anonymous call goes through the
-real token gate (``mcp_surface.identity.TokenRequired``) over httpx's ASGI transport.
+real token gate (``mcp_surface.identity.TokenRequired``) over httpx's ASGI transport, and so does a
+service account's (refused there: MCP is a surface for people).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 import httpx
 import pytest
 from django.test import Client
+from rest_framework.authtoken.models import Token
 
 from approvals.models import Pause, PauseStatus
 from harnesses.authz_rest import World
-from harnesses.authz_table import ROLES, differing, expected
+from harnesses.authz_table import ROLES, SERVICE_ACCOUNTS, differing, expected
 from harnesses.factories import paused_conversation
 from mcp_surface import conversation_tools, group_tools
 from mcp_surface.identity import TokenRequired
@@ -203,28 +205,42 @@ MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
 }
 
 
-async def _anonymous_mcp_status() -> tuple[int, bool]:
-    """An MCP request without a token through the real gate: its status, and whether it got past it."""
+async def _gate_status(token: str | None) -> tuple[int, bool]:
+    """An MCP request through the real token gate, with ``token`` or none: its status, and whether it got
+    past the gate."""
     reached = []
 
     async def behind(scope: Any, receive: Any, send: Any) -> None:
         reached.append(scope)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
 
+    headers = {"Authorization": f"Token {token}"} if token else {}
     transport = httpx.ASGITransport(app=TokenRequired(behind))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-        response = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        response = await client.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers
+        )
     return response.status_code, bool(reached)
 
 
+def _gate_outcome(token: str | None) -> Any:
+    status, reached = asyncio.run(_gate_status(token))
+    return status if not reached else f"{status}, reached the server"
+
+
 def mcp_cells(world: World) -> list[dict[str, Any]]:
-    anonymous_status, reached = asyncio.run(_anonymous_mcp_status())
-    anonymous = anonymous_status if not reached else f"{anonymous_status}, reached the server"
+    """Anonymous callers and service accounts are refused by the token gate in front of the MCP server
+    (401, 403), so their cells go through it; a person's tool call runs as the server runs it."""
+    at_the_gate = {"anonymous": _gate_outcome(None)}
+    for role in SERVICE_ACCOUNTS:
+        at_the_gate[role] = _gate_outcome(Token.objects.get(user=world.users[role]).key)
     cells = []
     for tool, (rule, kind, states, call) in MCP_TOOLS.items():
         for state in states:
             for role in ROLES:
-                if role == "anonymous":
-                    got = anonymous
+                if role in at_the_gate:
+                    got = at_the_gate[role]
                 else:
                     subject = world.subject(kind, state, fresh=False, user=tool) if kind else None
                     service, arguments = call(world, subject)
@@ -264,7 +280,8 @@ def connection_kept(monkeypatch):
 
 
 @pytest.mark.usefixtures("continuations_queued", "connection_kept")
-def test_mcp_authorization_matrix_matches_the_docs_in_every_cell(db, capsys):
+def test_mcp_authorization_matrix_matches_the_docs_in_every_cell(transactional_db, capsys):
+    """Committed users (``transactional_db``): the token gate looks a token up on a thread of its own."""
     cells = mcp_cells(World.build())
 
     wrong = differing(cells)

@@ -34,9 +34,21 @@ STREAM_TWINS = {
     ),
 }
 # Where the contract takes an actor field and ignores it (docs/rest-api.md, resume): the caller decides.
-IGNORED = {("POST /agents/{conversation_id}/resume", "decidedBy"), ("decision", "decidedBy")}
-# Who sends each body: someone the matrix allows (the owner for a conversation, else the admin).
-SENDER = {"POST /agents/{conversation_id}": "owner", "POST /agents/{agent_id}/start": "owner"}
+IGNORED = {
+    ("POST /agents/{conversation_id}/resume", "decidedBy"),
+    ("POST /approval-requests/{request_id}/decision", "decidedBy"),
+    ("decision", "decidedBy"),
+}
+# Who sends each body: someone the matrix allows (the owner for a conversation, the service account that
+# files, claims and reports on an approval request, an approver for a decision, else the admin).
+SENDER = {
+    "POST /agents/{conversation_id}": "owner",
+    "POST /agents/{agent_id}/start": "owner",
+    "POST /approval-requests": "agent",
+    "POST /approval-requests/{request_id}/claim": "agent",
+    "POST /approval-requests/{request_id}/outcome": "agent",
+    "POST /approval-requests/{request_id}/decision": "approver",
+}
 
 
 def _resolved(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
