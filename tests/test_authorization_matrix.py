@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.authz_rest import REST_ENDPOINTS, World, method_cells, rest_cells
-from harnesses.authz_table import differing, markdown_table
+from harnesses.authz_rest import REST_ENDPOINTS, Endpoint, World, method_cells, rest_cells, run_cell
+from harnesses.authz_table import NO_SUBJECT, ROLES, differing, markdown_table
 from tests.test_api_surface import _openapi
 
 UNDOCUMENTED_PUBLIC = {"GET /api/schema/", "GET /api/docs/"}  # the schema does not list itself
@@ -33,6 +33,18 @@ def test_rest_authorization_matrix_matches_the_docs_in_every_cell(db, capsys):
     with capsys.disabled():
         print(f"\nS1 REST matrix: {len(cells)} cells run, {len(cells) - len(wrong)} matching")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_private_metrics_are_for_staff_never_for_a_service_account(db, settings):
+    """With HITL_METRICS_PUBLIC off, /metrics is staff's: a service account is refused even when someone
+    made it staff and put it in the admin group ("other agent")."""
+    settings.HITL_METRICS_PUBLIC = False
+    world = World.build()
+    cells = [
+        run_cell(world, "GET /metrics", Endpoint("staff", "/metrics"), role, NO_SUBJECT) for role in ROLES
+    ]
+
+    assert differing(cells) == []
 
 
 @pytest.mark.fullsize  # bench/authz_matrix.py runs it (-m fullsize); ./scripts/test leaves it out
