@@ -6,6 +6,7 @@ class ApprovalRequestsConfig(AppConfig):
     verbose_name = "Approval requests"
 
     def ready(self) -> None:
-        from approval_requests import engine_handler  # local import: registration at startup
+        from approval_requests import admin_pages, engine_handler  # local import: registration at startup
 
         engine_handler.register()
+        admin_pages.register()
