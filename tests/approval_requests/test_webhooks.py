@@ -32,7 +32,7 @@ from approvals.timers import fire_due_batch
 from harnesses.queue_drain import queued_functions, run_queued_tasks
 from harnesses.users import client_for, make_user
 from tests.approval_requests.conftest import file_request
-from tests.approval_requests.webhook_receiver import WebhookReceiver, running_receiver
+from tests.approval_requests.webhook_receiver import WebhookReceiver, receiving
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,8 @@ TIMERS = "hitl-timers"
 
 @pytest.fixture
 def receiver() -> Iterator[WebhookReceiver]:
-    yield from running_receiver()
+    with receiving() as started:
+        yield started
 
 
 @pytest.fixture
@@ -204,8 +205,7 @@ def test_a_request_without_a_callback_url_queues_nothing(agent, approver, secret
 
 
 def test_a_failed_attempt_is_retried_with_the_same_webhook_id(agent, approver, secret, on_the_scheduler):
-    with_500 = WebhookReceiver(statuses=(500, 200)).start()
-    try:
+    with receiving(statuses=(500, 200)) as with_500:
         filed = file_request(agent, callbackUrl=with_500.url)
         decide(approver, filed["id"], "APPROVED")
         [delivery] = deliveries(filed["id"])
@@ -237,15 +237,12 @@ def test_a_failed_attempt_is_retried_with_the_same_webhook_id(agent, approver, s
         assert with_500.ids() == [str(delivery.id)] * 2
         first, second = with_500.verified(secret)
         assert first == second  # the same event, signed again at each attempt
-    finally:
-        with_500.stop()
 
 
 def test_a_receiver_that_always_fails_is_failed_after_the_last_retry(
     agent, approver, secret, on_the_scheduler
 ):
-    failing = WebhookReceiver(statuses=(503,)).start()
-    try:
+    with receiving(statuses=(503,)) as failing:
         filed = file_request(agent, callbackUrl=failing.url)
         decide(approver, filed["id"], "REJECTED")
         [delivery] = deliveries(filed["id"])
@@ -271,8 +268,6 @@ def test_a_receiver_that_always_fails_is_failed_after_the_last_retry(
         assert failing.ids() == [str(delivery.id)] * attempts
         assert len(failing.verified(secret)) == attempts
         assert webhooks.deliver(str(delivery.id)) == "not pending"
-    finally:
-        failing.stop()
 
 
 # --- failures recorded -------------------------------------------------------------------------------
@@ -356,16 +351,13 @@ def test_a_receiver_can_claim_the_approval_while_its_webhook_is_being_delivered(
             connection.close()
         return 200
 
-    claiming = WebhookReceiver(on_request=claim_before_answering).start()
-    try:
+    with receiving(on_request=claim_before_answering) as claiming:
         filed = file_request(agent, callbackUrl=claiming.url)
         decide(approver, filed["id"], "APPROVED")
         worker = threading.Thread(target=deliver_in_a_thread)  # a worker of its own, as on the q-cluster
         worker.start()
         worker.join(timeout=30)
         assert not worker.is_alive()
-    finally:
-        claiming.stop()
 
     [claimed] = claims
     assert isinstance(claimed, dict) and claimed["token"], claimed

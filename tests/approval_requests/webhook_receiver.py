@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -78,7 +79,9 @@ class WebhookReceiver:
         return [got.headers["webhook-id"] for got in self.received]
 
 
-def running_receiver(statuses: Sequence[int] = (200,), **kwargs: Any) -> Iterator[WebhookReceiver]:
+@contextmanager
+def receiving(statuses: Sequence[int] = (200,), **kwargs: Any) -> Iterator[WebhookReceiver]:
+    """A started receiver, stopped when the block ends."""
     receiver = WebhookReceiver(statuses=statuses, **kwargs).start()
     try:
         yield receiver
