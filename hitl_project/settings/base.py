@@ -126,6 +126,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ConversationStateEnum": "conversations.models.ConversationState",
         "DiscussionStateEnum": "groups.models.DiscussionState",
+        "ApprovalRequestStatusEnum": "approval_requests.models.RequestStatus",
+        "DecisionVerdictEnum": ["APPROVED", "REJECTED"],
+        "OutcomeStatusEnum": ["succeeded", "failed"],
     },
 }
 
