@@ -259,8 +259,11 @@ def decide_from_form(
     decision = parse_decision_body(form.decision_body())
     if page is not None:  # the kind's own body and parser (a group's REST approve body), items or not
         decision = page.with_item_verdicts(decision, form.item_verdicts())
-    if form.editing and (edit := decision_edit_for(pause.kind)) is not None:
-        decision = edit(pause, decision, form.edited)  # the kind's amendments, parsed by its own parser
+    if form.editing:  # the kind's amendments, parsed by its own parser; never an edit dropped unsaid
+        edit = decision_edit_for(pause.kind)
+        if edit is None:
+            raise BadRequest("This pause takes no edit: approve or reject it as it is.")
+        decision = edit(pause, decision, form.edited)
     # the reviewer's process runs the continuation: the page shows its outcome
     return decide_and_continue(
         surface=pause.surface,

@@ -9,6 +9,8 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from approval_requests.models import ApprovalRequest
 from approvals.admin.edit_form import EDIT_NEEDS_ITS_BUTTON, NOTHING_EDITED
@@ -18,6 +20,7 @@ from approvals.self_approval import SELF_APPROVAL_DETAIL
 from harnesses.users import client_for, make_user
 from tests.approval_requests.conftest import PINNED, file_request
 from tests.approvals.test_admin_inbox import INBOX, listed, logged_in, page, rows, staff
+from tests.approvals.test_admin_inbox_queries import BUDGET
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +86,21 @@ def test_an_approval_request_is_found_by_its_reason_and_its_id(agent, approver):
     assert listed(client.get(INBOX, {"q": "over 100"})) == {pause.pk}
     assert listed(client.get(INBOX, {"q": filed["id"][:8]})) == {pause.pk}
     assert listed(client.get(INBOX, {"q": "nothing like it"})) == set()
+
+
+def test_approval_request_rows_read_nothing_per_row(agent, approver):
+    """The agent's name and the request line come with the row: the inbox stays within its budget."""
+    client = logged_in(approver)
+    client.get(INBOX)  # the session's first use is not what is measured
+    counts = []
+    for batch in range(2):
+        for number in range(1 + batch * 10):
+            file_request(agent, key=f"run-{batch}/{number}", request=PINNED)
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(INBOX, {"surface": "request"})
+        assert response.status_code == 200
+        counts.append(len(captured.captured_queries))
+    assert counts[0] == counts[1] <= BUDGET, counts
 
 
 def test_an_unpinned_request_shows_its_action_alone(agent, approver):
