@@ -186,8 +186,9 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
 # How long an approved approval request may be claimed (ISO-8601 duration); after it, a claim is refused.
 HITL_GRANT_TTL = env.str("HITL_GRANT_TTL", default="PT15M")
-# The MCP surface at /mcp (docs/mcp.md): false makes its four decision tools (resume, cancel, approve and
-# cancel a group discussion) answer DISABLED, checked first, while its read tools keep working.
+# The MCP surface at /mcp (docs/mcp.md): false makes every tool that changes something (the decisions and
+# cancels of conversations, group discussions and approval requests, the talk tools) answer DISABLED,
+# checked first, while its read tools keep working.
 HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True)
 # resume without ?wait: the web process runs a quick continuation (local tasks only) once its answer is
 # sent (true), or hands every one to the q-cluster (false). Chosen by measurement: docs/performance.md.
