@@ -247,6 +247,9 @@ HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY", default="")
 # fake), and how often a continuation notice whose post failed is tried again in all.
 HITL_SLACK_API_URL = env.str("HITL_SLACK_API_URL", default="https://slack.com/api/")
 HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5)
+# The Slack integration whose approval channel gets the cards of approval requests (slack_surface.request_cards);
+# empty: the first integration, by name, that has an approval channel.
+HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION = env.str("HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION", default="")
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
 # Throttles and caps (docs/operations.md, "Throttles and caps"): one signed-in user cannot flood the
