@@ -6,12 +6,14 @@ fake of conftest."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from approval_requests.models import ApprovalRequest
 from approvals.models import AuditEntry, Pause
+from approvals.timers import fire_due_batch
 from harnesses.queue_drain import queued_functions, run_queued_tasks
 from harnesses.users import client_for, make_user
 from slack_surface.integrations import IntegrationInput, create_integration
@@ -251,3 +253,17 @@ def test_no_approval_channel_anywhere_queues_nothing(agent, fake_slack, db):
 
     assert queued_functions() == []
     assert fake_slack.calls == []
+
+
+def test_a_request_that_times_out_has_its_card_closed(integration, agent, alice, fake_slack):
+    request_id = filed(agent, hitlConfig={"approvalTimeout": "PT1H", "timeoutPolicy": "ABORT"})["id"]
+    pause = Pause.objects.get(subject_id=request_id)
+    assert card_of(fake_slack)["blocks"][1]["fields"][-1]["text"].startswith("*Timeout*\nABORT (PT1H)")
+
+    assert fire_due_batch(now=pause.due_at + timedelta(seconds=1)) == 1
+    run_queued_tasks()
+
+    assert ApprovalRequest.objects.get(pk=request_id).status == "EXPIRED"
+    [update] = fake_slack.updates()
+    assert (update["channel"], update["ts"]) == card_at(request_id)
+    assert update["text"] == "☑️ Resolved by (system:timeout): CANCELLED"
