@@ -33,7 +33,9 @@ def metrics_are_public() -> bool:
 class CanReadMetrics(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
-        return bool(user and user.is_authenticated and user.is_active and (is_staff_member(user) or is_admin(user)))
+        return bool(
+            user and user.is_authenticated and user.is_active and (is_staff_member(user) or is_admin(user))
+        )
 
 
 class _GateVerifiedDefault:

@@ -55,6 +55,11 @@ PROBLEM_SCHEMA: dict[str, Any] = {
                 "THROTTLED",
                 "UNAVAILABLE",
                 "INTERNAL",
+                "IDEMPOTENCY_CONFLICT",
+                "ALREADY_CLAIMED",
+                "OUTCOME_UNKNOWN",
+                "REQUEST_CHANGED",
+                "GRANT_EXPIRED",
             ],
         },
         "errors": {

@@ -32,6 +32,7 @@ PACKAGES = (
     "toolgate",
     "conversations",
     "groups",
+    "approval_requests",
     "mcp_surface",
     "slack_surface",
 )

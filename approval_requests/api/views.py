@@ -15,6 +15,13 @@ from rest_framework.views import APIView
 
 from approval_requests import grants, webhooks
 from approval_requests.api.permissions import SignedInOrServiceAccount
+from approval_requests.api.schemas import (
+    APPROVAL_REQUEST,
+    APPROVAL_REQUEST_LIST,
+    CLAIMED,
+    GRANT_KEYS,
+    SIGNING_SECRET,
+)
 from approval_requests.claims import (
     ClaimBodySerializer,
     OutcomeBodySerializer,
@@ -26,7 +33,7 @@ from approval_requests.filing import FilingBodySerializer, file_approval_request
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approval_requests.representation import creation_json, request_json
 from approval_requests.request_decisions import cancel_approval_request, decide_approval_request
-from approval_requests.selectors import STATUSES, readable_request, visible_requests
+from approval_requests.selectors import STATUSES, readable_request, visible_requests, with_pauses
 from approvals.access import is_service_account
 from common.errors import Forbidden
 from common.query_params import QueryParams
@@ -71,8 +78,8 @@ class ApprovalRequestListView(APIView):
         summary="File an approval request (service accounts, role agent)",
         request=FilingBodySerializer,
         responses={
-            201: OpenApiTypes.OBJECT,
-            200: OpenApiTypes.OBJECT,
+            201: APPROVAL_REQUEST,
+            200: APPROVAL_REQUEST,
             400: PROBLEM,
             403: PROBLEM,
             409: PROBLEM,
@@ -87,12 +94,13 @@ class ApprovalRequestListView(APIView):
         )
 
     @extend_schema(
+        operation_id="approval_requests_list",
         summary="List approval requests: a service account's own, a person's made for them, a reviewer's all",
         parameters=[
             OpenApiParameter("status", OpenApiTypes.STR, enum=list(STATUSES)),
             OpenApiParameter("limit", OpenApiTypes.INT, description="1..1000, default 100"),
         ],
-        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM},
+        responses={200: APPROVAL_REQUEST_LIST, 400: PROBLEM},
     )
     def get(self, request: Request) -> Response:
         params = QueryParams(request.query_params)
@@ -101,7 +109,9 @@ class ApprovalRequestListView(APIView):
             params.refuse("status", f"must be one of {', '.join(STATUSES)}")
         limit = params.integer("limit", default=LIMIT_DEFAULT, low=1, high=LIMIT_MAX)
         params.raise_if_invalid()
-        found = visible_requests(request.user, status=status.upper() if status else None)[:limit]
+        found = with_pauses(
+            list(visible_requests(request.user, status=status.upper() if status else None)[:limit])
+        )
         return Response({"approvalRequests": [request_json(item, viewer=request.user) for item in found]})
 
 
@@ -109,9 +119,10 @@ class ApprovalRequestView(APIView):
     permission_classes = [SignedInOrServiceAccount]
 
     @extend_schema(
+        operation_id="approval_request_retrieve",
         summary="Read an approval request (?wait=SECONDS: long-poll until it is decided)",
         parameters=[ID, OpenApiParameter("wait", OpenApiTypes.NUMBER, description="0..60 seconds")],
-        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM},
+        responses={200: APPROVAL_REQUEST, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM},
     )
     def get(self, request: Request, request_id: str) -> Response:
         params = QueryParams(request.query_params)
@@ -132,7 +143,7 @@ class DecisionView(APIView):
         summary="Decide an approval request (approvers and admins)",
         parameters=[ID],
         request=RequestDecisionBodySerializer,
-        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+        responses={200: APPROVAL_REQUEST, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
     )
     def post(self, request: Request, request_id: str) -> Response:
         decided = decide_approval_request(
@@ -149,7 +160,7 @@ class ClaimView(APIView):
         summary="Claim an approved request before executing it: the grant, once",
         parameters=[ID],
         request=ClaimBodySerializer,
-        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+        responses={200: CLAIMED, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
         description="409 ALREADY_CLAIMED (with the first claim's outcome) or OUTCOME_UNKNOWN after a first "
         "claim; REQUEST_CHANGED when the pinned request differs from the approved one; GRANT_EXPIRED; "
         "WRONG_STATE when it is not approved.",
@@ -169,7 +180,7 @@ class OutcomeView(APIView):
         summary="Report what the claimed execution did",
         parameters=[ID],
         request=OutcomeBodySerializer,
-        responses={200: OpenApiTypes.OBJECT, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+        responses={200: APPROVAL_REQUEST, 400: PROBLEM, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
     )
     def post(self, request: Request, request_id: str) -> Response:
         reported = report_outcome(
@@ -186,7 +197,7 @@ class CancelView(APIView):
         summary="Withdraw an approval request (its service account, its person, a reviewer)",
         parameters=[ID],
         request=None,
-        responses={200: OpenApiTypes.OBJECT, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
+        responses={200: APPROVAL_REQUEST, 403: PROBLEM, 404: PROBLEM, 409: PROBLEM},
     )
     def post(self, request: Request, request_id: str) -> Response:
         cancelled = cancel_approval_request(user=request.user, request_id=request_id)
@@ -200,7 +211,7 @@ class WebhookSecretView(APIView):
     @extend_schema(
         summary="Make (or replace) the service account's webhook signing secret: shown this once",
         request=None,
-        responses={201: OpenApiTypes.OBJECT, 403: PROBLEM},
+        responses={201: SIGNING_SECRET, 403: PROBLEM},
     )
     def post(self, request: Request) -> Response:
         if not is_service_account(request.user):
@@ -213,7 +224,7 @@ class GrantKeysView(APIView):
     authentication_classes: list[Any] = []
 
     @extend_schema(
-        summary="The public keys of execution grant tokens (a JWK set)", responses={200: OpenApiTypes.OBJECT}
+        summary="The public keys of execution grant tokens (a JWK set)", responses={200: GRANT_KEYS}
     )
     def get(self, request: Request) -> Response:
         return Response(grants.key_set())

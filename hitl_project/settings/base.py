@@ -126,6 +126,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ConversationStateEnum": "conversations.models.ConversationState",
         "DiscussionStateEnum": "groups.models.DiscussionState",
+        "ApprovalRequestStatusEnum": "approval_requests.models.RequestStatus",
+        "DecisionVerdictEnum": ["APPROVED", "REJECTED"],
+        "OutcomeStatusEnum": ["succeeded", "failed"],
     },
 }
 
@@ -186,6 +189,9 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
 # How long an approved approval request may be claimed (ISO-8601 duration); after it, a claim is refused.
 HITL_GRANT_TTL = env.str("HITL_GRANT_TTL", default="PT15M")
+# The Ed25519 key that signs execution grant tokens (approval_requests/grants.py): the base64 of a random
+# 32-byte seed; empty derives one from SECRET_KEY. Its public key is served at /.well-known/hitl-grant-keys.
+HITL_GRANT_SIGNING_KEY = env.str("HITL_GRANT_SIGNING_KEY", default="")
 # The MCP surface at /mcp (docs/mcp.md): false makes every tool that changes something (the decisions and
 # cancels of conversations, group discussions and approval requests, the talk tools) answer DISABLED,
 # checked first, while its read tools keep working.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import time_machine
 
 from approval_requests.models import ApprovalRequest
 from approvals.models import AuditEntry
@@ -152,3 +153,114 @@ def test_an_agent_never_decides_and_never_reads_another_accounts(agent, other_ag
     )
     assert client_for(other_agent).get(f"/approval-requests/{filed['id']}").status_code == 403
     assert client_for(agent).get("/agents/pending-approvals").status_code == 403
+
+
+def test_the_person_it_is_for_reads_and_cancels_but_never_decides(agent, alice, bob):
+    filed = file_request(
+        agent,
+        onBehalfOf="alice",
+        action={"name": "refund", "arguments": {"apiKey": "sk-live-abcdefghijklmnop"}},
+    )
+    read = client_for(alice).get(f"/approval-requests/{filed['id']}")
+    assert read.status_code == 200
+    assert "sk-live-abcdefghijklmnop" not in read.content.decode()
+    assert client_for(bob).get(f"/approval-requests/{filed['id']}").status_code == 403
+    decide = client_for(alice).post(
+        f"/approval-requests/{filed['id']}/decision", {"verdict": "APPROVED"}, format="json"
+    )
+    assert decide.status_code == 403
+    assert client_for(alice).get("/approval-requests").json()["approvalRequests"][0]["id"] == filed["id"]
+    assert client_for(bob).get("/approval-requests").json()["approvalRequests"] == []
+    assert client_for(alice).post(f"/approval-requests/{filed['id']}/cancel").json()["status"] == "CANCELLED"
+
+
+def test_an_approver_it_is_for_may_not_decide_when_self_approval_is_off(agent, approver, admin_user):
+    filed = file_request(agent, onBehalfOf="approver", hitlConfig={"allowSelfApproval": False})
+    refused = client_for(approver).post(
+        f"/approval-requests/{filed['id']}/decision", {"verdict": "APPROVED"}, format="json"
+    )
+    assert refused.status_code == 403
+    assert ApprovalRequest.objects.get(pk=filed["id"]).status == "PENDING"
+    decided = client_for(admin_user).post(
+        f"/approval-requests/{filed['id']}/decision", {"verdict": "APPROVED"}, format="json"
+    )
+    assert decided.json()["status"] == "APPROVED"
+
+
+def test_bad_fields_are_named_and_nothing_is_filed(agent):
+    bad = filing(
+        request={
+            "method": "FETCH",
+            "url": "ftp://x",
+            "headers": {"Bad Name": "v"},
+            "secretHeaders": ["Authorization"],
+        },
+        hitlConfig={"timeoutPolicy": "ABORT", "allowEdit": "no"},
+    )
+    answer = client_for(agent).post("/approval-requests", bad, format="json")
+    assert answer.status_code == 400
+    fields = {error["field"] for error in answer.json()["errors"]}
+    assert {"request.method", "request.url", "request.headers.Bad Name", "request.secretHeaders"} <= fields
+    assert {"hitlConfig.approvalTimeout", "hitlConfig.allowEdit"} <= fields
+    assert ApprovalRequest.objects.count() == 0
+
+
+def test_edits_are_refused_when_the_request_does_not_allow_them(agent, approver):
+    filed = file_request(agent, hitlConfig={"allowEdit": False, "allowRespond": False})
+    url = f"/approval-requests/{filed['id']}/decision"
+    edit = client_for(approver).post(
+        url, {"verdict": "APPROVED", "amendedArguments": {"amount": 1}}, format="json"
+    )
+    assert edit.status_code == 400
+    assert edit.json()["errors"][0]["field"] == "amendedArguments"
+    reply = client_for(approver).post(
+        url, {"verdict": "REJECTED", "note": "ask again", "guidance": True}, format="json"
+    )
+    assert reply.status_code == 400
+    pinned_edit = client_for(approver).post(
+        url, {"verdict": "APPROVED", "amendedRequest": {"body": "x"}}, format="json"
+    )
+    assert pinned_edit.status_code == 400
+    assert ApprovalRequest.objects.get(pk=filed["id"]).status == "PENDING"
+
+
+def test_a_reply_with_guidance_is_a_rejection_the_agent_reads(agent, approver):
+    filed = file_request(agent)
+    client_for(approver).post(
+        f"/approval-requests/{filed['id']}/decision",
+        {"verdict": "REJECTED", "note": "Refund 100 and open a ticket", "guidance": True},
+        format="json",
+    )
+    decision = client_for(agent).get(f"/approval-requests/{filed['id']}").json()["decision"]
+    assert decision["verdict"] == "REJECTED"
+    assert decision["guidance"] == "Refund 100 and open a ticket"
+
+
+def test_a_secret_header_cannot_be_edited_and_an_approved_unclaimed_request_can_be_withdrawn(agent, approver):
+    filed = file_request(agent, request=PINNED)
+    url = f"/approval-requests/{filed['id']}/decision"
+    secret_edit = client_for(approver).post(
+        url,
+        {"verdict": "APPROVED", "amendedRequest": {"headers": {"Authorization": "Bearer mine"}}},
+        format="json",
+    )
+    assert secret_edit.status_code == 400
+    assert secret_edit.json()["errors"][0]["field"] == "amendedRequest.headers.Authorization"
+    client_for(approver).post(url, {"verdict": "APPROVED"}, format="json")
+    assert client_for(agent).post(f"/approval-requests/{filed['id']}/cancel").json()["status"] == "CANCELLED"
+    claim = client_for(agent).post(
+        f"/approval-requests/{filed['id']}/claim", {"request": PINNED}, format="json"
+    )
+    assert claim.json()["code"] == "WRONG_STATE"
+
+
+def test_a_claim_after_the_grant_expired_is_refused(agent, approver, settings):
+    settings.HITL_GRANT_TTL = "PT1S"
+    filed = file_request(agent)
+    client_for(approver).post(
+        f"/approval-requests/{filed['id']}/decision", {"verdict": "APPROVED"}, format="json"
+    )
+    with time_machine.travel(ApprovalRequest.objects.get(pk=filed["id"]).grant_expires_at, tick=False):
+        late = client_for(agent).post(f"/approval-requests/{filed['id']}/claim", {}, format="json")
+    assert late.status_code == 409
+    assert late.json()["code"] == "GRANT_EXPIRED"

@@ -111,3 +111,13 @@ def test_too_short_password_is_refused_and_nothing_is_created():
 def test_invalid_username_is_refused():
     with pytest.raises(CommandError, match="invalid username"):
         hitl_user("no spaces allowed")
+
+
+def test_agent_role_is_a_service_account_in_the_agent_group_only():
+    hitl_user("ops", "--role", "admin")
+    output = hitl_user("ops", "--role", "agent")
+
+    account = User.objects.get(username="ops")
+    assert not account.is_staff and not account.is_superuser
+    assert group_names(account) == {settings.HITL_AGENT_GROUP}
+    assert last_line(output) == Token.objects.get(user=account).key

@@ -26,7 +26,9 @@ def apply_role(user, role: str) -> None:
     admin_group, _ = Group.objects.get_or_create(name=settings.HITL_ADMIN_GROUP)
     approver_group, _ = Group.objects.get_or_create(name=settings.HITL_APPROVER_GROUP)
     agent_group, _ = Group.objects.get_or_create(name=settings.HITL_AGENT_GROUP)
-    wanted = {"admin": {admin_group}, "approver": {approver_group}, "user": set(), "agent": {agent_group}}[role]
+    wanted = {"admin": {admin_group}, "approver": {approver_group}, "user": set(), "agent": {agent_group}}[
+        role
+    ]
     for group in (admin_group, approver_group, agent_group):
         if group in wanted:
             user.groups.add(group)
@@ -44,7 +46,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="username")
-        parser.add_argument("--role", choices=ROLES, help="admin, approver, user or agent (a service account for approval requests)")
+        parser.add_argument(
+            "--role",
+            choices=ROLES,
+            help="admin, approver, user or agent (a service account for approval requests)",
+        )
         parser.add_argument(
             "--password", help="set this password (a new user without one can only use its token)"
         )
