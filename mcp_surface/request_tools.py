@@ -12,8 +12,7 @@ from approval_requests.models import ApprovalRequest
 from approval_requests.representation import request_json
 from approval_requests.request_decisions import cancel_approval_request as cancel_request
 from approval_requests.request_decisions import decide_approval_request as decide_request
-from approval_requests.selectors import STATUSES, readable_request, visible_requests
-from approvals.models import Pause
+from approval_requests.selectors import STATUSES, readable_request, visible_requests, with_pauses
 from approvals.selectors import clamp_limit
 from common.errors import BadRequest
 from common.throttles import WRITES, count_request
@@ -39,13 +38,10 @@ def _status(value: Any) -> str | None:
 
 def list_approval_requests(user: Any, *, status: Any = None, limit: Any = None) -> dict[str, Any]:
     """REST's list: a reviewer's every request, a person's those made for them, newest first."""
-    found = list(visible_requests(user, status=_status(status))[: clamp_limit(limit, LIST_DEFAULT)])
-    pauses = Pause.objects.in_bulk([request.pause_id for request in found if request.pause_id])
-    return {
-        "approvalRequests": [
-            request_json(request, viewer=user, pause=pauses.get(request.pause_id)) for request in found
-        ]
-    }
+    found = with_pauses(
+        list(visible_requests(user, status=_status(status))[: clamp_limit(limit, LIST_DEFAULT)])
+    )
+    return {"approvalRequests": [request_json(request, viewer=user) for request in found]}
 
 
 def get_approval_request(user: Any, *, request_id: Any) -> dict[str, Any]:
