@@ -22,6 +22,7 @@ from rest_framework import serializers
 from approval_requests import pinning
 from approval_requests.errors import IdempotencyConflict
 from approval_requests.models import ApprovalRequest
+from approval_requests.review import request_line
 from approvals.access import is_service_account
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
 from approvals.models import Engine, PauseKind, SubjectType
@@ -258,7 +259,11 @@ def _file(user: Any, data: dict[str, Any], digest: str, on_behalf_of: Any) -> Ap
         reason=data["reason"],
         hitl_config=config,
         bookmark={},
-        details={"agent": data["agent"], "account": user.get_username()},
+        details={
+            "agent": data["agent"],
+            "account": user.get_username(),
+            **({"requestLine": request_line(pinned)} if pinned else {}),
+        },
         tool_names=[data["action"]["name"]],
         allow_self_approval=effective_allow_self_approval(config),
     )
