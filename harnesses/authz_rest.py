@@ -405,6 +405,9 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
         "service account", "/approval-requests/webhook-secret"
     ),
     "GET /approval-requests/{request_id}": Endpoint("request party", R, "approval request", states=CONV),
+    "GET /approval-requests/{request_id}/events": Endpoint(
+        "request party", R + "/events", "approval request", extra=SSE, states=CONV
+    ),
     "POST /approval-requests/{request_id}/decision": Endpoint(
         "request reviewer", R + "/decision", "approval request", fresh=True, body=VERDICT, states=CONV
     ),

@@ -173,6 +173,12 @@ def expected(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
     return outcome[state] if isinstance(outcome, dict) else outcome
 
 
+def expected_over_mcp(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
+    """What ``expected`` says, over MCP (docs/mcp.md): a surface for people, whose token gate refuses a
+    service account (403) before any tool, the approval requests' included."""
+    return 403 if role in SERVICE_ACCOUNTS else expected(rule, role, state)
+
+
 def outcome_of(status: int) -> Any:
     """What a response status says about authorization: passed (2xx; 409 wrong state), or the refusal."""
     if 200 <= status < 300 or status == 409:

@@ -772,6 +772,7 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
         format="json",
     )
     call(service, "post", f"/approval-requests/{withdrawn}/cancel", 200)
+    call(service, "get", f"/approval-requests/{withdrawn}/events", 200, HTTP_ACCEPT="text/event-stream")
     call(service, "get", "/approval-requests?status=APPROVED&limit=10", 200)
     call(bob, "get", "/approval-requests", 200)
     call(approver, "get", "/approval-requests", 200)

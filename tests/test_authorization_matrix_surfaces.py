@@ -23,9 +23,9 @@ from rest_framework.authtoken.models import Token
 
 from approvals.models import Pause, PauseStatus
 from harnesses.authz_rest import World
-from harnesses.authz_table import ROLES, SERVICE_ACCOUNTS, differing, expected
+from harnesses.authz_table import ROLES, SERVICE_ACCOUNTS, differing, expected, expected_over_mcp
 from harnesses.factories import paused_conversation
-from mcp_surface import conversation_tools, group_tools
+from mcp_surface import conversation_tools, group_tools, request_tools
 from mcp_surface.identity import TokenRequired
 from mcp_surface.server import _call
 
@@ -202,6 +202,30 @@ MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
         CONV,
         lambda w, s: (group_tools.cancel_group_discussion, {"group_id": w.gated_group, "conversation_id": s}),
     ),
+    "list_approval_requests": (
+        "lists requests",
+        None,
+        ("-",),
+        lambda w, s: (request_tools.list_approval_requests, {}),
+    ),
+    "get_approval_request": (
+        "request party",
+        "approval request",
+        CONV,
+        lambda w, s: (request_tools.get_approval_request, {"request_id": s}),
+    ),
+    "decide_approval_request": (
+        "request reviewer",
+        "approval request",
+        CONV,
+        lambda w, s: (request_tools.decide_approval_request, {"request_id": s, "verdict": "APPROVED"}),
+    ),
+    "cancel_approval_request": (
+        "request party",
+        "approval request",
+        CONV,
+        lambda w, s: (request_tools.cancel_approval_request, {"request_id": s}),
+    ),
 }
 
 
@@ -247,7 +271,7 @@ def mcp_cells(world: World) -> list[dict[str, Any]]:
                     got = _mcp_outcome(_call(service, world.users[role], arguments))
                     if kind and got == "ok":  # it may have used the subject up: the next role gets a new one
                         world.used(kind, state, tool)
-                cells.append(_cell("MCP", tool, state, role, expected(rule, role, state), got))
+                cells.append(_cell("MCP", tool, state, role, expected_over_mcp(rule, role, state), got))
     return cells
 
 
@@ -277,6 +301,14 @@ def connection_kept(monkeypatch):
     """The tool dispatch closes stale connections around each call (a server's habit); inside a test's
     transaction that would close the test's own connection, so it is kept here."""
     monkeypatch.setattr("mcp_surface.server.close_old_connections", lambda: None)
+
+
+def test_every_mcp_tool_is_a_row_of_the_matrix():
+    """A new tool fails here until the table says who may call it."""
+    from mcp_surface.server import build_server
+
+    tools = {tool.name for tool in build_server()._tool_manager.list_tools()}
+    assert tools == {name.split()[0] for name in MCP_TOOLS}
 
 
 @pytest.mark.usefixtures("continuations_queued", "connection_kept")
