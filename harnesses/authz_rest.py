@@ -92,13 +92,25 @@ def _service_account_with_every_role(username: str) -> Any:
     return user
 
 
+PINNED = {
+    "method": "POST",
+    "url": "https://payments.example/refunds",
+    "headers": {"Content-Type": "application/json", "Authorization": "Bearer sk-live-abcdef123456"},
+    "body": '{"orderId":"A-1","amount":250}',
+    "secretHeaders": ["Authorization"],
+}
+
+
 def filing_body(key: str, *, on_behalf_of: str | None = "bob") -> dict[str, Any]:
-    """A valid filing: a refund, made for the owner (bob) unless ``on_behalf_of`` says otherwise."""
+    """A valid filing: a refund with its exact request pinned, made for the owner (bob) unless
+    ``on_behalf_of`` says otherwise; every object a filing may hold is there (S2 adds a field to each)."""
     body: dict[str, Any] = {
         "idempotencyKey": key,
         "agent": "refund-bot",
         "action": {"name": "refund", "arguments": {"orderId": "A-1", "amount": 250}},
         "reason": "Refund over 100 EUR",
+        "request": PINNED,
+        "hitlConfig": {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1H", "allowEdit": True},
     }
     if on_behalf_of is not None:
         body["onBehalfOf"] = on_behalf_of
@@ -412,7 +424,7 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
         "request reviewer", R + "/decision", "approval request", fresh=True, body=VERDICT, states=CONV
     ),
     "POST /approval-requests/{request_id}/claim": Endpoint(
-        "request filer", R + "/claim", "approval request", fresh=True, body={}, states=CONV
+        "request filer", R + "/claim", "approval request", fresh=True, body={"request": PINNED}, states=CONV
     ),
     "POST /approval-requests/{request_id}/outcome": Endpoint(
         "request filer", R + "/outcome", "approval request", body={"status": "succeeded"}, states=CONV

@@ -104,8 +104,11 @@ def _send(world: World, name: str, mutate: Any) -> tuple[Any, Any]:
 
 
 def _with(field: str, nested: str | None = None) -> Any:
+    """``field`` added at the top of the body, or to its ``nested`` object (made when a valid body may
+    leave it out, e.g. a decision's ``amendedRequest``)."""
+
     def mutate(body: dict[str, Any]) -> dict[str, Any]:
-        target = body[nested] if nested else body
+        target = body.setdefault(nested, {}) if nested else body
         target[field] = "alice"
         return body
 

@@ -18,6 +18,16 @@ from approval_requests.api.permissions import SignedInOrServiceAccount
 from approval_requests.selectors import readable_request
 
 ID = OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+# One server-sent event as a client parses it (what a schema of text/event-stream describes): its name
+# and its data, the JSON text of {"id", "status"}.
+STATUS_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["status"]},
+        "data": {"type": "string", "description": 'JSON text: {"id", "status"}'},
+    },
+    "required": ["event", "data"],
+}
 
 
 class ApprovalRequestEventsView(APIView):
@@ -29,7 +39,7 @@ class ApprovalRequestEventsView(APIView):
         parameters=[ID],
         responses={
             (200, status_stream.MEDIA_TYPE): OpenApiResponse(
-                OpenApiTypes.STR,
+                STATUS_EVENT,
                 description='Server-sent events: `event: status` with `data: {"id", "status"}`, first the '
                 "current status, then each change; a `: keep-alive` comment while nothing changes. The "
                 "stream ends after the first status other than PENDING (APPROVED, REJECTED, CANCELLED, "
