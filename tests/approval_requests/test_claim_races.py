@@ -1,10 +1,11 @@
 """At most one grant per approval and one request per idempotency key, under real races: real threads, each
 on its own PostgreSQL connection, through the REST views (harnesses/claim_races.py). Fast size here;
-``-m fullsize`` runs more rounds and more threads."""
+``bench/claim_races.py`` runs the ``fullsize`` test: more rounds, 16 threads."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -14,7 +15,7 @@ from harnesses.users import make_user
 pytestmark = pytest.mark.django_db(transaction=True)
 
 THREADS = 8
-ROUNDS = int(os.environ.get("CLAIM_RACE_ROUNDS", "6"))
+ROUNDS = int(os.environ.get("CLAIM_RACE_ROUNDS", "4"))
 
 
 @pytest.fixture
@@ -27,9 +28,15 @@ def people(db):
 
 
 def _held(rounds: list[Round]) -> None:
+    """Print each kind's answers over its rounds; fail on any round that broke its rule."""
+    by_kind: dict[str, Counter] = {}
     for judged in rounds:
-        print(f"{judged.kind}: {dict(judged.tally)}")
+        by_kind.setdefault(judged.kind, Counter())["rounds"] += 1
+        by_kind[judged.kind].update(judged.tally)
     broken = [f"{r.kind}: {'; '.join(r.problems)} ({dict(r.tally)})" for r in rounds if r.problems]
+    for kind, tally in by_kind.items():
+        print(f"claim races, {kind}: {dict(tally)}")
+    print(f"claim races: {len(rounds)} rounds, {len(broken)} breaking their rule")
     assert broken == [], "\n".join(broken)
 
 
