@@ -6,9 +6,10 @@ releases eight racers on it with one ``threading.Barrier``, each on a surface of
 (approve), REST resume (reject), REST cancel, the admin decision page, the timer (``fire_timeout``, as the
 q-cluster task calls it), MCP resume and MCP cancel (the tool services run as the MCP server runs them,
 ``mcp_surface.server._call``) and a Slack button click (signed with slack_sdk's signing, posted to the
-interactions endpoint). An approval request's eight (``REQUEST_SURFACES``) are its REST decision by three
-reviewers (approve, reject, approve with an edit of the arguments) and by an admin, its withdrawal by the
-person it was made for and by the service account that filed it, the admin decision page and the timer.
+interactions endpoint). An approval request's eight (``REQUEST_SURFACES``) are the same surfaces on its
+own operations: REST decision (approve, reject), the withdrawal by the service account that filed it over
+REST, the admin decision page, the timer, MCP's decision (an approval with an edit of the arguments) and
+the withdrawal by the person it was made for over MCP, and a click on its Slack card.
 The racers are eight real threads that live for the whole run, each with its own PostgreSQL connection
 (closed when the run ends), so a round costs one barrier, not eight connections.
 
@@ -53,7 +54,7 @@ from harnesses.agents import payments_agent
 from harnesses.factories import account_bot, deployed_agent
 from harnesses.members import answering, group
 from harnesses.users import client_for, make_user
-from mcp_surface import conversation_tools, group_tools
+from mcp_surface import conversation_tools, group_tools, request_tools
 from mcp_surface.server import _call
 from slack_surface.messages import ALREADY_RESOLVED
 
@@ -95,7 +96,6 @@ class World:
         owner = make_user("alice")
         users = {name: make_user(name, "approver") for name in ("ann", "ben", "cid", "dee")}
         users["alice"] = owner
-        users["ada"] = make_user("ada", "admin")
         users[SERVICE_ACCOUNT] = make_user(SERVICE_ACCOUNT, "agent")
         slack_admin = make_user("slackbot", "admin")
         rule_document = account_bot()
@@ -214,7 +214,12 @@ class InProcess:
 
 
 def _snake(name: str) -> str:
-    return {"conversationId": "conversation_id", "groupId": "group_id"}.get(name, name)
+    return {
+        "conversationId": "conversation_id",
+        "groupId": "group_id",
+        "requestId": "request_id",
+        "amendedArguments": "amended_arguments",
+    }.get(name, name)
 
 
 MCP_SERVICES = {
@@ -222,6 +227,8 @@ MCP_SERVICES = {
     "cancel_conversation": conversation_tools.cancel_conversation,
     "approve_group_phase": group_tools.approve_group_phase,
     "cancel_group_discussion": group_tools.cancel_group_discussion,
+    "decide_approval_request": request_tools.decide_approval_request,
+    "cancel_approval_request": request_tools.cancel_approval_request,
 }
 
 
@@ -310,7 +317,9 @@ def slack_click(world: World, target: Target) -> str:
     """A click on the card's Approve button, signed with slack_sdk's signing and posted to the interactions
     endpoint. Slack is always answered 200: what the click did is the card update it sent (to the fake
     Slack Web API on loopback), "Approved by" or "already resolved"."""
-    subject = f"group:{target.subject_id}" if target.kind == "GROUP" else target.subject_id
+    subject = {"GROUP": f"group:{target.subject_id}", "REQUEST": f"request:{target.subject_id}"}.get(
+        target.kind, target.subject_id
+    )
     card = str(target.pause.pk)  # the card's message ts, one per round
     payload = {
         "type": "block_actions",
@@ -360,57 +369,69 @@ ACTORS = {
 # --- an approval request's surfaces --------------------------------------------------------------------
 
 
-def request_decide(verdict: str, who: str, *, edited: bool = False) -> Callable[[World, Target], str]:
-    """A reviewer's ``POST /approval-requests/{id}/decision``; ``edited``: an approval with other arguments."""
+def request_decide(verdict: str, who: str) -> Callable[[World, Target], str]:
+    """A reviewer's ``POST /approval-requests/{id}/decision``."""
 
     def decide(world: World, target: Target) -> str:
-        body: dict[str, Any] = {"verdict": verdict}
-        if edited:
-            body["amendedArguments"] = {"orderId": "A-1", "amount": 100}
-        return _rest(world.transport.post_json(who, f"/approval-requests/{target.subject_id}/decision", body))
+        path = f"/approval-requests/{target.subject_id}/decision"
+        return _rest(world.transport.post_json(who, path, {"verdict": verdict}))
 
     return decide
 
 
-def request_cancel(who: str) -> Callable[[World, Target], str]:
-    """``POST /approval-requests/{id}/cancel`` by the person it was made for or its service account: 200
-    ends a pending request (its pause's cancel won) or withdraws an approved one nobody claimed (the
-    decision came first: the answer's decision is the approval)."""
+def _withdrawal(body: dict[str, Any]) -> str:
+    """A cancel's 200: it ended the pending request (its pause's cancel won), or it withdrew an approved
+    one nobody claimed (the decision came first: the answer's decision is the approval)."""
+    verdict = (body.get("decision") or {}).get("verdict")
+    if body.get("status") == RequestStatus.CANCELLED and verdict == Verdict.CANCELLED:
+        return CANCELLED
+    if body.get("status") == RequestStatus.CANCELLED and verdict == Verdict.APPROVED:
+        return LATE_CANCEL
+    return f"cancel answered with status {body.get('status')}, decision {verdict}"
 
-    def cancel(world: World, target: Target) -> str:
-        response = world.transport.post_json(who, f"/approval-requests/{target.subject_id}/cancel")
-        if response.status_code == 200:
-            body = response.json()
-            verdict = (body.get("decision") or {}).get("verdict")
-            if body["status"] == RequestStatus.CANCELLED and verdict == Verdict.CANCELLED:
-                return CANCELLED
-            if body["status"] == RequestStatus.CANCELLED and verdict == Verdict.APPROVED:
-                return LATE_CANCEL
-            return f"cancel answered 200 with status {body['status']}, decision {verdict}"
-        return _rest(response, cancel=True)
 
-    return cancel
+def request_cancel_by_the_service_account(world: World, target: Target) -> str:
+    response = world.transport.post_json(SERVICE_ACCOUNT, f"/approval-requests/{target.subject_id}/cancel")
+    return _withdrawal(response.json()) if response.status_code == 200 else _rest(response, cancel=True)
+
+
+def request_mcp_decide_edited(world: World, target: Target) -> str:
+    """MCP's ``decide_approval_request``: an approval of other arguments."""
+    arguments = {
+        "requestId": target.subject_id,
+        "verdict": "APPROVED",
+        "amendedArguments": {"orderId": "A-1", "amount": 100},
+    }
+    return _mcp(world.transport.mcp("dee", "decide_approval_request", arguments))
+
+
+def request_mcp_cancel(world: World, target: Target) -> str:
+    """MCP's ``cancel_approval_request`` by the person the request was made for."""
+    result = world.transport.mcp("alice", "cancel_approval_request", {"requestId": target.subject_id})
+    if result.is_error:
+        return _mcp(result)
+    return _withdrawal(json.loads(result.content[0].text))
 
 
 REQUEST_SURFACES: dict[str, Callable[[World, Target], str]] = {
     "REST decision APPROVED": request_decide("APPROVED", "ann"),
     "REST decision REJECTED": request_decide("REJECTED", "ben"),
-    "REST decision edited": request_decide("APPROVED", "dee", edited=True),
-    "REST decision by an admin": request_decide("APPROVED", "ada"),
-    "REST cancel by the person": request_cancel("alice"),
-    "REST cancel by the service account": request_cancel(SERVICE_ACCOUNT),
+    "REST cancel by the service account": request_cancel_by_the_service_account,
     "admin decide": admin_decide,
     "timer fire": timer_fire,
+    "MCP decision edited": request_mcp_decide_edited,
+    "MCP cancel by the person": request_mcp_cancel,
+    "Slack click": slack_click,
 }
 REQUEST_ACTORS = {
     "ann": "REST decision APPROVED",
     "ben": "REST decision REJECTED",
-    "dee": "REST decision edited",
-    "ada": "REST decision by an admin",
-    "alice": "REST cancel by the person",
     SERVICE_ACCOUNT: "REST cancel by the service account",
     "cid": "admin decide",
     "system:timeout": "timer fire",
+    "mcp:dee": "MCP decision edited",
+    "mcp:alice": "MCP cancel by the person",
+    "slack:USLACKER": "Slack click",
 }
 
 
@@ -692,11 +713,9 @@ class OverHttp:
         "alice": 0,
         "mcp dee": 0,
         "slack": 0,
-        "ada": 0,
         "ben": 1,
         "admin page": 1,
         "mcp alice": 1,
-        "dee": 1,
         SERVICE_ACCOUNT: 1,
     }
 

@@ -2,8 +2,8 @@
 on real PostgreSQL with eight real threads per round. Fast size here; the full size is
 ``bench/decision_races.py`` (the ``fullsize`` test below, and over HTTP with two web processes). Every
 fifth round of the mixed run is an approval request; the approval requests' own run races its eight
-(REST decisions by four reviewers, withdrawals by its person and its service account, the admin page,
-the timer) on approval requests only."""
+(REST decisions, the service account's withdrawal, the admin page, the timer, MCP's decision and the
+person's withdrawal, a Slack click) on approval requests only."""
 
 from __future__ import annotations
 
