@@ -116,10 +116,10 @@ ACCESS: dict[str, dict[str, Any]] = {
     # login page ("login"); inbox list, its updates, history list, audit list / export / verify
     "admin staff page": {**dict.fromkeys(ROLES, "login"), "staff": OK, "approver": OK, "admin": OK},
     # a pause's decision page (GET, POST), the bulk decision: other staff only their own pauses, and
-    # someone else's is the same 404 as an unknown id
+    # someone else's is the same 404 as an unknown id (an approval request's pause is no staff's own)
     "admin pause": {
         **dict.fromkeys(ROLES, "login"),
-        "staff": {"staff's own": OK, "someone else's": 404, "decided": 404},
+        "staff": {"staff's own": OK, "someone else's": 404, "decided": 404, "approval request": 404},
         "approver": OK,
         "admin": OK,
     },
