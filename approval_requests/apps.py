@@ -6,6 +6,9 @@ class ApprovalRequestsConfig(AppConfig):
     verbose_name = "Approval requests"
 
     def ready(self) -> None:
-        from approval_requests import engine_handler  # local import: registration at startup
+        # local import: registration at startup (the engine handler, the admin decision page part; the
+        # check of the grant signing key)
+        from approval_requests import admin_pages, checks, engine_handler  # noqa: F401
 
         engine_handler.register()
+        admin_pages.register()

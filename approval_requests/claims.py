@@ -19,6 +19,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from approval_requests import grants, pinning
+from approval_requests.body_fields import PinnedRequestField
 from approval_requests.errors import AlreadyClaimed, GrantExpired, OutcomeUnknown, RequestChanged
 from approval_requests.models import ApprovalRequest, OutcomeStatus, RequestStatus
 from approval_requests.selectors import own_request
@@ -32,7 +33,7 @@ SUMMARY_MAX = 1000
 
 
 class ClaimBodySerializer(BodySerializer):
-    request = serializers.JSONField(
+    request = PinnedRequestField(
         required=False,
         allow_null=True,
         default=None,

@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from approval_requests import pinning
+from approval_requests.body_fields import RequestAmendmentField
 from approval_requests.models import ApprovalRequest
 from approvals.decision_input import DecisionBodySerializer, DecisionInput
 from approvals.models import Pause, Verdict
@@ -31,7 +32,7 @@ class RequestDecisionBodySerializer(DecisionBodySerializer):
         default=None,
         help_text="Approve with these arguments instead (a JSON object); needs verdict APPROVED",
     )
-    amendedRequest = serializers.JSONField(
+    amendedRequest = RequestAmendmentField(
         required=False,
         allow_null=True,
         default=None,

@@ -20,8 +20,10 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from approval_requests import pinning
+from approval_requests.body_fields import PinnedRequestField, RequestConfigField
 from approval_requests.errors import IdempotencyConflict
 from approval_requests.models import ApprovalRequest
+from approval_requests.review import request_line
 from approvals.access import is_service_account
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
 from approvals.models import Engine, PauseKind, SubjectType
@@ -74,7 +76,7 @@ def _refused(errors: list[FieldError], prefix: str) -> serializers.ValidationErr
 
 
 class ActionSerializer(BodySerializer):
-    name = TextField(max_length=NAME_MAX, help_text="The tool or action the agent will run")
+    name = TextField(min_length=1, max_length=NAME_MAX, help_text="The tool or action the agent will run")
     arguments = serializers.DictField(
         required=False, default=dict, help_text="Its arguments (a JSON object), shown to the reviewer in full"
     )
@@ -91,12 +93,14 @@ class FilingBodySerializer(BodySerializer):
     """``POST /approval-requests``: what an agent asks to do, and (optionally) the exact request it will send."""
 
     idempotencyKey = TextField(
-        max_length=NAME_MAX, help_text="The same key with the same body answers the same request"
+        min_length=1,
+        max_length=NAME_MAX,
+        help_text="The same key with the same body answers the same request",
     )
-    agent = TextField(max_length=NAME_MAX, help_text="The agent's name, shown to reviewers")
+    agent = TextField(min_length=1, max_length=NAME_MAX, help_text="The agent's name, shown to reviewers")
     action = ActionSerializer()
-    reason = TextField(max_length=REASON_MAX, help_text="Why it asks, shown to reviewers")
-    request = serializers.JSONField(
+    reason = TextField(min_length=1, max_length=REASON_MAX, help_text="Why it asks, shown to reviewers")
+    request = PinnedRequestField(
         required=False,
         allow_null=True,
         default=None,
@@ -116,7 +120,7 @@ class FilingBodySerializer(BodySerializer):
         default=None,
         help_text="Shown to reviewers (e.g. the run's last messages); bounded",
     )
-    hitlConfig = serializers.JSONField(
+    hitlConfig = RequestConfigField(
         required=False,
         allow_null=True,
         default=None,
@@ -258,7 +262,11 @@ def _file(user: Any, data: dict[str, Any], digest: str, on_behalf_of: Any) -> Ap
         reason=data["reason"],
         hitl_config=config,
         bookmark={},
-        details={"agent": data["agent"], "account": user.get_username()},
+        details={
+            "agent": data["agent"],
+            "account": user.get_username(),
+            **({"requestLine": request_line(pinned)} if pinned else {}),
+        },
         tool_names=[data["action"]["name"]],
         allow_self_approval=effective_allow_self_approval(config),
     )

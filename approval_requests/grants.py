@@ -6,12 +6,14 @@ that keeps the ids it has seen refuses a replay), what was approved (``act``, th
 SHA-256 of ``METHOD\\nURL\\nBODY`` as approved) and the grant's expiry (``exp``). The public keys are
 served as a JWK set at ``/.well-known/hitl-grant-keys``, so a target verifies a token with any JWT
 library (docs/approval-requests.md shows one in a few lines). The signing key is ``HITL_GRANT_SIGNING_KEY``
-(a base64 Ed25519 seed of 32 bytes), else derived from ``SECRET_KEY``; it never leaves the server.
+(a base64 Ed25519 seed of 32 bytes), else derived from ``SECRET_KEY``; it never leaves the server. A key
+that is not one is refused at start (approval_requests/checks.py), and by every claim until it is fixed.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import hashlib
 import hmac
@@ -23,18 +25,55 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 ISSUER = "hitl"
 AUDIENCE = "hitl-grant"
 ALGORITHM = "EdDSA"
 
 
+SEED_BYTES = 32
+KEY_HINT = (
+    "HITL_GRANT_SIGNING_KEY is the base64 of a random 32-byte Ed25519 seed (or empty: derived from "
+    'SECRET_KEY). Make one with: python -c "import base64, secrets; '
+    'print(base64.b64encode(secrets.token_bytes(32)).decode())"'
+)
+
+
+def parse_seed(configured: str) -> bytes:
+    """The 32-byte seed ``HITL_GRANT_SIGNING_KEY`` holds (standard or URL-safe base64, padded or not), or
+    ValueError saying what is wrong with it (never its value)."""
+    text = configured.strip().replace("-", "+").replace("_", "/")
+    try:
+        seed = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("HITL_GRANT_SIGNING_KEY is not base64") from None
+    if len(seed) != SEED_BYTES:
+        raise ValueError(
+            f"HITL_GRANT_SIGNING_KEY decodes to {len(seed)} bytes; an Ed25519 seed is {SEED_BYTES} bytes"
+        )
+    return seed
+
+
+def key_problem() -> str | None:
+    """What is wrong with the configured ``HITL_GRANT_SIGNING_KEY`` (None: nothing, or it is empty)."""
+    configured = getattr(settings, "HITL_GRANT_SIGNING_KEY", "") or ""
+    if not configured:
+        return None
+    try:
+        parse_seed(configured)
+    except ValueError as problem:
+        return str(problem)
+    return None
+
+
 @functools.cache
 def _signing_key(configured: str, secret_key: str) -> Ed25519PrivateKey:
     if configured:
-        seed = base64.b64decode(configured)
-        if len(seed) != 32:
-            raise ValueError("HITL_GRANT_SIGNING_KEY must be the base64 of a 32-byte Ed25519 seed")
+        try:
+            seed = parse_seed(configured)
+        except ValueError as problem:
+            raise ImproperlyConfigured(f"{problem}. {KEY_HINT}") from None
     else:
         seed = hmac.new(secret_key.encode("utf-8"), b"hitl-grant-signing-key", hashlib.sha256).digest()
     return Ed25519PrivateKey.from_private_bytes(seed)

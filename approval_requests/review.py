@@ -1,12 +1,24 @@
-"""What a reviewer is shown of an approval request's pause (the ACTION kind's details provider)."""
+"""What a reviewer is shown of an approval request's pause (the ACTION kind's details provider), and the
+one line of its pinned request its inbox row shows."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from approval_requests.models import ApprovalRequest
+from approval_requests.pinning import PinnedRequest
 from approvals.models import Pause
-from toolgate.outbound import redact_json_value
+from toolgate.outbound import redact_json_value, redact_uri
+
+REQUEST_LINE_MAX = 300
+
+
+def request_line(pinned: PinnedRequest) -> str:
+    """The pinned request's method and URL for a row among many ("POST https://…"): kept on the pause when
+    it opens (``details.requestLine``), so the inbox reads no request per row. The URL's credential-shaped
+    parts are redacted (the line is a label: the decision page shows the request exactly as sent)."""
+    line = f"{pinned.method} {redact_uri(pinned.url)}"
+    return line if len(line) <= REQUEST_LINE_MAX else line[: REQUEST_LINE_MAX - 1] + "…"
 
 
 def action_pause_details(pause: Pause, *, reviewer: bool = False) -> dict[str, Any]:

@@ -10,6 +10,7 @@ not exist; reviewers get 404 for an unknown id.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db.models import CharField, Q, QuerySet
@@ -28,7 +29,13 @@ NOT_THE_AGENT = (
 
 
 def _by_id(request_id: Any) -> ApprovalRequest | None:
-    return ApprovalRequest.objects.select_related("account", "on_behalf_of").filter(pk=request_id).first()
+    """The request, or None for an id that does not exist or is no UUID at all (an MCP argument, a Slack
+    button value): both are the same unknown id to the access rule."""
+    try:
+        key = uuid.UUID(str(request_id))
+    except ValueError:
+        return None
+    return ApprovalRequest.objects.select_related("account", "on_behalf_of").filter(pk=key).first()
 
 
 def readable_request(user: Any, request_id: Any) -> ApprovalRequest:

@@ -6,8 +6,13 @@ The work cluster sends it, signed per the Standard Webhooks specification with t
 secret (``standardwebhooks``: the ``webhook-id`` is the delivery's id, stable across retries, so a
 receiver can drop a duplicate; ``webhook-timestamp``; ``webhook-signature``), through the egress guard
 of the tool calls, without following redirects. A 2xx delivers it; anything else is retried with
-backoff (``RETRY_DELAYS``, a one-shot schedule each) and, after the last, marked FAILED. Every attempt
-is recorded on the row, which operators read in the admin.
+backoff (``RETRY_DELAYS``, a one-shot schedule each) and, after the last, marked FAILED. A callback the
+egress guard refuses is never sent and FAILED at once (the same address would be refused again). Every
+attempt is recorded on the row, which operators read in the admin.
+
+The task locks its delivery row only (never the approval request), so a receiver that claims the
+approval while its webhook is being answered is not kept waiting on it; the work cluster sends every
+delivery, whichever process ended the request (an ABORT timeout ends it on the timer cluster).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import base64
 import json
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +40,7 @@ from approval_requests.models import (
     WebhookDelivery,
 )
 from common import rows
-from toolgate.outbound import outbound_client
+from toolgate.outbound import EgressRefused, outbound_client
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +49,8 @@ EXPIRED = "approval_request.expired"
 CANCELLED = "approval_request.cancelled"
 EVENT_FOR = {RequestStatus.EXPIRED: EXPIRED, RequestStatus.CANCELLED: CANCELLED}
 DELIVER_TASK = "approval_requests.webhooks.deliver"
-# After the first attempt fails: the waits before each retry (8 attempts in all, over about 2 hours).
+# After the first attempt fails: the waits before each retry (7 attempts in all, the last about 1 h 43 min
+# after the first).
 RETRY_DELAYS = (
     timedelta(seconds=5),
     timedelta(seconds=30),
@@ -54,6 +61,8 @@ RETRY_DELAYS = (
 )
 SEND_TIMEOUT = 10.0
 ERROR_MAX = 500
+USER_AGENT = "hitl-webhooks"
+NO_SECRET = "the service account has no webhook signing secret (POST /approval-requests/webhook-secret)"
 
 
 def new_secret() -> str:
@@ -62,9 +71,12 @@ def new_secret() -> str:
 
 
 def rotate_secret(account: Any) -> str:
-    """Make (or replace) ``account``'s signing secret and return it: the only time it is shown."""
+    """Make (or replace) ``account``'s signing secret and return it: the only time it is shown. Deliveries
+    still to be attempted are signed with the new one."""
     secret = new_secret()
-    SigningSecret.objects.update_or_create(account=account, defaults={"secret": secret})
+    SigningSecret.objects.update_or_create(
+        account=account, defaults={"secret": secret, "created_at": timezone.now()}
+    )
     return secret
 
 
@@ -99,33 +111,54 @@ def queue_event(request_id: Any, event: str) -> WebhookDelivery | None:
         next_attempt_at=now,
     )
     rows.insert(delivery)
-    async_task(DELIVER_TASK, str(delivery.id), task_name=f"hitl-webhook-{delivery.id}", group="hitl-webhooks")
+    async_task(
+        DELIVER_TASK,
+        str(delivery.id),
+        task_name=f"hitl-webhook-{delivery.id}",
+        group="hitl-webhooks",
+        # the work cluster, also when a timeout fired on the timer cluster ended the request
+        cluster=settings.Q_CLUSTER["name"],
+    )
     return delivery
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt came to: the receiver's status (None: no answer), the error, and whether trying
+    again could change anything."""
+
+    status_code: int | None
+    error: str
+    final: bool = False
+
+    @property
+    def delivered(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
 
 
 def deliver(delivery_id: str) -> str:
     """One attempt (the q-cluster task): send, record, and on failure schedule the next attempt."""
     with transaction.atomic():
         delivery = (
-            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            WebhookDelivery.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(pk=delivery_id, status=DeliveryStatus.PENDING)
             .select_related("approval_request")
             .first()
         )
         if delivery is None:
             return "not pending"  # delivered, failed for good, or another worker is sending it
-        status_code, error = _send(delivery)
+        attempt = _send(delivery)
         now = timezone.now()
         delivery.attempts += 1
-        delivery.last_status_code = status_code
-        delivery.last_error = error[:ERROR_MAX]
-        if status_code is not None and 200 <= status_code < 300:
+        delivery.last_status_code = attempt.status_code
+        delivery.last_error = attempt.error[:ERROR_MAX]
+        if attempt.delivered:
             delivery.status, delivery.delivered_at, delivery.next_attempt_at = (
                 DeliveryStatus.DELIVERED,
                 now,
                 None,
             )
-        elif delivery.attempts > len(RETRY_DELAYS):
+        elif attempt.final or delivery.attempts > len(RETRY_DELAYS):
             delivery.status, delivery.next_attempt_at = DeliveryStatus.FAILED, None
         else:
             delivery.next_attempt_at = now + RETRY_DELAYS[delivery.attempts - 1]
@@ -143,28 +176,30 @@ def deliver(delivery_id: str) -> str:
         return delivery.status
 
 
+def retry_name(delivery: WebhookDelivery) -> str:
+    return f"hitl-webhook-retry-{delivery.id}-{delivery.attempts}"
+
+
 def _schedule_retry(delivery: WebhookDelivery) -> None:
+    """A one-shot schedule on the work cluster; django-q2 deletes it once it has fired (repeats -1)."""
     rows.insert(
         Schedule(
-            name=f"hitl-webhook-retry-{delivery.id}-{delivery.attempts}",
+            name=retry_name(delivery),
             func=DELIVER_TASK,
             args=repr(str(delivery.id)),
             schedule_type=Schedule.ONCE,
-            repeats=1,
+            repeats=-1,
             next_run=delivery.next_attempt_at,
             cluster=settings.Q_CLUSTER["name"],
         )
     )
 
 
-def _send(delivery: WebhookDelivery) -> tuple[int | None, str]:
+def _send(delivery: WebhookDelivery) -> Attempt:
     secret = SigningSecret.objects.filter(account_id=delivery.approval_request.account_id).first()
     if secret is None:
-        return (
-            None,
-            "the service account has no webhook signing secret (POST /approval-requests/webhook-secret)",
-        )
-    body = _json(delivery.payload)
+        return Attempt(None, NO_SECRET)
+    body = _json(delivery.payload).encode("utf-8")
     signed_at = timezone.now()
     signature = Webhook(secret.secret).sign(str(delivery.id), signed_at, body)
     headers = {
@@ -172,17 +207,19 @@ def _send(delivery: WebhookDelivery) -> tuple[int | None, str]:
         "webhook-id": str(delivery.id),
         "webhook-timestamp": str(int(signed_at.timestamp())),
         "webhook-signature": signature,
-        "user-agent": "hitl-webhooks",
+        "user-agent": USER_AGENT,
     }
     try:
         with outbound_client(SEND_TIMEOUT) as client:
-            response = client.post(delivery.url, content=body.encode("utf-8"), headers=headers)
-    except Exception as exc:  # refused by the egress guard, unreachable, timed out: retried
+            response = client.post(delivery.url, content=body, headers=headers)
+    except EgressRefused as refused:  # nothing was sent; the same address would be refused again
+        return Attempt(None, f"not sent: {refused}", final=True)
+    except Exception as exc:  # unreachable, timed out, a bad URL: retried
         logger.info("webhook %s to %s failed: %s", delivery.id, delivery.url, type(exc).__name__)
-        return None, f"{type(exc).__name__}: {exc}"
+        return Attempt(None, f"{type(exc).__name__}: {exc}")
     if 200 <= response.status_code < 300:
-        return response.status_code, ""
-    return response.status_code, f"HTTP {response.status_code}"
+        return Attempt(response.status_code, "")
+    return Attempt(response.status_code, f"HTTP {response.status_code}")
 
 
 def _json(payload: dict[str, Any]) -> str:

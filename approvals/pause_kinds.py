@@ -3,7 +3,10 @@
 Lower layers know nothing of the kinds built on them: toolgate registers the TOOL_CALL validator
 (per-call verdicts and amendments) and the TOOL_CALL details (the pending calls, re-redacted) here in
 its AppConfig.ready(); groups registers the PHASE and TASK ones, and their part of the admin decision
-page (``DecisionPage``: the discussion, its phase and transcript, a verdict per awaiting task).
+page (``DecisionPage``: the discussion, its phase and transcript, a verdict per awaiting task); approval
+requests the ACTION ones, their page part (the action, its arguments, the pinned request, the agent's
+context) and the edit of its "Edit and approve" (``DecisionEdit``: the posted inputs as the kind's own
+decision body, with its amendments).
 """
 
 from __future__ import annotations
@@ -56,6 +59,33 @@ class PageTable:
 
 
 @dataclass(frozen=True)
+class PageBlock:
+    """A text of a kind's section shown exactly as it is, in its own box (a request as it will be sent,
+    an agent's context as JSON). ``key`` names the box on the page (``hitl-block-<key>``)."""
+
+    key: str
+    heading: str
+    text: str
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class PageEdit:
+    """One input of a kind's "Edit and approve", starting with ``shown``: an input left as shown changes
+    nothing (a ``json`` one: a change of layout alone is no change). ``error_field`` is the field of the
+    kind's decision body a refusal about it names (its sub-fields too, ``amendedRequest.url.…``), so the
+    admin shows the refusal beside the input."""
+
+    name: str
+    label: str
+    shown: str
+    json: bool = False
+    multiline: bool = False
+    help: str = ""
+    error_field: str = ""
+
+
+@dataclass(frozen=True)
 class PageSection:
     """A kind's own part of the admin decision page. ``transcript`` is the subject's record, shown instead
     of the surface's latest turns (None when the reviewer may not read it: the page says so)."""
@@ -70,6 +100,20 @@ class PageSection:
     approve_label: str = "Approve"
     reject_label: str = "Reject"
     cancel_hint: str = ""
+    # What else the kind shows: tables (an action's arguments, one per line) and texts shown as they are.
+    tables: tuple[PageTable, ...] = ()
+    blocks: tuple[PageBlock, ...] = ()
+    # False: the subject has no turns (an approval request): the page shows no "Latest turns".
+    reads_turns: bool = True
+    # What the other answers do, in the outlook's words; an empty one: the page does not offer it.
+    cancel_label: str = ""
+    guidance_label: str = ""  # a reply with guidance (its note reaches the subject as an instruction)
+    guidance_help: str = ""  # the label of the guidance box: who reads the guidance, and how
+    # "Edit and approve": its inputs (checked and turned into the decision by the kind's DecisionEdit),
+    # what it does, and why there is none (e.g. the request forbids edits).
+    edits: tuple[PageEdit, ...] = ()
+    edit_label: str = ""
+    edit_help: str = ""
 
 
 class DecisionPage(Protocol):
@@ -89,9 +133,17 @@ class DecisionPage(Protocol):
         """The subject's state after the decision's continuation, for the reviewer's success message."""
 
 
+# The approval of an "Edit and approve" (``decision``: verdict APPROVED and note, already parsed) carrying
+# the reviewer's edits: the posted text of each PageEdit that differs from what it showed, by name. The
+# kind parses them into its own decision body (its ``amendments``) with its own parser, or raises BadRequest
+# naming each bad field as its ``PageEdit.error_field`` does, before anything is touched; its validator
+# then checks the edit inside the decision service, as it does for REST.
+DecisionEdit = Callable[["Pause", "DecisionInput", dict[str, str]], "DecisionInput"]
+
 _VALIDATORS: dict[str, DecisionValidator] = {}
 _DETAILS: dict[str, DetailsProvider] = {}
 _PAGES: dict[str, DecisionPage] = {}
+_EDITS: dict[str, DecisionEdit] = {}
 _OUTCOME_UNKNOWN: list[OutcomeUnknownReader] = []
 
 
@@ -105,6 +157,10 @@ def register_details_provider(kind: str, provider: DetailsProvider) -> None:
 
 def register_decision_page(kind: str, page: DecisionPage) -> None:
     _PAGES[kind] = page
+
+
+def register_decision_edit(kind: str, edit: DecisionEdit) -> None:
+    _EDITS[kind] = edit
 
 
 def register_outcome_unknown_reader(reader: OutcomeUnknownReader) -> None:
@@ -127,3 +183,7 @@ def details_provider_for(kind: str) -> DetailsProvider | None:
 
 def decision_page_for(kind: str) -> DecisionPage | None:
     return _PAGES.get(kind)
+
+
+def decision_edit_for(kind: str) -> DecisionEdit | None:
+    return _EDITS.get(kind)

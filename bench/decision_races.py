@@ -2,7 +2,8 @@
 
 In process (default): tests/approvals/test_exactly_one_decision_per_pause.py's full-size test with
 ``--rounds`` rounds (default 500) of eight racers, one per surface (REST resume ×2, REST cancel, admin
-page, timer, MCP resume and cancel, Slack), on RULE, TOOL_CALL and group pauses. ``--http``: the same
+page, timer, MCP resume and cancel, Slack), on RULE, TOOL_CALL, group and approval-request pauses (an
+approval request's own eight: REST, the admin page, the timer, MCP and Slack on its operations). ``--http``: the same
 racers over HTTP against two live uvicorn processes (tests/e2e/test_decision_races_live.py, default 100
 rounds). Prints the harness's report (rounds, winners histogram, wins by surface, errors, elapsed) and the
 load average beside it.

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django_q.models import Schedule
 from rest_framework.test import APIClient
@@ -50,6 +52,8 @@ class World:
             "staff": make_user("staff", "staff"),  # is_staff, in no HITL group
             "approver": make_user("approver", "approver"),
             "admin": make_user("admin", "admin"),
+            "agent": make_user("filing-bot", "agent"),
+            "other agent": _service_account_with_every_role("other-bot"),
         }
         clients = {"anonymous": APIClient(), **{role: client_for(user) for role, user in users.items()}}
         scribe = deployed_agent(demo_member_document("scribe", "Noted."))
@@ -75,6 +79,57 @@ class World:
 
     def used(self, kind: str, state: str, user: str) -> None:
         self.cache.pop((kind, state, user), None)
+
+
+def _service_account_with_every_role(username: str) -> Any:
+    """A service account someone also made staff and put in the admin and approver groups: none of it
+    counts (approvals.access.is_service_account)."""
+    user = make_user(username, "agent")
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    for name in (settings.HITL_ADMIN_GROUP, settings.HITL_APPROVER_GROUP):
+        user.groups.add(Group.objects.get_or_create(name=name)[0])
+    return user
+
+
+PINNED = {
+    "method": "POST",
+    "url": "https://payments.example/refunds",
+    "headers": {"Content-Type": "application/json", "Authorization": "Bearer sk-live-abcdef123456"},
+    "body": '{"orderId":"A-1","amount":250}',
+    "secretHeaders": ["Authorization"],
+}
+
+
+def filing_body(key: str, *, on_behalf_of: str | None = "bob") -> dict[str, Any]:
+    """A valid filing: a refund with its exact request pinned, made for the owner (bob) unless
+    ``on_behalf_of`` says otherwise; every object a filing may hold is there (S2 adds a field to each)."""
+    body: dict[str, Any] = {
+        "idempotencyKey": key,
+        "agent": "refund-bot",
+        "action": {"name": "refund", "arguments": {"orderId": "A-1", "amount": 250}},
+        "reason": "Refund over 100 EUR",
+        "request": PINNED,
+        "hitlConfig": {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1H", "allowEdit": True},
+    }
+    if on_behalf_of is not None:
+        body["onBehalfOf"] = on_behalf_of
+    return body
+
+
+def _approval_request(world: World, state: str) -> str:
+    """An approval request the agent filed for the owner (for no one when ``ownerless``); ``decided``:
+    approved, so its filer can claim it."""
+    if state == "unknown":
+        return str(uuid.uuid4())
+    body = filing_body(f"authz-{uuid.uuid4().hex}", on_behalf_of=None if state == "ownerless" else "bob")
+    filed = world.clients["agent"].post("/approval-requests", body, **JSON)
+    assert filed.status_code == 201, filed.content
+    request_id = filed.json()["id"]
+    if state == "decided":
+        decided = world.clients["admin"].post(f"/approval-requests/{request_id}/decision", VERDICT, **JSON)
+        assert decided.status_code == 200 and decided.json()["status"] == "APPROVED", decided.content
+    return request_id
 
 
 def _conversation(world: World, state: str) -> str:
@@ -178,6 +233,7 @@ MAKERS: dict[str, Callable[[World, str], Any]] = {
     "secret": _secret,
     "integration": _integration,
     "archive": _archive,
+    "approval request": _approval_request,
 }
 
 
@@ -201,6 +257,7 @@ VERDICT = {"verdict": "APPROVED"}
 GROUP_DECISION = {"decision": {"verdict": "APPROVED"}}
 SSE = {"HTTP_ACCEPT": "text/event-stream"}
 D = "/groups/{g}/conversations/{s}"
+R = "/approval-requests/{s}"
 
 # "METHOD /template" as the schema names it (plus a query where one changes who may call) -> the call.
 REST_ENDPOINTS: dict[str, Endpoint] = {
@@ -354,15 +411,42 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
         "/integrations/slack/interactive",
         extra={"data": "payload=%7B%7D", "content_type": "application/x-www-form-urlencoded"},
     ),
+    "POST /approval-requests": Endpoint("service account", "/approval-requests", body=filing_body("authz-1")),
+    "GET /approval-requests": Endpoint("lists requests", "/approval-requests"),
+    "POST /approval-requests/webhook-secret": Endpoint(
+        "service account", "/approval-requests/webhook-secret"
+    ),
+    "GET /approval-requests/{request_id}": Endpoint("request party", R, "approval request", states=CONV),
+    "GET /approval-requests/{request_id}/events": Endpoint(
+        "request party", R + "/events", "approval request", extra=SSE, states=CONV
+    ),
+    "POST /approval-requests/{request_id}/decision": Endpoint(
+        "request reviewer", R + "/decision", "approval request", fresh=True, body=VERDICT, states=CONV
+    ),
+    "POST /approval-requests/{request_id}/claim": Endpoint(
+        "request filer", R + "/claim", "approval request", fresh=True, body={"request": PINNED}, states=CONV
+    ),
+    "POST /approval-requests/{request_id}/outcome": Endpoint(
+        "request filer", R + "/outcome", "approval request", body={"status": "succeeded"}, states=CONV
+    ),
+    "POST /approval-requests/{request_id}/cancel": Endpoint(
+        "request party", R + "/cancel", "approval request", fresh=True, states=CONV
+    ),
+    "GET /.well-known/hitl-grant-keys": Endpoint("public", "/.well-known/hitl-grant-keys"),
 }
 # The fast size runs the decided state where it changes the answer (an approver reads turns only while
 # a subject awaits approval; a decided pause is no longer decided again) and leaves the rest to the full.
 DECIDED_MATTERS = {
     name
     for name, e in REST_ENDPOINTS.items()
-    if e.rule == "reads turns" or "approve" in name or "resume" in name
+    if e.rule == "reads turns" or "approve" in name or "resume" in name or e.subject == "approval request"
 }
-FULL_STATES = {"conversation": ("ownerless",), "discussion": ("ownerless",), "schedule": ("hitl job",)}
+FULL_STATES = {
+    "conversation": ("ownerless",),
+    "discussion": ("ownerless",),
+    "schedule": ("hitl job",),
+    "approval request": ("ownerless",),
+}
 
 
 def _slack_body(world: World, *, named: bool) -> dict[str, Any]:

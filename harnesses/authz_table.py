@@ -16,7 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 OK = "ok"
-ROLES = ("anonymous", "owner", "other", "staff", "approver", "admin")
+# "owner" owns the subject; of an approval request it is the person it was made for (``onBehalfOf``).
+# "agent" is a service account (role agent): the one that filed the approval request. "other agent" is
+# another service account, which someone also made staff and put in the admin and approver groups: no
+# role counts for a service account, so it must be refused wherever "agent" is refused and more.
+ROLES = ("anonymous", "owner", "other", "staff", "approver", "admin", "agent", "other agent")
 ROLE_NAMES = {
     "anonymous": "anonymous",
     "owner": "plain user, owner",
@@ -24,27 +28,58 @@ ROLE_NAMES = {
     "staff": "staff without role",
     "approver": "approver",
     "admin": "admin",
+    "agent": "service account, filer",
+    "other agent": "service account, not filer (staff, admin and approver groups too)",
 }
+PEOPLE = ("owner", "other", "staff", "approver", "admin")
+SERVICE_ACCOUNTS = ("agent", "other agent")
 # Subject states: a conversation or discussion awaiting a decision, one whose pause was decided, and an
-# id that does not exist. "-" for endpoints without a subject.
+# id that does not exist. "-" for endpoints without a subject. An approval request "decided" is approved
+# (and so claimable).
 STATES = ("pending", "decided", "unknown")
 NO_SUBJECT = "-"
 
 _ANON = {"anonymous": 401}
-_UNKNOWN_ID = {"anonymous": 401, "owner": 403, "other": 403, "staff": 403, "approver": 404, "admin": 404}
+# A service account may use the approval requests' endpoints only: everywhere else it is refused, 403.
+_NO_SERVICE_ACCOUNT = dict.fromkeys(SERVICE_ACCOUNTS, 403)
+_UNKNOWN_ID = {
+    "anonymous": 401,
+    "owner": 403,
+    "other": 403,
+    "staff": 403,
+    "approver": 404,
+    "admin": 404,
+    **_NO_SERVICE_ACCOUNT,
+}
 
 # rule -> role -> outcome, or -> {state: outcome} where the state matters. The rows of the docs' table.
 ACCESS: dict[str, dict[str, Any]] = {
     # /healthz, POST /auth/token, /api/schema/, /api/docs/, /metrics (HITL_METRICS_PUBLIC, default true)
     "public": dict.fromkeys(ROLES, OK),
     # read agents, groups, deployment status; start a conversation or discussion; the inboxes (own rows)
-    "signed in": {**dict.fromkeys(ROLES, OK), **_ANON},
+    "signed in": {**dict.fromkeys(ROLES, OK), **_ANON, **_NO_SERVICE_ACCOUNT},
     # create, change, delete, deploy, undeploy, import, export agents; groups' writes; secrets; Slack
     # integrations; operator relays
     "admin": {**dict.fromkeys(ROLES, 403), **_ANON, "admin": OK},
     # the audit ledger and its export; the schedule store (reading one schedule: "staff (read)")
-    "staff": {**_ANON, "owner": 403, "other": 403, "staff": OK, "approver": OK, "admin": OK},
-    "staff (read)": {**_ANON, "owner": 403, "other": 403, "staff": OK, "approver": OK, "admin": OK},
+    "staff": {
+        **_ANON,
+        "owner": 403,
+        "other": 403,
+        "staff": OK,
+        "approver": OK,
+        "admin": OK,
+        **_NO_SERVICE_ACCOUNT,
+    },
+    "staff (read)": {
+        **_ANON,
+        "owner": 403,
+        "other": 403,
+        "staff": OK,
+        "approver": OK,
+        "admin": OK,
+        **_NO_SERVICE_ACCOUNT,
+    },
     # say, undo, redo, endConversation
     "owner or admin": {
         **_ANON,
@@ -53,9 +88,18 @@ ACCESS: dict[str, dict[str, Any]] = {
         "staff": 403,
         "approver": 403,
         "admin": OK,
+        **_NO_SERVICE_ACCOUNT,
     },
     # resume, cancel, approval-status; a discussion's read, approve, cancel, approval-status
-    "decider": {**_ANON, "owner": OK, "other": 403, "staff": 403, "approver": OK, "admin": OK},
+    "decider": {
+        **_ANON,
+        "owner": OK,
+        "other": 403,
+        "staff": 403,
+        "approver": OK,
+        "admin": OK,
+        **_NO_SERVICE_ACCOUNT,
+    },
     # the snapshot, approval-status?detail=full: an approver only while it awaits approval
     "reads turns": {
         **_ANON,
@@ -64,6 +108,7 @@ ACCESS: dict[str, dict[str, Any]] = {
         "staff": 403,
         "approver": {"pending": OK, "decided": 403},
         "admin": OK,
+        **_NO_SERVICE_ACCOUNT,
     },
     # /integrations/slack/*: no token counts, only Slack's signature (an unsigned request is 401)
     "signed by Slack": dict.fromkeys(ROLES, 401),
@@ -71,10 +116,10 @@ ACCESS: dict[str, dict[str, Any]] = {
     # login page ("login"); inbox list, its updates, history list, audit list / export / verify
     "admin staff page": {**dict.fromkeys(ROLES, "login"), "staff": OK, "approver": OK, "admin": OK},
     # a pause's decision page (GET, POST), the bulk decision: other staff only their own pauses, and
-    # someone else's is the same 404 as an unknown id
+    # someone else's is the same 404 as an unknown id (an approval request's pause is no staff's own)
     "admin pause": {
         **dict.fromkeys(ROLES, "login"),
-        "staff": {"staff's own": OK, "someone else's": 404, "decided": 404},
+        "staff": {"staff's own": OK, "someone else's": 404, "decided": 404, "approval request": 404},
         "approver": OK,
         "admin": OK,
     },
@@ -82,12 +127,34 @@ ACCESS: dict[str, dict[str, Any]] = {
     # click; "other" a signed click of a Slack user not in hitlApproverUserIds (told so, nothing
     # decided: 403 here); "approver" one in the list (a decided pause answers "already resolved": OK)
     "slack button": {"anonymous": 401, "other": 403, "approver": OK},
+    # --- approval requests (approval_requests.selectors): filed by service accounts, decided by reviewers.
+    # File one, make the webhook signing secret: service accounts only
+    "service account": {**_ANON, **dict.fromkeys(PEOPLE, 403), **dict.fromkeys(SERVICE_ACCOUNTS, OK)},
+    # the list: everyone signed in, each sees what is theirs (a service account its own)
+    "lists requests": {**dict.fromkeys(ROLES, OK), **_ANON},
+    # read one, withdraw it: its service account, the person it was made for, a reviewer
+    "request party": {
+        **_ANON,
+        "owner": OK,
+        "other": 403,
+        "staff": 403,
+        "approver": OK,
+        "admin": OK,
+        "agent": OK,
+        "other agent": 403,
+    },
+    # decide it: reviewers only, never its person nor any service account
+    "request reviewer": {**dict.fromkeys(ROLES, 403), **_ANON, "approver": OK, "admin": OK},
+    # claim it, report its outcome: the service account that filed it, no one else
+    "request filer": {**dict.fromkeys(ROLES, 403), **_ANON, "agent": OK},
 }
-SUBJECT_RULES = frozenset({"owner or admin", "decider", "reads turns"})
+SUBJECT_RULES = frozenset(
+    {"owner or admin", "decider", "reads turns", "request party", "request reviewer", "request filer"}
+)
 
 
 # The full size's further states: a subject nobody owns (open to admins and approvers only: the "owner"
-# role is then just another user), and a HITL job in the schedule store (docs/schedules.md: not listed
+# role is then just another user; an approval request made for no one), and a HITL job in the schedule store (docs/schedules.md: not listed
 # and read as 404 by non-admins; changing, deleting, enabling, disabling or firing it is a 403 for them).
 FULL_STATES = ("ownerless", "hitl job")
 _HITL_JOB = {**_ANON, "owner": 403, "other": 403, "staff": 403, "approver": 403, "admin": OK}
@@ -104,6 +171,12 @@ def expected(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
         role, state = ("other" if role == "owner" else role), "pending"
     outcome = ACCESS[rule][role]
     return outcome[state] if isinstance(outcome, dict) else outcome
+
+
+def expected_over_mcp(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
+    """What ``expected`` says, over MCP (docs/mcp.md): a surface for people, whose token gate refuses a
+    service account (403) before any tool, the approval requests' included."""
+    return 403 if role in SERVICE_ACCOUNTS else expected(rule, role, state)
 
 
 def outcome_of(status: int) -> Any:

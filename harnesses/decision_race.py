@@ -1,19 +1,26 @@
 """Exactly one decision per pause, on every surface at once (docs/reliability.md, R1): the harness.
 
 Each round opens one pending pause (a RULE pause of a 1:1 conversation, a TOOL_CALL pause of a scripted
-model, or a group discussion waiting for sign-off), then releases eight racers on it with one
-``threading.Barrier``, each on a surface of its own: REST resume (approve), REST resume (reject), REST
-cancel, the admin decision page, the timer (``fire_timeout``, as the q-cluster task calls it), MCP resume
-and MCP cancel (the tool services run as the MCP server runs them, ``mcp_surface.server._call``) and a
-Slack button click (signed with slack_sdk's signing, posted to the interactions endpoint). The racers are
-eight real threads that live for the whole run, each with its own PostgreSQL connection (closed when the
-run ends), so a round costs one barrier, not eight connections.
+model, a group discussion waiting for sign-off, or an approval request a service account filed), then
+releases eight racers on it with one ``threading.Barrier``, each on a surface of its own: REST resume
+(approve), REST resume (reject), REST cancel, the admin decision page, the timer (``fire_timeout``, as the
+q-cluster task calls it), MCP resume and MCP cancel (the tool services run as the MCP server runs them,
+``mcp_surface.server._call``) and a Slack button click (signed with slack_sdk's signing, posted to the
+interactions endpoint). An approval request's eight (``REQUEST_SURFACES``) are the same surfaces on its
+own operations: REST decision (approve, reject), the withdrawal by the service account that filed it over
+REST, the admin decision page, the timer, MCP's decision (an approval with an edit of the arguments) and
+the withdrawal by the person it was made for over MCP, and a click on its Slack card.
+The racers are eight real threads that live for the whole run, each with its own PostgreSQL connection
+(closed when the run ends), so a round costs one barrier, not eight connections.
 
 A round is judged twice: from the database (the pause is no longer pending and has exactly one
 ``hitl.approval`` audit entry, whose actor names the winner) and from the answers (the winner's surface
 said it decided; every other racer got a clear lost-race answer: 409, ``WRONG_STATE``/``CONFLICT``, the
 timer's ``no-op``, Slack's "already resolved" card; or, for a cancel that came after the decision, the
-cancel request it made; never a 500 or an exception).
+cancel request it made; never a 500 or an exception). An approval request is also judged by its own
+status, which must say what its pause's one decision said: APPROVED, REJECTED or CANCELLED; or CANCELLED
+after an approval when a withdrawal came after it (one ``hitl.request.withdrawn`` entry, and that
+withdrawal's answer says it came late).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +43,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 from slack_sdk.signature import SignatureVerifier
 
-from approvals.models import AuditEntry, Pause, PauseStatus
+from approval_requests.filing import file_approval_request
+from approval_requests.models import ApprovalRequest, RequestStatus
+from approvals.models import AuditEntry, Pause, PauseStatus, Verdict
 from approvals.timers import fire_timeout
 from conversations import turns
 from conversations.selectors import talk_on_version
@@ -44,7 +54,7 @@ from harnesses.agents import payments_agent
 from harnesses.factories import account_bot, deployed_agent
 from harnesses.members import answering, group
 from harnesses.users import client_for, make_user
-from mcp_surface import conversation_tools, group_tools
+from mcp_surface import conversation_tools, group_tools, request_tools
 from mcp_surface.server import _call
 from slack_surface.messages import ALREADY_RESOLVED
 
@@ -53,8 +63,11 @@ SIGNING_SECRET = "slack-signing-secret-for-the-races"
 INBOX = "/admin/approvals/pendingapproval/"
 RACERS = 8
 HEAD_START = 0.12  # seconds: in odd rounds, how much later than the round's favourite the others may start
-# the round's kind, by round number: every fourth a group discussion, every fourth (offset 2) a tool call
-KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP")
+# the round's kind, by round number: of every five, two RULE pauses, a tool call, a group discussion and an
+# approval request
+KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP", "REQUEST")
+PAUSE_KIND = {"GROUP": "PHASE", "REQUEST": "ACTION"}
+SERVICE_ACCOUNT = "refund-bot"
 
 # what each racer's answer may be: a decision won or lost; a cancel accepted (200: it ended the pending
 # pause, or the decided continuation before it started; the answer does not say which), a cancel request
@@ -66,7 +79,7 @@ WON, LOST, CANCELLED, LATE_CANCEL = "won", "lost", "cancelled", "cancel-request"
 class World:
     """Everything a round reuses: accounts and their clients, agents, the group, the Slack integration."""
 
-    owner: Any
+    owner: Any  # also the person every approval request is made for
     users: dict[str, Any]
     rule_agent: str
     tool_agent: str
@@ -83,6 +96,7 @@ class World:
         owner = make_user("alice")
         users = {name: make_user(name, "approver") for name in ("ann", "ben", "cid", "dee")}
         users["alice"] = owner
+        users[SERVICE_ACCOUNT] = make_user(SERVICE_ACCOUNT, "agent")
         slack_admin = make_user("slackbot", "admin")
         rule_document = account_bot()
         rule_document["hitlConfig"].update(TIMEOUT)
@@ -128,8 +142,13 @@ class Target:
 
 def open_pause(world: World, kind: str) -> Target:
     """A real pending pause, opened by the owner's turn through the services the REST views call (the
-    turn pipeline, the tool gate, the discussion's member turns), never written by hand."""
-    if kind == "GROUP":
+    turn pipeline, the tool gate, the discussion's member turns; an approval request's filing by its
+    service account, for the owner), never written by hand."""
+    if kind == "REQUEST":
+        filed = file_approval_request(user=world.users[SERVICE_ACCOUNT], body=request_filing(world))
+        assert filed.created and filed.request.status == RequestStatus.PENDING
+        subject_id, group_id = str(filed.request.pk), None
+    elif kind == "GROUP":
         discussion = start_discussion(user=world.owner, group_id=world.group_id, question="Ship on Friday?")
         assert discussion.state == "AWAITING_APPROVAL", discussion.state
         subject_id, group_id = str(discussion.pk), world.group_id
@@ -145,8 +164,20 @@ def open_pause(world: World, kind: str) -> Target:
         )
         assert said.conversation.state == "AWAITING_HUMAN", said.conversation.state
     pause = Pause.objects.get(subject_id=subject_id, status=PauseStatus.PENDING)
-    assert pause.kind == {"GROUP": "PHASE"}.get(kind, kind) and pause.due_at is not None
+    assert pause.kind == PAUSE_KIND.get(kind, kind) and pause.due_at is not None
     return Target(kind, pause, subject_id, group_id)
+
+
+def request_filing(world: World) -> dict[str, Any]:
+    """A new approval request's body: a refund for the owner, timing out like the other pauses."""
+    return {
+        "idempotencyKey": f"races/{uuid.uuid4()}",
+        "agent": "refund-bot",
+        "action": {"name": "refund", "arguments": {"orderId": "A-1", "amount": 250}},
+        "reason": "Refund over 100 EUR",
+        "onBehalfOf": world.owner.get_username(),
+        "hitlConfig": TIMEOUT,
+    }
 
 
 # --- how a racer reaches the server: in this process, or over HTTP --------------------------------------
@@ -183,7 +214,12 @@ class InProcess:
 
 
 def _snake(name: str) -> str:
-    return {"conversationId": "conversation_id", "groupId": "group_id"}.get(name, name)
+    return {
+        "conversationId": "conversation_id",
+        "groupId": "group_id",
+        "requestId": "request_id",
+        "amendedArguments": "amended_arguments",
+    }.get(name, name)
 
 
 MCP_SERVICES = {
@@ -191,6 +227,8 @@ MCP_SERVICES = {
     "cancel_conversation": conversation_tools.cancel_conversation,
     "approve_group_phase": group_tools.approve_group_phase,
     "cancel_group_discussion": group_tools.cancel_group_discussion,
+    "decide_approval_request": request_tools.decide_approval_request,
+    "cancel_approval_request": request_tools.cancel_approval_request,
 }
 
 
@@ -279,7 +317,9 @@ def slack_click(world: World, target: Target) -> str:
     """A click on the card's Approve button, signed with slack_sdk's signing and posted to the interactions
     endpoint. Slack is always answered 200: what the click did is the card update it sent (to the fake
     Slack Web API on loopback), "Approved by" or "already resolved"."""
-    subject = f"group:{target.subject_id}" if target.kind == "GROUP" else target.subject_id
+    subject = {"GROUP": f"group:{target.subject_id}", "REQUEST": f"request:{target.subject_id}"}.get(
+        target.kind, target.subject_id
+    )
     card = str(target.pause.pk)  # the card's message ts, one per round
     payload = {
         "type": "block_actions",
@@ -326,15 +366,92 @@ ACTORS = {
 }
 
 
+# --- an approval request's surfaces --------------------------------------------------------------------
+
+
+def request_decide(verdict: str, who: str) -> Callable[[World, Target], str]:
+    """A reviewer's ``POST /approval-requests/{id}/decision``."""
+
+    def decide(world: World, target: Target) -> str:
+        path = f"/approval-requests/{target.subject_id}/decision"
+        return _rest(world.transport.post_json(who, path, {"verdict": verdict}))
+
+    return decide
+
+
+def _withdrawal(body: dict[str, Any]) -> str:
+    """A cancel's 200: it ended the pending request (its pause's cancel won), or it withdrew an approved
+    one nobody claimed (the decision came first: the answer's decision is the approval)."""
+    verdict = (body.get("decision") or {}).get("verdict")
+    if body.get("status") == RequestStatus.CANCELLED and verdict == Verdict.CANCELLED:
+        return CANCELLED
+    if body.get("status") == RequestStatus.CANCELLED and verdict == Verdict.APPROVED:
+        return LATE_CANCEL
+    return f"cancel answered with status {body.get('status')}, decision {verdict}"
+
+
+def request_cancel_by_the_service_account(world: World, target: Target) -> str:
+    response = world.transport.post_json(SERVICE_ACCOUNT, f"/approval-requests/{target.subject_id}/cancel")
+    return _withdrawal(response.json()) if response.status_code == 200 else _rest(response, cancel=True)
+
+
+def request_mcp_decide_edited(world: World, target: Target) -> str:
+    """MCP's ``decide_approval_request``: an approval of other arguments."""
+    arguments = {
+        "requestId": target.subject_id,
+        "verdict": "APPROVED",
+        "amendedArguments": {"orderId": "A-1", "amount": 100},
+    }
+    return _mcp(world.transport.mcp("dee", "decide_approval_request", arguments))
+
+
+def request_mcp_cancel(world: World, target: Target) -> str:
+    """MCP's ``cancel_approval_request`` by the person the request was made for."""
+    result = world.transport.mcp("alice", "cancel_approval_request", {"requestId": target.subject_id})
+    if result.is_error:
+        return _mcp(result)
+    return _withdrawal(json.loads(result.content[0].text))
+
+
+REQUEST_SURFACES: dict[str, Callable[[World, Target], str]] = {
+    "REST decision APPROVED": request_decide("APPROVED", "ann"),
+    "REST decision REJECTED": request_decide("REJECTED", "ben"),
+    "REST cancel by the service account": request_cancel_by_the_service_account,
+    "admin decide": admin_decide,
+    "timer fire": timer_fire,
+    "MCP decision edited": request_mcp_decide_edited,
+    "MCP cancel by the person": request_mcp_cancel,
+    "Slack click": slack_click,
+}
+REQUEST_ACTORS = {
+    "ann": "REST decision APPROVED",
+    "ben": "REST decision REJECTED",
+    SERVICE_ACCOUNT: "REST cancel by the service account",
+    "cid": "admin decide",
+    "system:timeout": "timer fire",
+    "mcp:dee": "MCP decision edited",
+    "mcp:alice": "MCP cancel by the person",
+    "slack:USLACKER": "Slack click",
+}
+
+
+def surfaces_of(kind: str) -> dict[str, Callable[[World, Target], str]]:
+    return REQUEST_SURFACES if kind == "REQUEST" else SURFACES
+
+
+def actors_of(kind: str) -> dict[str, str]:
+    return REQUEST_ACTORS if kind == "REQUEST" else ACTORS
+
+
 # --- the racers --------------------------------------------------------------------------------------
 
 
 class Racers:
-    """Eight threads that live for the whole run; each round, one barrier releases all of them."""
+    """Eight threads that live for the whole run; each round, one barrier releases all of them. Racer ``i``
+    takes the ``i``-th surface of the round's kind (``surfaces_of``)."""
 
-    def __init__(self, world: World, surfaces: dict[str, Callable[[World, Target], str]]) -> None:
-        self.world, self.surfaces = world, list(surfaces.items())
-        count = len(self.surfaces)
+    def __init__(self, world: World, count: int = RACERS) -> None:
+        self.world = world
         self.start, self.done = threading.Barrier(count + 1), threading.Barrier(count + 1)
         self.target: Target | None = None
         self.answers: dict[str, str] = {}
@@ -343,18 +460,20 @@ class Racers:
         self.cpu: Counter = Counter()  # and the CPU time its thread spent on them
         self.stopping = False
         self.threads = [
-            threading.Thread(target=self._run, args=(name, call), daemon=True, name=f"racer {name}")
-            for name, call in self.surfaces
+            threading.Thread(target=self._run, args=(slot,), daemon=True, name=f"racer {slot}")
+            for slot in range(count)
         ]
         for thread in self.threads:
             thread.start()
 
-    def _run(self, name: str, call: Callable[[World, Target], str]) -> None:
+    def _run(self, slot: int) -> None:
         try:
             while True:
                 self.start.wait(timeout=120)
                 if self.stopping:
                     return
+                assert self.target is not None
+                name, call = list(surfaces_of(self.target.kind).items())[slot]
                 time.sleep(self.delays.get(name, 0.0))
                 began, cpu = time.monotonic(), time.thread_time()
                 try:
@@ -392,6 +511,7 @@ class Round:
     decided_by: list[str]
     setup_seconds: float = 0.0
     race_seconds: float = 0.0
+    subject_problems: list[str] = field(default_factory=list)  # an approval request's status vs its pause
 
     @property
     def db_winners(self) -> int:
@@ -415,12 +535,13 @@ class Round:
             found.append("the pause is still pending")
         if self.db_winners != 1:
             found.append(f"{self.db_winners} decision audit entries ({self.decided_by})")
-        winner = ACTORS.get(self.decided_by[0]) if self.db_winners == 1 else None
+        winner = actors_of(self.kind).get(self.decided_by[0]) if self.db_winners == 1 else None
         if self.answer_winners != [winner]:
             found.append(f"answers say {self.answer_winners} won, the database says {winner}")
         cancels = [name for name, a in self.answers.items() if a in (CANCELLED, LATE_CANCEL)]
         if any("cancel" not in name for name in cancels):
             found.append(f"a cancel's answer from a decider: {cancels}")
+        found.extend(self.subject_problems)
         found.extend(self.errors)
         return found
 
@@ -441,7 +562,9 @@ class Summary:
 
     @property
     def wins_by_surface(self) -> Counter:
-        return Counter(ACTORS.get(r.decided_by[0], r.decided_by[0]) for r in self.rounds if r.db_winners == 1)
+        return Counter(
+            actors_of(r.kind).get(r.decided_by[0], r.decided_by[0]) for r in self.rounds if r.db_winners == 1
+        )
 
     @property
     def bad_rounds(self) -> list[Round]:
@@ -475,39 +598,70 @@ class Summary:
         return "\n".join(lines)
 
 
-def head_starts(number: int, window: float = HEAD_START) -> dict[str, float]:
+def head_starts(number: int, window: float = HEAD_START, kind: str = KINDS[0]) -> dict[str, float]:
     """When each racer starts in round ``number`` (seconds after the barrier). Even rounds: all at once,
     where the shortest path (the timer: no request to parse) wins most. Odd rounds: one racer, in turn,
     at once and the others at random points of the next ``window`` seconds (seeded by the round), so every
     surface also wins some rounds with the rest arriving while its transaction is open."""
     if number % 2 == 0:
         return {}
-    favourite = list(SURFACES)[(number // 2) % len(SURFACES)]
+    names = list(surfaces_of(kind))
+    favourite = names[(number // 2) % len(names)]
     rng = random.Random(number)
-    return {name: rng.uniform(0, window) for name in SURFACES if name != favourite}
+    return {name: rng.uniform(0, window) for name in names if name != favourite}
 
 
 def judge(number: int, target: Target, answers: dict[str, str]) -> Round:
-    status = Pause.objects.filter(pk=target.pause.pk).values_list("status", flat=True).get()
+    status, verdict = Pause.objects.filter(pk=target.pause.pk).values_list("status", "verdict").get()
     decided_by = list(
         AuditEntry.objects.filter(pause_id=target.pause.pk, verb="hitl.approval")
         .order_by("id")
         .values_list("actor", flat=True)
     )
-    return Round(number, target.kind, answers, status, decided_by)
+    judged = Round(number, target.kind, answers, status, decided_by)
+    if target.kind == "REQUEST":
+        judged.subject_problems = request_problems(target, verdict, answers)
+    return judged
+
+
+# what an approval request's status must be after its pause's one decision (a withdrawal aside)
+REQUEST_STATUS_OF = {
+    Verdict.APPROVED: RequestStatus.APPROVED,
+    Verdict.REJECTED: RequestStatus.REJECTED,
+    Verdict.CANCELLED: RequestStatus.CANCELLED,
+}
+
+
+def request_problems(target: Target, verdict: str, answers: dict[str, str]) -> list[str]:
+    """The approval request says what its pause's decision said; only an approval can be withdrawn after
+    it, once, by a cancel that was told it came late."""
+    request = ApprovalRequest.objects.get(pk=target.subject_id)
+    withdrawn = AuditEntry.objects.filter(subject_id=target.subject_id, verb="hitl.request.withdrawn").count()
+    late = [name for name, answer in answers.items() if answer == LATE_CANCEL]
+    found = []
+    if verdict == Verdict.APPROVED and withdrawn:
+        if request.status != RequestStatus.CANCELLED or withdrawn != 1 or len(late) != 1:
+            found.append(f"approved, then {request.status} with {withdrawn} withdrawals ({late} came late)")
+    elif request.status != REQUEST_STATUS_OF.get(verdict) or withdrawn or late:
+        found.append(
+            f"the pause says {verdict}, the request {request.status} ({withdrawn} withdrawals, {late})"
+        )
+    if verdict == Verdict.APPROVED and request.approved_arguments is None:
+        found.append("approved with nothing granted")
+    return found
 
 
 def run_rounds(world: World, rounds: int, kinds: tuple[str, ...] = KINDS) -> Summary:
     import os
 
     summary = Summary()
-    racers = Racers(world, SURFACES)
+    racers = Racers(world)
     began, cpu = time.monotonic(), time.process_time()
     try:
         target = open_pause(world, kinds[0])
         for number in range(rounds):
             raced = time.monotonic()
-            racers.release(target, head_starts(number, world.transport.head_start))
+            racers.release(target, head_starts(number, world.transport.head_start, target.kind))
             # the next round's pause opens while this one is raced: its turn is one more process at work
             opened = time.monotonic()
             following = open_pause(world, kinds[(number + 1) % len(kinds)]) if number + 1 < rounds else None
@@ -554,7 +708,16 @@ class OverHttp:
     spread over the servers, so every round is decided across processes."""
 
     head_start = 0.5  # an MCP call over HTTP is three requests (initialize, initialized, the call)
-    SERVER_OF = {"ann": 0, "alice": 0, "mcp dee": 0, "slack": 0, "ben": 1, "admin page": 1, "mcp alice": 1}
+    SERVER_OF = {
+        "ann": 0,
+        "alice": 0,
+        "mcp dee": 0,
+        "slack": 0,
+        "ben": 1,
+        "admin page": 1,
+        "mcp alice": 1,
+        SERVICE_ACCOUNT: 1,
+    }
 
     def __init__(self, world: World, base_urls: list[str]) -> None:
         import httpx

@@ -2,8 +2,10 @@
 
 The token is read exactly as REST reads it (approvals.authentication: the token, its user and the
 user's roles in one query; an unknown token or an inactive user is refused), by an ASGI wrapper around
-the MCP endpoint: a request without a valid token gets 401 and never reaches the MCP server. The user
-rides in the ASGI scope to the tool, which reads it from the request the SDK hands it.
+the MCP endpoint: a request without a valid token gets 401 and never reaches the MCP server. A service
+account (role ``agent``: an agent running elsewhere, which files, claims and reports on approval requests
+over REST) gets 403 there too: MCP is a surface for people, and no tool is one an agent may call. The
+user rides in the ASGI scope to the tool, which reads it from the request the SDK hands it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework import exceptions
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from approvals.access import is_service_account
 from approvals.actors import Actor
 from approvals.authentication import TokenWithRolesAuthentication
 
@@ -27,6 +30,11 @@ KEYWORD = b"token"
 UNAUTHENTICATED = {
     "error": "Authentication credentials were not provided or are not valid: send 'Authorization: Token <key>'",
     "errorCode": "UNAUTHENTICATED",
+}
+SERVICE_ACCOUNT = {
+    "error": "Access denied: a service account (role agent) does not use MCP; it files, claims and reports "
+    "on approval requests over REST",
+    "errorCode": "FORBIDDEN",
 }
 
 
@@ -52,46 +60,47 @@ def _token_key(scope: Scope) -> str | None:
     return None
 
 
-def _user_for_token(key: str) -> Any:
+def _user_for_token(key: str) -> tuple[Any, bool]:
+    """The token's active user (None when there is none) and whether it is a service account (its roles
+    came with it: no query of their own)."""
     close_old_connections()
     try:
         user, _token = TokenWithRolesAuthentication().authenticate_credentials(key)
-        return user
+        return user, is_service_account(user)
     except exceptions.AuthenticationFailed:
-        return None
+        return None, False
     finally:
         close_old_connections()
 
 
 class TokenRequired:
-    """The MCP endpoint behind token authentication: 401 (JSON) unless the token names an active user."""
+    """The MCP endpoint behind token authentication: 401 (JSON) unless the token names an active user,
+    403 (JSON) when that user is a service account."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _token_key(scope) if scope["type"] == "http" else None
-        user = await sync_to_async(_user_for_token, thread_sensitive=False)(key) if key else None
+        user, service_account = (
+            await sync_to_async(_user_for_token, thread_sensitive=False)(key) if key else (None, False)
+        )
         if user is None:
-            await _refuse(send)
+            await _refuse(send, 401, UNAUTHENTICATED)
+            return
+        if service_account:
+            await _refuse(send, 403, SERVICE_ACCOUNT)
             return
         scope[SCOPE_KEY] = user
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send) -> None:
-    body = json.dumps(UNAUTHENTICATED).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b"Token"),
-            ],
-        }
-    )
+async def _refuse(send: Send, status: int, refusal: dict[str, str]) -> None:
+    body = json.dumps(refusal).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Token"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from mcp_surface import conversation_tools as conversations
 from mcp_surface import group_tools as groups
+from mcp_surface import request_tools
 from mcp_surface.answers import answer, failure
 from mcp_surface.identity import user_of
 
@@ -28,7 +29,9 @@ INSTRUCTIONS = (
     "Human-in-the-loop approvals. Read the inbox (list_pending_approvals), look at a pause "
     "(get_approval_status) and decide it (resume_conversation) or cancel it. talk_to_agent and "
     "chat_managed drive a conversation; when it pauses they answer PAUSED_FOR_APPROVAL with the tool to "
-    "call next. You act as the owner of your API token; you cannot approve your own request where the "
+    "call next. Approval requests (an agent running elsewhere asks for one action): "
+    "list_approval_requests, get_approval_request, decide_approval_request (approvers and admins; "
+    "approve, reject, reply with guidance or approve an edit) and cancel_approval_request. You act as the owner of your API token; you cannot approve your own request where the "
     "agent forbids self-approval."
 )
 READ = ToolAnnotations(readOnlyHint=True, idempotentHint=True)
@@ -60,6 +63,33 @@ TaskApprovals = Annotated[
         "omitted or {} approves every awaiting task"
     ),
 ]
+RequestId = Annotated[str, Field(description="The approval request's id (a UUID)")]
+RequestStatus = Annotated[
+    str | None,
+    Field(
+        description="Only requests in this status: PENDING, APPROVED, REJECTED, CANCELLED or EXPIRED "
+        "(case-insensitive); omitted: every status"
+    ),
+]
+Guidance = Annotated[
+    bool | None,
+    Field(
+        strict=True,
+        description="true: a reply with guidance, a rejection whose note is the agent's instruction; needs "
+        "verdict REJECTED and a note (and a request whose hitlConfig allows a reply)",
+    ),
+]
+AmendedArguments = Annotated[
+    dict[str, Any] | None,
+    Field(description="Approve with these arguments instead (a JSON object); needs verdict APPROVED"),
+]
+AmendedRequest = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="A pinned request only: the parts to change ({method, url, headers, body}); the headers "
+        "the agent marked secret stay as it sent them and cannot be named. Needs verdict APPROVED"
+    ),
+]
 Message = Annotated[str, Field(description="What to say to the agent (at most 16384 characters)")]
 Environment = Annotated[
     Literal["production", "test"] | None, Field(description="Where the agent is deployed (production)")
@@ -83,6 +113,16 @@ def _call(service: Callable[..., dict[str, Any]], user: Any, arguments: dict[str
 
 def build_server() -> MCPServer:
     server = MCPServer(name="hitl-approvals", instructions=INSTRUCTIONS)
+    _add_conversation_tools(server)
+    _add_group_tools(server)
+    _add_talk_tools(server)
+    _add_request_tools(server)
+    refuse_unknown_arguments(server)
+    return server
+
+
+def _add_conversation_tools(server: MCPServer) -> None:
+    """The 1:1 conversations' inbox, status, decision and cancel."""
 
     @server.tool(annotations=READ)
     async def list_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
@@ -124,6 +164,10 @@ def build_server() -> MCPServer:
     async def cancel_conversation(ctx: Context, conversationId: ConversationId) -> CallToolResult:
         """Cancel a pending approval (CANCELLED) or a running turn (CANCEL_REQUESTED)."""
         return await _run(ctx, conversations.cancel_conversation, conversation_id=conversationId)
+
+
+def _add_group_tools(server: MCPServer) -> None:
+    """The group discussions' inboxes, status, decision and cancel."""
 
     @server.tool(annotations=READ)
     async def list_group_pending_approvals(
@@ -185,6 +229,10 @@ def build_server() -> MCPServer:
             ctx, groups.cancel_group_discussion, group_id=groupId, conversation_id=conversationId
         )
 
+
+def _add_talk_tools(server: MCPServer) -> None:
+    """Talking to an agent (a turn: off with the kill switch, like the decisions)."""
+
     @server.tool(annotations=TALK)
     async def talk_to_agent(
         ctx: Context,
@@ -219,8 +267,52 @@ def build_server() -> MCPServer:
             ctx, conversations.chat_managed, agent_id=agentId, message=message, environment=environment
         )
 
-    refuse_unknown_arguments(server)
-    return server
+
+def _add_request_tools(server: MCPServer) -> None:
+    """Approval requests: list, read, decide, cancel."""
+
+    @server.tool(annotations=READ)
+    async def list_approval_requests(
+        ctx: Context, status: RequestStatus = None, limit: Limit = None
+    ) -> CallToolResult:
+        """Approval requests, newest first (GET /approval-requests): every one for approvers and admins,
+        those made on your behalf otherwise. Default limit 100."""
+        return await _run(ctx, request_tools.list_approval_requests, status=status, limit=limit)
+
+    @server.tool(annotations=READ)
+    async def get_approval_request(ctx: Context, requestId: RequestId) -> CallToolResult:
+        """One approval request: agent, action and arguments, reason, the pinned HTTP request (secret header
+        values never shown), deadline, decision, grant and claim."""
+        return await _run(ctx, request_tools.get_approval_request, request_id=requestId)
+
+    @server.tool(annotations=DECIDE)
+    async def decide_approval_request(
+        ctx: Context,
+        requestId: RequestId,
+        verdict: Verdict,
+        note: Note = None,
+        guidance: Guidance = None,
+        amendedArguments: AmendedArguments = None,
+        amendedRequest: AmendedRequest = None,
+    ) -> CallToolResult:
+        """Decide a pending approval request (approvers and admins): approve, reject, reject with guidance,
+        or approve an edit of its arguments or pinned request. Answers the request as decided."""
+        return await _run(
+            ctx,
+            request_tools.decide_approval_request,
+            request_id=requestId,
+            verdict=verdict,
+            note=note,
+            guidance=guidance,
+            amended_arguments=amendedArguments,
+            amended_request=amendedRequest,
+        )
+
+    @server.tool(annotations=ENDS)
+    async def cancel_approval_request(ctx: Context, requestId: RequestId) -> CallToolResult:
+        """Withdraw an approval request (the person it was made for, approvers and admins): a pending one,
+        or an approved one nobody claimed yet, ends CANCELLED."""
+        return await _run(ctx, request_tools.cancel_approval_request, request_id=requestId)
 
 
 def refuse_unknown_arguments(server: MCPServer) -> None:

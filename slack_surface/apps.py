@@ -10,9 +10,11 @@ class SlackSurfaceConfig(AppConfig):
         from approvals.openings import register_opening_listener
         from approvals.settlements import register_settlement_listener
         from groups.events import register_observer
-        from slack_surface import discussion_notices, pushes
+        from slack_surface import discussion_notices, pushes, request_cards
 
         register_settlement_listener(pushes.on_pause_settled)
         register_settlement_listener(discussion_notices.on_pause_settled)
+        register_settlement_listener(request_cards.on_pause_settled)
         register_opening_listener(discussion_notices.on_pause_opened)
+        register_opening_listener(request_cards.on_pause_opened)
         register_observer(discussion_notices.observe)

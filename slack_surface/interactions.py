@@ -5,8 +5,9 @@ integration (a bare value cannot be bound: 403), and the signature must hold for
 signing secret, fresh within five minutes (401); only then is anything read or changed. The clicking
 Slack user must be in the integration's ``hitlApproverUserIds``. The decision goes through the same
 services as REST (``decide_conversation`` for a conversation, ``approve_discussion`` for a group
-pause, ``group:<id>``), with the integration's user's access, recorded as ``slack:<userId>``. A quick
-continuation runs here, a slow one is queued, so Slack gets its answer in time.
+pause, ``group:<id>``, ``decide_approval_request`` for an approval request, ``request:<id>``), with the
+integration's user's access, recorded as ``slack:<userId>``. A quick continuation runs here, a slow one
+is queued, so Slack gets its answer in time.
 
 Separation of duties: Slack users are not accounts of ours, so a pause that forbids self-approval is
 refused to the Slack user whose message raised it (the card's delivery row names them); the core's
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from approval_requests.request_decisions import decide_approval_request
 from approvals.actors import Actor
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL
@@ -113,6 +115,8 @@ def handle_click(integration: SlackIntegration, click: Click) -> str:
     try:
         if click.subject.startswith("group:"):
             _decide_group(integration, click, decision, actor)
+        elif click.subject.startswith("request:"):
+            _decide_request(integration, click, decision, actor)
         else:
             _decide_conversation(integration, click, decision, actor)
     except (WrongState, NotFound):
@@ -177,6 +181,15 @@ def _decide_group(
         actor=actor,
         continue_here=False,  # Slack wants its answer within 3 s: the rest of the discussion runs on the q-cluster
     )
+
+
+def _decide_request(
+    integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
+) -> None:
+    """An approval request: reviewers only, so the integration's user must be an approver or admin (the
+    service refuses anyone else, 403, told in the channel). Nothing runs after it: it is quick."""
+    request_id = click.subject.removeprefix("request:")
+    decide_approval_request(user=integration.run_as, request_id=request_id, body=decision, actor=actor)
 
 
 def _update(integration: SlackIntegration, click: Click, text: str) -> None:

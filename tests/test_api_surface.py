@@ -690,6 +690,95 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(admin, "post", f"/schedulestore/schedules/{created['id']}/fire", 202)
     call(admin, "delete", f"/schedulestore/schedules/{created['id']}", 204)
 
+    # Approval requests: one filed by a service account for bob with a pinned request (filed again: the
+    # same request), approved with an edit, claimed with the edited request and reported; one rejected;
+    # one withdrawn by bob; the lists, the webhook signing secret and the grant keys.
+    service = client_for(make_user("refund-bot", "agent"))
+    pinned = {
+        "method": "POST",
+        "url": "https://payments.example/refunds",
+        "headers": {"Content-Type": "application/json", "Authorization": "Bearer sk-live-abcdef123456"},
+        "body": '{"orderId":"A-1","amount":250}',
+        "secretHeaders": ["Authorization"],
+    }
+    filing = {
+        "idempotencyKey": "run-1/call-1",
+        "agent": "refund-bot",
+        "action": {"name": "refund", "arguments": {"orderId": "A-1", "amount": 250}},
+        "reason": "Refund over 100 EUR",
+        "request": pinned,
+        "onBehalfOf": "bob",
+        "context": {"messages": ["refund order A-1"]},
+        "hitlConfig": {"approvalTimeout": "PT1H", "timeoutPolicy": "AUTO_REJECT"},
+        "callbackUrl": "https://agents.example/hooks",
+    }
+    filed = call(service, "post", "/approval-requests", 201, data=filing, format="json").json()
+    assert (
+        call(service, "post", "/approval-requests", 200, data=filing, format="json").json()["id"]
+        == filed["id"]
+    )
+    request_path = f"/approval-requests/{filed['id']}"
+    call(bob, "get", request_path, 200)
+    call(approver, "get", f"{request_path}?wait=0", 200)
+    edited_body = '{"orderId":"A-1","amount":100}'
+    call(
+        approver,
+        "post",
+        f"{request_path}/decision",
+        200,
+        data={
+            "verdict": "APPROVED",
+            "note": "at most 100",
+            "amendedArguments": {"orderId": "A-1", "amount": 100},
+            "amendedRequest": {"body": edited_body},
+        },
+        format="json",
+    )
+    call(
+        service,
+        "post",
+        f"{request_path}/claim",
+        200,
+        data={"request": {**pinned, "body": edited_body}},
+        format="json",
+    )
+    call(
+        service,
+        "post",
+        f"{request_path}/outcome",
+        200,
+        data={"status": "succeeded", "httpStatus": 201, "summary": "refunded 100"},
+        format="json",
+    )
+    call(service, "get", request_path, 200)
+    unpinned = {key: filing[key] for key in ("agent", "action", "reason")}
+    rejected, withdrawn = (
+        call(
+            service,
+            "post",
+            "/approval-requests",
+            201,
+            data={**unpinned, "idempotencyKey": key},
+            format="json",
+        ).json()["id"]
+        for key in ("run-1/call-2", "run-1/call-3")
+    )
+    call(
+        approver,
+        "post",
+        f"/approval-requests/{rejected}/decision",
+        200,
+        data={"verdict": "REJECTED", "note": "not this one"},
+        format="json",
+    )
+    call(service, "post", f"/approval-requests/{withdrawn}/cancel", 200)
+    call(service, "get", f"/approval-requests/{withdrawn}/events", 200, HTTP_ACCEPT="text/event-stream")
+    call(service, "get", "/approval-requests?status=APPROVED&limit=10", 200)
+    call(bob, "get", "/approval-requests", 200)
+    call(approver, "get", "/approval-requests", 200)
+    call(service, "post", "/approval-requests/webhook-secret", 201)
+    call(world.anonymous, "get", "/.well-known/hitl-grant-keys", 200)
+
     documented = {
         f"{method.upper()} {path}" for path, operations in openapi["paths"].items() for method in operations
     }

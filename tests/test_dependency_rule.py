@@ -1,9 +1,11 @@
 """The dependency rule (docs/architecture.md): apps depend downward only, modules import no cycle, and a
 function-local import of the project's own code says why it is there.
 
-- The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring -> the MCP and Slack surfaces ->
-  group discussions (their members talk through the 1:1 engine) -> 1:1 conversations -> tool gating
-  and the schedule store (independent of each other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and indirect chains too.
+- The layers are import-linter's contract in pyproject.toml (``[tool.importlinter]``): project wiring
+  -> the MCP and Slack surfaces -> group discussions (their members talk through the 1:1 engine) and
+  approval requests -> 1:1 conversations -> tool gating and the schedule store (independent of each
+  other) -> the HITL core -> the shared base. Every import counts, function-local ones included, and
+  indirect chains too.
 - A planted upward import inside a function breaks the contract (the rule can fail).
 - No two modules import each other, directly or through others (TYPE_CHECKING imports aside: they
   do not run). A cycle hidden behind a function-local import counts as a cycle.
@@ -32,6 +34,7 @@ PACKAGES = (
     "toolgate",
     "conversations",
     "groups",
+    "approval_requests",
     "mcp_surface",
     "slack_surface",
 )

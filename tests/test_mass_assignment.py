@@ -34,9 +34,21 @@ STREAM_TWINS = {
     ),
 }
 # Where the contract takes an actor field and ignores it (docs/rest-api.md, resume): the caller decides.
-IGNORED = {("POST /agents/{conversation_id}/resume", "decidedBy"), ("decision", "decidedBy")}
-# Who sends each body: someone the matrix allows (the owner for a conversation, else the admin).
-SENDER = {"POST /agents/{conversation_id}": "owner", "POST /agents/{agent_id}/start": "owner"}
+IGNORED = {
+    ("POST /agents/{conversation_id}/resume", "decidedBy"),
+    ("POST /approval-requests/{request_id}/decision", "decidedBy"),
+    ("decision", "decidedBy"),
+}
+# Who sends each body: someone the matrix allows (the owner for a conversation, the service account that
+# files, claims and reports on an approval request, an approver for a decision, else the admin).
+SENDER = {
+    "POST /agents/{conversation_id}": "owner",
+    "POST /agents/{agent_id}/start": "owner",
+    "POST /approval-requests": "agent",
+    "POST /approval-requests/{request_id}/claim": "agent",
+    "POST /approval-requests/{request_id}/outcome": "agent",
+    "POST /approval-requests/{request_id}/decision": "approver",
+}
 
 
 def _resolved(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +104,11 @@ def _send(world: World, name: str, mutate: Any) -> tuple[Any, Any]:
 
 
 def _with(field: str, nested: str | None = None) -> Any:
+    """``field`` added at the top of the body, or to its ``nested`` object (made when a valid body may
+    leave it out, e.g. a decision's ``amendedRequest``)."""
+
     def mutate(body: dict[str, Any]) -> dict[str, Any]:
-        target = body[nested] if nested else body
+        target = body.setdefault(nested, {}) if nested else body
         target[field] = "alice"
         return body
 

@@ -11,7 +11,9 @@ _ANY = serializers.JSONField
 
 
 def _object(name: str, fields: dict, **kwargs) -> serializers.Serializer:
-    return inline_serializer(name, fields, **kwargs)
+    """An inline serializer of a copy of ``fields`` (DRF's metaclass pops the fields out of the dict it is
+    given: a dict shared by two shapes would leave the second without them)."""
+    return inline_serializer(name, dict(fields), **kwargs)
 
 
 PINNED_REQUEST = _object(
@@ -30,7 +32,10 @@ PINNED_REQUEST = _object(
 DECISION = _object(
     "ApprovalRequestDecisionMade",
     {
-        "verdict": serializers.ChoiceField(["APPROVED", "REJECTED"]),
+        "verdict": serializers.ChoiceField(
+            ["APPROVED", "REJECTED", "CANCELLED"],
+            help_text="CANCELLED: withdrawn while pending, or an ABORT timeout",
+        ),
         "note": serializers.CharField(allow_blank=True),
         "decidedBy": serializers.CharField(),
         "automated": serializers.BooleanField(),

@@ -7,6 +7,10 @@ A thin adapter over the one decision service: the form becomes the same body the
 A kind of pause may add its own part to the page (approvals.pause_kinds.DecisionPage, e.g. a group
 discussion's phase, transcript and a verdict per awaiting task): the per-item verdicts enter the same
 decision, and the kind's validator checks them inside the decision service, as it does for REST.
+
+A kind whose section has inputs to edit (``PageSection.edits``: an approval request's arguments and pinned
+request) gets a third button, "Edit and approve" (approvals.admin.edit_form): the inputs the reviewer
+changed become the kind's amendments through its ``DecisionEdit``, and only that button sends them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ from approvals.admin import outlook as admin_outlook
 from approvals.admin import responses as admin_responses
 from approvals.admin.amend_errors import contradiction_message, page_errors
 from approvals.admin.amend_form import add_amend_fields, amend_box, amended_arguments, call_amendment
+from approvals.admin.edit_form import (
+    EDIT_AND_APPROVE,
+    add_edit_fields,
+    edit_field_for,
+    edit_rows,
+    edited_inputs,
+)
 from approvals.admin.review import (
     PauseReview,
     ReviewCall,
@@ -43,7 +54,14 @@ from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
 from approvals.engines import handler_for
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
-from approvals.pause_kinds import DecisionPage, PageItem, PageSection, decision_page_for
+from approvals.pause_kinds import (
+    DecisionPage,
+    PageEdit,
+    PageItem,
+    PageSection,
+    decision_edit_for,
+    decision_page_for,
+)
 from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
 from common.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
@@ -52,7 +70,11 @@ REVIEW_TURNS = 5
 CALL_NOTE_MAX = 1024
 TEMPLATE = "admin/approvals/pendingapproval/decision.html"
 NOT_FOUND_TEMPLATE = "admin/approvals/pendingapproval/not_found.html"
-SUBJECT_WORD = {SubjectType.CONVERSATION: "Conversation", SubjectType.DISCUSSION: "Discussion"}
+SUBJECT_WORD = {
+    SubjectType.CONVERSATION: "Conversation",
+    SubjectType.DISCUSSION: "Discussion",
+    SubjectType.APPROVAL_REQUEST: "Approval request",
+}
 SAME_AS_DECISION = ""
 NO_SUCH_PAUSE = "No such pending approval."
 VERDICT_CHOICES = [
@@ -78,11 +100,21 @@ class DecisionForm(forms.Form):
     )
 
     def __init__(
-        self, *args: Any, calls: list[ReviewCall] = (), items: Sequence[PageItem] = (), **kwargs: Any
+        self,
+        *args: Any,
+        calls: list[ReviewCall] = (),
+        items: Sequence[PageItem] = (),
+        edits: Sequence[PageEdit] = (),
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.calls = [call for call in calls if call.decidable]
         self.items = [item for item in items if item.decidable]
+        # "Edit and approve" (approvals.admin.edit_form): its inputs, and what the reviewer changed in them
+        self.edits = tuple(edits)
+        self.editing = False
+        self.edited: dict[str, str] = {}
+        add_edit_fields(self, self.edits)
         for call in self.calls:
             self.fields[f"call_{call.index}_verdict"] = forms.ChoiceField(
                 required=False, label="Verdict for this call", choices=VERDICT_CHOICES
@@ -110,6 +142,11 @@ class DecisionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        if self.edits:
+            self.editing = cleaned.get("verdict") == EDIT_AND_APPROVE
+            if self.editing:
+                cleaned["verdict"] = Verdict.APPROVED  # an edit approves
+            self.edited = edited_inputs(self, self.edits, editing=self.editing)
         approved_alone = []
         for call in self.calls:
             approved = self.call_verdict(call) == Verdict.APPROVED
@@ -174,6 +211,8 @@ class DecisionForm(forms.Form):
     def _form_field_for(self, service_field: str) -> str | None:
         if service_field == "note":
             return "note"
+        if field := edit_field_for(self.edits, service_field):
+            return field
         for item in self.items:
             if item.error_field and item.error_field == service_field:
                 return self.item_field(item.key)
@@ -220,6 +259,11 @@ def decide_from_form(
     decision = parse_decision_body(form.decision_body())
     if page is not None:  # the kind's own body and parser (a group's REST approve body), items or not
         decision = page.with_item_verdicts(decision, form.item_verdicts())
+    if form.editing:  # the kind's amendments, parsed by its own parser; never an edit dropped unsaid
+        edit = decision_edit_for(pause.kind)
+        if edit is None:
+            raise BadRequest("This pause takes no edit: approve or reject it as it is.")
+        decision = edit(pause, decision, form.edited)
     # the reviewer's process runs the continuation: the page shows its outcome
     return decide_and_continue(
         surface=pause.surface,
@@ -250,8 +294,10 @@ def page_section(request: HttpRequest, pause: Pause) -> PageSection | None:
     return page.section(pause, may_read=may_read_turns(request.user, pause)) if page else None
 
 
-def success_message(pause: Pause, decided: Continued) -> str:
+def success_message(pause: Pause, decided: Continued, *, edited: bool = False) -> str:
     verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
+    if edited and decided.pause.verdict == Verdict.APPROVED:
+        verb = "Edited and approved"
     text = (
         f"{verb}: {SUBJECT_WORD.get(pause.subject_type, 'subject').lower()} "
         f"{pause.subject_id}. {continuation_outcome(decided)}"
@@ -285,7 +331,7 @@ def answer_response(
     action: str,
 ) -> HttpResponse:
     """Carry out a posted response; on anything but success the page again, saying why."""
-    answered = admin_responses.respond(request, pause, action)
+    answered = admin_responses.respond(request, pause, action, section)
     if answered.done:
         outcome = f" {continuation_outcome(answered.continued)}" if answered.continued else ""
         messages.success(request, answered.message + outcome)
@@ -293,8 +339,7 @@ def answer_response(
         return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     if answered.message:
         messages.error(request, answered.message)
-    items = section.items if section else ()
-    form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
+    form = blank_form(pause, review, section)
     section = None if answered.stale else section  # read again: what the reviewer may read changed
     return render_decision_page(
         model_admin, request, pause, review, form, answered.status, section, response=answered
@@ -304,6 +349,21 @@ def answer_response(
 # --- end of reply with guidance / cancel --------------------------------------------------------------
 
 
+def form_parts(pause: Pause, review: PauseReview, section: PageSection | None) -> dict[str, Any]:
+    """What the decision form is made of: the tool calls, the kind's items, and its edit inputs (only
+    while the pause waits: a decided pause is edited by nobody)."""
+    pending = pause.status == PauseStatus.PENDING
+    return {
+        "calls": review.calls,
+        "items": section.items if section else (),
+        "edits": section.edits if section and pending else (),
+    }
+
+
+def blank_form(pause: Pause, review: PauseReview, section: PageSection | None) -> DecisionForm:
+    return DecisionForm(initial={"expected_pause_id": pause.id}, **form_parts(pause, review, section))
+
+
 def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     try:
         pause = find_pause(request, object_id)
@@ -311,16 +371,15 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
         return not_found_page(model_admin, request)
     review = pause_review(pause, reviewer=sees_what_runs(request.user, pause))
     section = page_section(request, pause)
-    items = section.items if section else ()
     status = 200
     if request.method != "POST":
-        form = DecisionForm(initial={"expected_pause_id": pause.id}, calls=review.calls, items=items)
+        form = blank_form(pause, review, section)
         return render_decision_page(model_admin, request, pause, review, form, status, section)
 
     if action := admin_responses.posted_action(request):  # reply with guidance / cancel the request
         return answer_response(model_admin, request, pause, review, section, action)
 
-    form = DecisionForm(request.POST, calls=review.calls, items=items)
+    form = DecisionForm(request.POST, **form_parts(pause, review, section))
     if pause.status != PauseStatus.PENDING:  # a stale page: the template says who decided it, and when
         return render_decision_page(model_admin, request, pause, review, form, 409, section)
     try:  # before the form is read: whatever was posted, this reviewer may not decide this pause
@@ -342,7 +401,7 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
             status = exc.status
             messages.error(request, exc.detail)
         else:
-            messages.success(request, success_message(pause, decided))
+            messages.success(request, success_message(pause, decided, edited=form.editing))
             opts = model_admin.opts
             return HttpResponseRedirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
     return render_decision_page(model_admin, request, pause, review, form, status, section)
@@ -360,7 +419,8 @@ def render_decision_page(
 ) -> HttpResponse:
     section = section or page_section(request, pause)
     turns = None
-    if may_read_turns(request.user, pause) and (section is None or section.transcript is None):
+    reads_turns = section is None or (section.reads_turns and section.transcript is None)
+    if may_read_turns(request.user, pause) and reads_turns:
         turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
     opts = model_admin.opts
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
@@ -398,6 +458,8 @@ def render_decision_page(
             (item, form[name] if (name := form.item_field(item.key)) else None)
             for item in (section.items if section else ())
         ],
+        "edit_rows": edit_rows(form),
+        "edit_action": EDIT_AND_APPROVE,
         "turns": turns,
         "deadline_text": deadline_text,
         "deadline_overdue": deadline_overdue,
@@ -410,6 +472,6 @@ def render_decision_page(
     # --- what each button does, the requester's input, the response box ---
     context["outlook"] = admin_outlook.decision_outlook(pause, review, section) if pending else None
     context["requester_input"] = admin_outlook.requester_input(turns, section)
-    context.update(admin_responses.response_context(response, pending=pending, pause=pause))
+    context.update(admin_responses.response_context(response, pending=pending, pause=pause, section=section))
     # --- end ---
     return TemplateResponse(request, TEMPLATE, context, status=status)

@@ -1,6 +1,6 @@
 """Sidebar filters of the admin.
 
-The inbox's filters: pause type, surface (1:1 or group), overdue, agent and owner (the last two list their choices with one
+The inbox's filters: pause type, surface (1:1, group or approval request), overdue, agent and owner (the last two list their choices with one
 query for both: approvals.admin.lookups). The audit ledger's filters: typed-in ids and actors, and verdicts. A ledger of millions
 of entries has too many subjects, pauses and actors to list as links, so those filters are a text
 box; a malformed id matches nothing and says why instead of failing the page.
@@ -40,7 +40,11 @@ class SurfaceFilter(admin.SimpleListFilter):
     parameter_name = "surface"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(Engine.REGULAR, "1:1 conversations"), (Engine.GROUP, "group discussions")]
+        return [
+            (Engine.REGULAR, "1:1 conversations"),
+            (Engine.GROUP, "group discussions"),
+            (Engine.REQUEST, "approval requests"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:
         return queryset.filter(surface=self.value()) if self.value() else queryset
@@ -168,9 +172,9 @@ class TypedInIdFilter(TypedInFilter):
 
 
 class SubjectFilter(TypedInIdFilter):
-    """Entries about a conversation or discussion: its own chain, and entries that name it."""
+    """Entries about a conversation, discussion or approval request: its own chain, and entries that name it."""
 
-    title = "subject (conversation or discussion id)"
+    title = "subject (conversation, discussion or approval request id)"
     parameter_name = "subject"
 
     def matching(self, queryset: QuerySet[AuditEntry], value: uuid.UUID) -> QuerySet[AuditEntry]:

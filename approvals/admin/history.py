@@ -1,5 +1,6 @@
 """The "Decided approvals" history in Django admin: a reviewer's recent decisions, and every pause of one
-conversation or discussion, so yesterday's decision is found without reading the raw audit ledger.
+conversation, discussion or approval request, so yesterday's decision is found without reading the raw
+audit ledger.
 
 A read-only changelist over Pause (the ``DecidedApproval`` proxy), scoped like the inbox inside SQL
 (approvals.selectors.reviewable_pauses: an approver or admin sees every pause, other staff their own
@@ -36,7 +37,7 @@ from approvals.admin.history_filters import (
     VerdictFilter,
     subject_id_in,
 )
-from approvals.admin.inbox import agent_label
+from approvals.admin.inbox import SEARCH_HELP, agent_cell, subject_label
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
 from approvals.models import DecidedApproval, PauseStatus, SubjectType
@@ -113,10 +114,7 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
         HistorySubjectFilter,
     )
     search_fields = ("reason",)  # shows the box; what it matches is approvals.admin.search
-    search_help_text = (
-        "Reason, owner's username or agent name (any part), or a conversation, discussion, group, agent or "
-        "pause id: whole, or the 8-character short id shown in the list."
-    )
+    search_help_text = SEARCH_HELP
     # decided_at DESC puts a subject's pending pause (no decision yet) first: what still waits is on top
     ordering = ("-decided_at", "-id")
     list_per_page = 50
@@ -223,17 +221,14 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="conversation", ordering="subject_id")
     def subject(self, pause: DecidedApproval) -> SafeString:
-        word = "discussion " if pause.subject_type == SubjectType.DISCUSSION else ""
         link = format_html(
-            '<a href="{}" class="hitl-history-open">{}<span title="{}">{}…</span></a>',
+            '<a href="{}" class="hitl-history-open">{}</a>',
             reverse(DECISION_PAGE, args=[pause.pk]),
-            word,
-            pause.subject_id,
-            str(pause.subject_id)[:8],
+            subject_label(pause),
         )
-        if pause.agent_id is None:
+        agent = agent_cell(pause)
+        if agent == "-":
             return link
-        agent = agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
         return format_html(
             '{}<br><span class="hitl-agent" style="{}">{}</span>',
             link,

@@ -2,7 +2,8 @@
 
 "Decided by" starts at the reviewer's own decisions (the question a reviewer asks most: "what did I
 decide yesterday?"), with everything they may see one click away. The subject filter is what the
-decision page links to: every pause of one conversation or discussion, the pending one included.
+decision page links to: every pause of one conversation, discussion or approval request, the pending one
+included.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def automated_decision() -> Q:
 
 class HistorySubjectFilter(TypedInIdFilter):
     """Without a subject the history is every decided or cancelled pause; with one, all of that
-    conversation's (or discussion's) pauses, the one still pending included, so nothing of it is hidden."""
+    conversation's (or discussion's, or approval request's) pauses, the one still pending included, so
+    nothing of it is hidden."""
 
-    title = "conversation or discussion id"
+    title = "conversation, discussion or approval request id"
     parameter_name = SUBJECT_PARAM
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Pause]) -> QuerySet[Pause]:

@@ -34,7 +34,7 @@ from approvals.admin.paging import CappedCountPaginator
 from approvals.admin.scope import may_decide
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
-from approvals.models import PauseStatus, PendingApproval, SubjectType
+from approvals.models import Pause, PauseStatus, PendingApproval, SubjectType
 from approvals.pause_kinds import decision_page_for
 from approvals.selectors import INBOX_ORDER, reviewable_pauses
 
@@ -43,6 +43,45 @@ def agent_label(agent_id: Any, version: int | None, name: str | None) -> str:
     """Shows 'account-bot v3' with the full id on hover; the short id when the agent is gone."""
     shown = name or f"{str(agent_id)[:8]}…"
     return format_html('<span title="{}">{} v{}</span>', agent_id, shown, version or "?")
+
+
+# What a row's subject id is preceded by: nothing for a conversation (the column's own word).
+SUBJECT_PREFIX = {SubjectType.DISCUSSION: "discussion ", SubjectType.APPROVAL_REQUEST: "request "}
+
+
+def subject_label(pause: Pause) -> str:
+    """The subject's short id (the whole one on hover), after the word for its type."""
+    return format_html(
+        '{}<span title="{}">{}…</span>',
+        SUBJECT_PREFIX.get(pause.subject_type, ""),
+        pause.subject_id,
+        str(pause.subject_id)[:8],
+    )
+
+
+def requesting_agent(pause: Pause) -> str | None:
+    """The agent an approval request names: it runs elsewhere, so the pause has no agent id, and the
+    name the agent filed under is kept in the pause's details (read with the row, no query)."""
+    if pause.subject_type != SubjectType.APPROVAL_REQUEST:
+        return None
+    name = (pause.details or {}).get("agent")
+    return str(name) if name else None
+
+
+def agent_cell(pause: Pause) -> str:
+    """The agent column of the inbox and the history: a conversation's agent by its current name and
+    version, an approval request's by the name it filed under; "-" when the pause has none."""
+    if pause.agent_id is not None:
+        return agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
+    if (name := requesting_agent(pause)) is not None:
+        return format_html('<span title="{}">{}</span>', "the agent that filed this approval request", name)
+    return "-"
+
+
+SEARCH_HELP = (
+    "Reason, owner's username or agent name (any part), or a conversation, discussion, approval request, "
+    "group, agent or pause id: whole, or the 8-character short id shown in the list."
+)
 
 
 @admin.register(PendingApproval)
@@ -64,10 +103,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     list_display_links = ("conversation",)
     list_filter = (PauseTypeFilter, SurfaceFilter, AgentFilter, OwnerFilter, OverdueFilter)
     search_fields = ("reason",)  # shows the box; what it matches is approvals.admin.search
-    search_help_text = (
-        "Reason, owner's username or agent name (any part), or a conversation, discussion, group, agent or "
-        "pause id: whole, or the 8-character short id shown in the list."
-    )
+    search_help_text = SEARCH_HELP
     ordering = INBOX_ORDER  # what is due first, as every inbox (approvals.selectors.due_first)
     list_per_page = 50
     show_full_result_count = False
@@ -154,12 +190,12 @@ class PendingApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="conversation", ordering="subject_id")
     def conversation(self, pause: PendingApproval) -> str:
-        word = "discussion " if pause.subject_type == SubjectType.DISCUSSION else ""
-        return format_html('{}<span title="{}">{}…</span>', word, pause.subject_id, str(pause.subject_id)[:8])
+        return subject_label(pause)
 
-    @admin.display(description="group / phase", ordering="group_id")
+    @admin.display(description="group / phase / action", ordering="group_id")
     def group_phase(self, pause: PendingApproval) -> str:
-        """A group pause's group and where its discussion stands; the kind says how (no query per row)."""
+        """A group pause's group and where its discussion stands, an approval request's action and its
+        pinned request's line; the kind says how (no query per row)."""
         page = decision_page_for(pause.kind)
         where = page.inbox_label(pause) if page else ""
         if pause.group_id is None:
@@ -169,9 +205,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="agent", ordering="agent_id")
     def agent(self, pause: PendingApproval) -> str:
-        if pause.agent_id is None:
-            return "-"
-        return agent_label(pause.agent_id, pause.agent_version, getattr(pause, "agent_name", None))
+        return agent_cell(pause)
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_name(self, pause: PendingApproval) -> str:
@@ -193,16 +227,29 @@ class PendingApprovalAdmin(admin.ModelAdmin):
     def reason_line(self, pause: PendingApproval) -> str:
         """One clamped line; the whole reason on hover, and expanded by a click or Enter (the page script).
 
-        Under it, who asked and which agent: shown only where the owner and agent columns are dropped
-        (narrower screens, inbox_list.css), so a reviewer at 1280 px still reads names, not ids."""
+        Under it, who asked and which agent (an approval request's agent and action): shown only where the
+        owner, agent and action columns are dropped (narrower screens, inbox_list.css), so a reviewer at
+        1280 px still reads names, not ids. An approval request's line may be cut: all of it on hover."""
+        reason = format_html(
+            '<span class="hitl-reason" title="{}" tabindex="0" role="button" aria-expanded="false">{}</span>',
+            pause.reason,
+            pause.reason,
+        )
+        if pause.subject_type == SubjectType.APPROVAL_REQUEST:
+            label = self.group_phase(pause)
+            return format_html(
+                '{}<span class="hitl-reason-who" title="{}">{} · {}</span>',
+                reason,
+                f"{requesting_agent(pause) or '-'} · {label}",
+                agent_cell(pause),
+                label,
+            )
         who = [self.owner_name(pause)]
         if pause.agent_id is not None:
             who.append(self.agent(pause))
         return format_html(
-            '<span class="hitl-reason" title="{}" tabindex="0" role="button" aria-expanded="false">{}</span>'
-            '<span class="hitl-reason-who">{}</span>',
-            pause.reason,
-            pause.reason,
+            '{}<span class="hitl-reason-who">{}</span>',
+            reason,
             format_html_join(" · ", "{}", ((part,) for part in who)),
         )
 

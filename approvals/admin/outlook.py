@@ -3,7 +3,7 @@
 A selector for the decision page. Nothing is invented: a rule pause's next steps come
 from its engine (``EngineHandler.approve_steps``: the agent version's remaining tasks, allow-listed and
 redacted), a tool call's request from the already redacted ``requestPreview`` of pause_details(), a
-group pause's from its kind's page (approvals.pause_kinds.PageSection labels). What a rejection tells
+group pause's and an approval request's from its kind's page (approvals.pause_kinds.PageSection labels). What a rejection tells
 the subject is worded as the continuation words it (approvals.decision_notices, toolgate.runtime.tool_continuation).
 """
 
@@ -36,6 +36,7 @@ class Outlook:
     calls: tuple[CallOutlook, ...] = ()
     guidance: str = ""  # empty: this pause takes no reply with guidance
     cancel: str = ""
+    edit: str = ""  # empty: this pause has no "Edit and approve"
 
 
 def engine_steps(pause: Pause) -> list[str] | None:
@@ -115,29 +116,41 @@ def tool_outlook(review: PauseReview) -> Outlook:
     )
 
 
-def group_outlook(section: PageSection) -> Outlook:
-    """A group PHASE or TASK pause, in the words its own page part uses (groups.admin_pages)."""
+GROUP_CANCEL = (
+    "Cancel the request: the pause ends without a decision (CANCELLED, audited) and the discussion is "
+    "cancelled."
+)
+
+
+def section_outlook(section: PageSection) -> Outlook:
+    """A pause whose kind has its own page part (a group PHASE or TASK pause, groups.admin_pages; an
+    approval request, approval_requests.admin_pages), in the words that part uses."""
     note = f" Your note: {section.note_help}." if section.note_help else ""
     return Outlook(
         approve=f"{section.approve_label}.",
         reject=f"{section.reject_label}.{note}",
-        cancel="Cancel the request: the pause ends without a decision (CANCELLED, audited) and the "
-        "discussion is cancelled.",
+        guidance=section.guidance_label,
+        cancel=section.cancel_label or GROUP_CANCEL,
+        edit=section.edit_label if section.edits else "",
     )
 
 
 def decision_outlook(pause: Pause, review: PauseReview, section: PageSection | None) -> Outlook:
     """The sentences for this pause's buttons."""
     if section is not None:
-        return group_outlook(section)
+        return section_outlook(section)
     if pause.kind == PauseKind.TOOL_CALL:
         return tool_outlook(review)
     return rule_outlook(pause)
 
 
-def takes_guidance(pause: Pause) -> bool:
-    """Reply with guidance is for a conversation's pauses: a model or a conversation reads the note. A
-    group pause has its own per-task feedback (a rejected task's note goes back to its assignee)."""
+def takes_guidance(pause: Pause, section: PageSection | None = None) -> bool:
+    """Reply with guidance is for a conversation's pauses (a model or a conversation reads the note) and
+    for a kind whose page part offers it (``guidance_label``: an approval request that allows a reply,
+    whose agent reads it). A group pause has its own per-task feedback (a rejected task's note goes back
+    to its assignee)."""
+    if section is not None and section.guidance_label:
+        return True
     return pause.surface == Engine.REGULAR and pause.kind in (PauseKind.RULE, PauseKind.TOOL_CALL)
 
 

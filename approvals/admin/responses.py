@@ -4,11 +4,12 @@ Both are POSTs to the decision page carrying ``hitl_action`` and the ``expected_
 like Approve and Reject: a page left open while the pause was decided or cancelled changes nothing.
 
 - **Reply with guidance** is a rejection of the whole request whose note is required and reaches the
-  model (or the conversation) labelled as the reviewer's instruction
+  model (or the conversation, or an approval request's agent) labelled as the reviewer's instruction
   (approvals.decision_input.guidance_decision); the same decision service decides it, and its
   ``hitl.approval`` audit entry says ``reviewerAction: reply_with_guidance``.
 - **Cancel the request** is the REST cancel of a pending pause (``cancel_pending_pause``, the audited
-  path ``POST /agents/{id}/cancel`` and the group discussion cancel take), behind a confirmation step
+  path ``POST /agents/{id}/cancel``, the group discussion cancel and an approval request's cancel take;
+  the engine moves its subject, e.g. an approval request to CANCELLED), behind a confirmation step
   (a second POST with ``confirm=yes``). Whoever may open the page may cancel, as REST allows owner, admin
   and approver, including a requester who may not approve her own request (allowSelfApproval=false).
   Its ``hitl.approval`` entry (verdict CANCELLED) says ``reviewerAction: cancel_request``.
@@ -29,6 +30,7 @@ from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import guidance_decision
 from approvals.decisions import cancel_pending_pause
 from approvals.models import Pause, PauseStatus, SubjectType
+from approvals.pause_kinds import PageSection
 from approvals.self_approval import refuse_self_approval
 from common.errors import ApplicationError, BadRequest, WrongState
 
@@ -37,9 +39,14 @@ RESPOND, CANCEL = "respond", "cancel"
 CANCEL_REQUEST = "cancel_request"  # the audit detail's reviewerAction of a cancel from the decision page
 OTHER_PAUSE = "This page was for another pause of this subject: nothing was changed. Read it again below."
 NO_GUIDANCE_HERE = (
-    "Reply with guidance is for a conversation's pauses; decide this one with its own verdicts."
+    "Reply with guidance is for a conversation's pauses and for approval requests that allow a reply; "
+    "decide this one with its own verdicts."
 )
-SUBJECT_WORD = {SubjectType.CONVERSATION: "conversation", SubjectType.DISCUSSION: "discussion"}
+SUBJECT_WORD = {
+    SubjectType.CONVERSATION: "conversation",
+    SubjectType.DISCUSSION: "discussion",
+    SubjectType.APPROVAL_REQUEST: "approval request",
+}
 
 
 @dataclass(frozen=True)
@@ -75,10 +82,12 @@ def _stale(pause: Pause) -> ResponseOutcome:
     return ResponseOutcome(done=False, status=409, stale=True)
 
 
-def reply_with_guidance(request: HttpRequest, pause: Pause, guidance: str) -> ResponseOutcome:
+def reply_with_guidance(
+    request: HttpRequest, pause: Pause, guidance: str, section: PageSection | None = None
+) -> ResponseOutcome:
     """Reject with the reviewer's instruction as the note; an empty one decides nothing."""
     kept = {"guidance": guidance}
-    if not takes_guidance(pause):
+    if not takes_guidance(pause, section):
         return ResponseOutcome(done=False, status=400, message=NO_GUIDANCE_HERE, **kept)
     actor = actor_for_user(request.user)
     try:
@@ -129,22 +138,27 @@ def cancel_request(request: HttpRequest, pause: Pause, *, confirmed: bool) -> Re
     )
 
 
-def respond(request: HttpRequest, pause: Pause, action: str) -> ResponseOutcome:
-    """Carry out ``action`` on exactly the pause the page showed, if it still waits."""
+def respond(
+    request: HttpRequest, pause: Pause, action: str, section: PageSection | None = None
+) -> ResponseOutcome:
+    """Carry out ``action`` on exactly the pause the page showed, if it still waits; ``section``: the
+    kind's page part, which says whether it takes a reply with guidance."""
     if _expected_pause(request) != pause.id:
         return ResponseOutcome(done=False, status=409, message=OTHER_PAUSE)
     if pause.status != PauseStatus.PENDING:
         return ResponseOutcome(done=False, status=409, stale=True)
     if action == RESPOND:
-        return reply_with_guidance(request, pause, request.POST.get("guidance", ""))
+        return reply_with_guidance(request, pause, request.POST.get("guidance", ""), section)
     return cancel_request(request, pause, confirmed=request.POST.get("confirm") == "yes")
 
 
-def response_context(outcome: ResponseOutcome | None, *, pending: bool, pause: Pause) -> dict[str, Any]:
+def response_context(
+    outcome: ResponseOutcome | None, *, pending: bool, pause: Pause, section: PageSection | None = None
+) -> dict[str, Any]:
     """What the page's response box shows: the kept guidance, its error, the cancel confirmation."""
     return {
         "response": outcome,
-        "takes_guidance": pending and takes_guidance(pause),
+        "takes_guidance": pending and takes_guidance(pause, section),
         "action_field": ACTION_FIELD,
         "respond_action": RESPOND,
         "cancel_action": CANCEL,

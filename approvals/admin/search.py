@@ -2,8 +2,8 @@
 
 Every word of the search must match the pause (words narrow, as in Django's own admin search), and a
 word matches when it is found in the reason, in the owner's username, in the agent's current name, or
-when it is a conversation, discussion, group, agent or pause id, whole or its start of at least 8 hex
-digits (the short id the list shows, "089e1c0c", with or without the "…").
+when it is a conversation, discussion, approval request, group, agent or pause id, whole or its start of
+at least 8 hex digits (the short id the list shows, "089e1c0c", with or without the "…").
 
 Why not ``search_fields``: Django's search ORs ``reason`` with the joined ``owner__username`` in one
 WHERE clause, which no index can serve, so PostgreSQL walked every pending pause (385 ms at 100,000).

@@ -189,8 +189,12 @@ HITL_HTTP_TIMEOUT_SECONDS = env.float("HITL_HTTP_TIMEOUT_SECONDS", default=10.0)
 HITL_CONTINUE_INLINE = env.bool("HITL_CONTINUE_INLINE", default=True)
 # How long an approved approval request may be claimed (ISO-8601 duration); after it, a claim is refused.
 HITL_GRANT_TTL = env.str("HITL_GRANT_TTL", default="PT15M")
-# The MCP surface at /mcp (docs/mcp.md): false makes its four decision tools (resume, cancel, approve and
-# cancel a group discussion) answer DISABLED, checked first, while its read tools keep working.
+# The Ed25519 key that signs execution grant tokens (approval_requests/grants.py): the base64 of a random
+# 32-byte seed; empty derives one from SECRET_KEY. Its public key is served at /.well-known/hitl-grant-keys.
+HITL_GRANT_SIGNING_KEY = env.str("HITL_GRANT_SIGNING_KEY", default="")
+# The MCP surface at /mcp (docs/mcp.md): false makes every tool that changes something (the decisions and
+# cancels of conversations, group discussions and approval requests, the talk tools) answer DISABLED,
+# checked first, while its read tools keep working.
 HITL_MCP_MUTATIONS_ENABLED = env.bool("HITL_MCP_MUTATIONS_ENABLED", default=True)
 # resume without ?wait: the web process runs a quick continuation (local tasks only) once its answer is
 # sent (true), or hands every one to the q-cluster (false). Chosen by measurement: docs/performance.md.
@@ -249,6 +253,9 @@ HITL_SECRETS_KEY = env.str("HITL_SECRETS_KEY", default="")
 # fake), and how often a continuation notice whose post failed is tried again in all.
 HITL_SLACK_API_URL = env.str("HITL_SLACK_API_URL", default="https://slack.com/api/")
 HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5)
+# The Slack integration whose approval channel gets the cards of approval requests (slack_surface.request_cards);
+# empty: the first integration, by name, that has an approval channel.
+HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION = env.str("HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION", default="")
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
 # Throttles and caps (docs/operations.md, "Throttles and caps"): one signed-in user cannot flood the

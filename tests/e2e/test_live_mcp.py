@@ -368,17 +368,21 @@ def test_the_kill_switch_disables_every_mutating_tool_first_and_keeps_the_reads(
             ("cancel_group_discussion", {"groupId": "", "conversationId": ""}),
             ("talk_to_agent", {"agentId": rule_agent_id, "message": "question"}),
             ("chat_managed", {"agentId": rule_agent_id, "message": "question"}),
+            ("decide_approval_request", {"requestId": "", "verdict": "not-a-verdict"}),
+            ("cancel_approval_request", {"requestId": str(uuid.uuid4())}),
             ("list_pending_approvals", {}),
             ("get_approval_status", {"conversationId": conversation_id}),
+            ("list_approval_requests", {}),
         )
     finally:
         read_only.close()
-    for is_error, body in answers[:7]:
+    for is_error, body in answers[:9]:
         assert is_error and body["errorCode"] == "DISABLED", body
         assert body["details"]["property"] == "HITL_MCP_MUTATIONS_ENABLED"
-    (_, inbox), (_, status) = answers[7:]
+    (_, inbox), (_, status), (_, requests) = answers[9:]
     assert [row["conversationId"] for row in inbox["approvals"]] == [conversation_id]
     assert status["state"] == "AWAITING_HUMAN"
+    assert requests == {"approvalRequests": []}
 
 
 def test_approve_group_phase_applies_per_task_verdicts_of_a_task_gate(live_stack, tokens):

@@ -1,9 +1,11 @@
 """S1, the authorization matrix of Slack's buttons: who clicks (unsigned, a Slack user not allowed, an
-allowed one) × what (a conversation's pause, a discussion's) × its state (pending, decided), requests
-signed with slack_sdk's signing; expected outcomes from the one table (harnesses/authz_table.py)."""
+allowed one) × what (a conversation's pause, a discussion's, an approval request's card) × its state
+(pending, decided), requests signed with slack_sdk's signing; expected outcomes from the one table
+(harnesses/authz_table.py)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -14,12 +16,19 @@ from groups.store import create_group
 from harnesses.authz_table import differing, expected
 from harnesses.factories import deployed_agent, paused_conversation
 from harnesses.users import client_for, make_user
+from tests.approval_requests.conftest import filing
 from tests.slack_surface.conftest import SIGNING_SECRET, click_body, signed_headers
 
 CLICKERS = {"other": "UNOTLISTED", "approver": "UAPPROVER"}  # "anonymous": an unsigned click
 
 
 def _subject(kind: str, state: str, integration: Any, bob: Any, admin: Any) -> str:
+    if kind == "approval request":
+        service = client_for(make_user(f"bot-{uuid.uuid4().hex[:8]}", "agent"))
+        filed = service.post("/approval-requests", filing(f"slack/{uuid.uuid4()}"), format="json").json()
+        if state == "decided":
+            admin.post(f"/approval-requests/{filed['id']}/decision", {"verdict": "REJECTED"}, format="json")
+        return f"request:{filed['id']}"
     if kind == "conversation":
         subject_id = paused_conversation(bob, integration.agent_id)
         if state == "decided":
@@ -66,11 +75,11 @@ def test_slack_button_authorization_matrix_matches_the_docs_in_every_cell(
 ):
     bob, admin = client_for(make_user("bob")), client_for(make_user("admin", "admin"))
     cells = []
-    for kind in ("conversation", "discussion"):
+    for kind in ("conversation", "discussion", "approval request"):
         for state in ("pending", "decided"):
             for role in ("anonymous", "other", "approver"):
                 subject = _subject(kind, state, integration, bob, admin)
-                pause = Pause.objects.filter(subject_id=subject.removeprefix("group:")).latest("paused_at")
+                pause = Pause.objects.filter(subject_id=subject.split(":")[-1]).latest("paused_at")
                 got = _click(anon_client, role, subject, fake_slack)
                 now = Pause.objects.get(pk=pause.pk)
                 if state == "pending" and (now.status != PauseStatus.PENDING) != (got == "ok"):
@@ -80,7 +89,7 @@ def test_slack_button_authorization_matrix_matches_the_docs_in_every_cell(
                 cells.append(
                     {
                         "surface": "Slack",
-                        "endpoint": f"button on a {kind}",
+                        "endpoint": f"button on {'an' if kind[0] in 'aeiou' else 'a'} {kind}",
                         "state": state,
                         "role": role,
                         "expected": expected("slack button", role, state),

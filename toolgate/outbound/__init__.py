@@ -9,6 +9,7 @@ It imports neither the gate nor the runtime.
 Other apps import these names from here, never from a module of this package.
 """
 
+from toolgate.outbound.egress import EgressRefused
 from toolgate.outbound.http_call_config import read_call_processing
 from toolgate.outbound.http_calls import CallEffects, run_http_call
 from toolgate.outbound.http_requests import BuiltRequest, outbound_client, without_secrets
@@ -27,6 +28,7 @@ __all__ = [
     "TEMPLATE_ROOTS",
     "BuiltRequest",
     "CallEffects",
+    "EgressRefused",
     "SecretStoreUnavailable",
     "UnknownSecret",
     "lookup_path",
