@@ -46,7 +46,8 @@ from common.errors import BadRequest
 from toolgate.outbound import redact_json_value
 
 CONTEXT_HIDDEN = "hidden: approvers read an approval request's context only while it waits for a decision"
-SECRET_HELP = (
+# help text, not a password
+SECRET_HELP = (  # nosec B105
     "A header the agent marked secret is shown by its name only: the service never kept its value, and "
     "the agent sends it as it holds it."
 )

@@ -24,11 +24,12 @@ ensure_venv() {
         "$python" -m venv "$venv" || _die "could not create $venv"
         _say "venv: created .venv with $("$venv/bin/python" --version 2>&1)"
     fi
-    if [[ ! -f "$stamp" || "$HITL_ROOT/pyproject.toml" -nt "$stamp" ]]; then
-        _say "venv: installing the project and its test dependencies (pip install -e '.[test]')"
+    if [[ ! -f "$stamp" || "$HITL_ROOT/pyproject.toml" -nt "$stamp" \
+        || "$HITL_ROOT/clients/python/pyproject.toml" -nt "$stamp" ]]; then
+        _say "venv: installing the project, its test dependencies and the Python client (pip install -e '.[test]' -e 'clients/python[webhooks]')"
         # Quiet unless it fails: setuptools' editable-install warnings are noise here.
-        if ! (cd "$HITL_ROOT" && "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]') \
-            >"$venv/pip-install.log" 2>&1; then
+        if ! (cd "$HITL_ROOT" && "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+            -e '.[test]' -e 'clients/python[webhooks]') >"$venv/pip-install.log" 2>&1; then
             tail -n 40 "$venv/pip-install.log" >&2
             _die "pip install failed (full log: .venv/pip-install.log)"
         fi

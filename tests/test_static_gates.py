@@ -26,7 +26,9 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The project's own code: the Django apps, the project package and manage.py (not tests/, bench/, .venv).
 BANDIT_TARGETS = (
+    "approval_requests",
     "approvals",
+    "clients/python/src",
     "common",
     "conversations",
     "groups",
@@ -40,7 +42,7 @@ BANDIT_TARGETS = (
 # Known vulnerabilities accepted on purpose: {"GHSA-… or PYSEC-…": "why it does not apply to us"}.
 ACCEPTED_VULNERABILITIES: dict[str, str] = {}
 # What pip-audit cannot find on PyPI because it is not published there: this project, installed editable.
-OWN_DISTRIBUTIONS = {"hitl-service"}
+OWN_DISTRIBUTIONS = {"hitl-service", "hitl-client"}
 PIP_AUDIT_TIMEOUT = 240
 
 
