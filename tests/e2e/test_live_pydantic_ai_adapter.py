@@ -20,6 +20,7 @@ import httpx
 import pytest
 from hitl_client import AlreadyClaimed, AsyncHitlClient, HitlClient, OutcomeUnknown
 from hitl_client.pydantic_ai import METADATA_KEY, areport_outcomes, aresults_for, report_outcomes, results_for
+from pydantic import TypeAdapter
 from pydantic_ai import Agent, DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import (
     ModelMessage,
@@ -177,7 +178,7 @@ def test_an_auto_reject_timeout_denies_the_call(live_stack, token, target):
         hitl_config={"approvalTimeout": "PT1S", "timeoutPolicy": "AUTO_REJECT"},
     )
     assert isinstance(results.approvals["call-1"], ToolDenied)
-    assert output.startswith("denied: The tool call was rejected: No reviewer decided in time")
+    assert output == "denied: Nobody decided the approval request in time; the tool call was rejected."
     assert len(target.requests_to("/refunds")) == before
 
 
@@ -189,7 +190,9 @@ def test_wait_false_returns_none_while_pending_and_a_resumed_run_files_and_runs_
     paused = agent.run_sync("Refund A-1")
     assert isinstance(paused.output, DeferredToolRequests)
     assert results_for(hitl, paused.output, run_id="pai-6", reason="Refund", wait=False) is None
-    stored = ModelMessagesTypeAdapter.dump_json(paused.all_messages())  # kept while the process is gone
+    # Kept while the process is gone: the history and the pending calls.
+    stored = ModelMessagesTypeAdapter.dump_json(paused.all_messages())
+    stored_requests = TypeAdapter(DeferredToolRequests).dump_json(paused.output)
     pending = eventually(
         lambda: [
             item
@@ -207,9 +210,7 @@ def test_wait_false_returns_none_while_pending_and_a_resumed_run_files_and_runs_
 
     # Resumed elsewhere: a fresh client and agent, the message history read back.
     history = ModelMessagesTypeAdapter.validate_json(stored)
-    requests = DeferredToolRequests(
-        approvals=[part for part in history[-1].parts if isinstance(part, ToolCallPart)]
-    )
+    requests = TypeAdapter(DeferredToolRequests).validate_json(stored_requests)
     with HitlClient(live_stack.base_url, token, agent="refund-bot") as other:
         results = results_for(other, requests, run_id="pai-6", reason="Refund", wait=False)
         assert results is not None and results.metadata["call-1"][METADATA_KEY] == pending[0]["id"]

@@ -62,12 +62,15 @@ def _filing(call: ToolCallPart, run_id: str, reason: Reason, filing: Mapping[str
 
 
 def _denial(decided: ApprovalRequest) -> ToolDenied:
-    """What the model reads when the call was not approved: the reviewer's guidance, else their note."""
+    """What the model reads when the call was not approved: the reviewer's guidance, else their note; a
+    timeout's rejection says so."""
     decision = decided.decision
     if decided.status == CANCELLED:
         return ToolDenied("The approval request was withdrawn; the tool call did not run.")
     if decided.status == EXPIRED:
         return ToolDenied("Nobody decided the approval request in time; the tool call did not run.")
+    if decision is not None and decision.automated:
+        return ToolDenied("Nobody decided the approval request in time; the tool call was rejected.")
     if decision is not None and decision.guidance:
         return ToolDenied(decision.guidance)
     if decision is not None and decision.note:
