@@ -269,3 +269,28 @@ def test_the_example_exits_0_once_approved_and_1_when_rejected(live_stack, token
     out, err = process.communicate(timeout=30)
     assert process.returncode == 1, (out, err)
     assert len(target.requests_to("/example-refunds")) == 1
+
+
+def test_a_claimed_call_raises_before_the_other_approvals_are_claimed(hitl, approver):
+    requests = DeferredToolRequests(
+        approvals=[
+            ToolCallPart("refund", {"order_id": "A-1", "amount": 1}, tool_call_id="call-a"),
+            ToolCallPart("refund", {"order_id": "A-2", "amount": 2}, tool_call_id="call-b"),
+        ]
+    )
+    assert results_for(hitl, requests, run_id="pai-8", reason="Refund", wait=False) is None
+    filed = {
+        item["idempotencyKey"]: item["id"]
+        for item in approver.get("/approval-requests", params={"status": "PENDING"}).json()[
+            "approvalRequests"
+        ]
+    }
+    for key in ("pai-8/call-a", "pai-8/call-b"):
+        approver.post(
+            f"/approval-requests/{filed[key]}/decision", json={"verdict": "APPROVED"}
+        ).raise_for_status()
+    hitl.claim(filed["pai-8/call-b"])  # an earlier resume claimed call-b, then died
+    with pytest.raises(OutcomeUnknown):
+        results_for(hitl, requests, run_id="pai-8", reason="Refund")
+    untouched = approver.get(f"/approval-requests/{filed['pai-8/call-a']}").json()
+    assert untouched["claim"] is None and untouched["grant"]["claimed"] is False

@@ -85,6 +85,26 @@ def _approval(decided: ApprovalRequest, arguments: dict[str, Any]) -> ToolApprov
     return ToolApproved()
 
 
+def _in_claim_order(
+    calls: list[ToolCallPart], decided: list[ApprovalRequest]
+) -> list[tuple[ToolCallPart, ApprovalRequest]]:
+    """The calls with their decisions, those whose approval was claimed before first: their claim raises
+    (``AlreadyClaimed``/``OutcomeUnknown``) before any other approval is claimed and then lost."""
+    pairs = list(zip(calls, decided, strict=True))
+    return sorted(pairs, key=lambda pair: not (pair[1].grant is not None and pair[1].grant.claimed))
+
+
+def _results(answered: list[tuple[ToolCallPart, ApprovalRequest]]) -> DeferredToolResults:
+    results = DeferredToolResults()
+    for call, found in answered:
+        if found.status == APPROVED:
+            results.approvals[call.tool_call_id] = _approval(found, _arguments(call))
+        else:
+            results.approvals[call.tool_call_id] = _denial(found)
+        results.metadata[call.tool_call_id] = {METADATA_KEY: found.id}
+    return results
+
+
 def results_for(
     client: HitlClient,
     requests: DeferredToolRequests,
@@ -102,15 +122,11 @@ def results_for(
     if not wait and any(found.pending for found in filed):
         return None
     decided = [found if not found.pending else client.wait(found.id, timeout=timeout) for found in filed]
-    results = DeferredToolResults()
-    for call, found in zip(calls, decided, strict=True):
+    answered = _in_claim_order(calls, decided)
+    for _, found in answered:
         if found.status == APPROVED:
             client.claim(found.id)
-            results.approvals[call.tool_call_id] = _approval(found, _arguments(call))
-        else:
-            results.approvals[call.tool_call_id] = _denial(found)
-        results.metadata[call.tool_call_id] = {METADATA_KEY: found.id}
-    return results
+    return _results(answered)
 
 
 async def aresults_for(
@@ -131,15 +147,11 @@ async def aresults_for(
     decided = [
         found if not found.pending else await client.wait(found.id, timeout=timeout) for found in filed
     ]
-    results = DeferredToolResults()
-    for call, found in zip(calls, decided, strict=True):
+    answered = _in_claim_order(calls, decided)
+    for _, found in answered:
         if found.status == APPROVED:
             await client.claim(found.id)
-            results.approvals[call.tool_call_id] = _approval(found, _arguments(call))
-        else:
-            results.approvals[call.tool_call_id] = _denial(found)
-        results.metadata[call.tool_call_id] = {METADATA_KEY: found.id}
-    return results
+    return _results(answered)
 
 
 def _outcomes(results: DeferredToolResults, messages: Iterable[ModelMessage]) -> list[tuple[str, str, str]]:
