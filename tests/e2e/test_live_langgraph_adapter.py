@@ -67,7 +67,16 @@ class ScriptedModel(GenericFakeChatModel):
         return self
 
 
-def refund_agent(target: EchoTarget, client: HitlClient | AsyncHitlClient, amount: int = 250) -> Any:
+def refund_agent(
+    target: EchoTarget,
+    client: HitlClient | AsyncHitlClient,
+    amount: int = 250,
+    *,
+    amounts: tuple[int, ...] | None = None,
+    mode: str = "batched",
+) -> Any:
+    """The agent: its model asks for one refund (``amounts``: one per amount, in one turn), each gated."""
+
     @tool
     def refund(order_id: str, amount: int) -> str:
         """Refund an order."""
@@ -75,22 +84,18 @@ def refund_agent(target: EchoTarget, client: HitlClient | AsyncHitlClient, amoun
         response.raise_for_status()
         return f"refunded {amount}"
 
-    script = iter(
-        [
-            AIMessage(
-                "",
-                tool_calls=[
-                    {"name": "refund", "args": {"order_id": "A-1", "amount": amount}, "id": "call-1"}
-                ],
-            ),
-            AIMessage("Done."),
-        ]
-    )
+    calls = [
+        {"name": "refund", "args": {"order_id": "A-1", "amount": each}, "id": f"call-{index}"}
+        for index, each in enumerate(amounts or (amount,))
+    ]
+    script = iter([AIMessage("", tool_calls=calls), AIMessage("Done.")])
     return create_agent(
         ScriptedModel(messages=script),
         [refund],
         middleware=[
-            HumanInTheLoopMiddleware({"refund": True}, description_prefix="Refund over 100 EUR"),
+            HumanInTheLoopMiddleware(
+                {"refund": True}, description_prefix="Refund over 100 EUR", interrupt_mode=mode
+            ),
             ReportOutcomes(client),
         ],
         checkpointer=InMemorySaver(),
@@ -100,18 +105,24 @@ def refund_agent(target: EchoTarget, client: HitlClient | AsyncHitlClient, amoun
 def start(agent: Any, thread: str) -> tuple[Any, dict[str, Any]]:
     config = {"configurable": {"thread_id": thread}}
     result = agent.invoke({"messages": [{"role": "user", "content": "Refund A-1"}]}, config, version="v2")
-    assert [item.value["action_requests"][0]["name"] for item in result.interrupts] == ["refund"]
+    assert result.interrupts
     return result, config
 
 
-def reviewer(approver: httpx.Client, decision: dict[str, Any], run: str) -> threading.Thread:
-    """A reviewer who decides the pending request of run ``run`` as soon as it appears."""
+def reviewer(
+    approver: httpx.Client, decision: dict[str, Any], run: str, amount: int | None = None
+) -> threading.Thread:
+    """A reviewer who decides the pending request of run ``run`` (of that ``amount``) as soon as it
+    appears."""
 
     def decide() -> None:
         def pending() -> list[dict[str, Any]]:
             found = approver.get("/approval-requests", params={"status": "PENDING"}).json()
             return [
-                item for item in found["approvalRequests"] if item["idempotencyKey"].startswith(f"{run}/")
+                item
+                for item in found["approvalRequests"]
+                if item["idempotencyKey"].startswith(f"{run}/")
+                and amount in (None, item["action"]["arguments"]["amount"])
             ]
 
         found = eventually(pending, timeout=20, what=f"the request of {run}")
@@ -247,6 +258,42 @@ def test_without_waiting_the_graph_stays_paused_until_decided(hitl, approver, ta
     agent.invoke(Command(resume=resume), config, version="v2")
     assert len(sent(target, before)) == 1
     assert the_request(approver, "lg-later")["status"] == "APPROVED"
+
+
+def test_two_calls_in_one_turn_each_get_their_own_request_and_decision(hitl, approver, target):
+    before = len(target.requests_to("/refunds"))
+    agent = refund_agent(target, hitl, amounts=(250, 900))
+    paused, config = start(agent, "lg-two")
+    reviewer(approver, {"verdict": "APPROVED"}, "lg-two", amount=250)
+    reviewer(approver, {"verdict": "REJECTED", "note": "Too much"}, "lg-two", amount=900)
+    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-two", timeout=30)
+    assert resume == {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Too much"}]}
+    result = agent.invoke(Command(resume=resume), config, version="v2")
+    assert sent(target, before) == ['{"orderId":"A-1","amount":250}']
+    assert sorted(message.status for message in tool_messages(result)) == ["error", "success"]
+
+
+def test_a_per_call_interrupt_is_answered_by_its_id(hitl, approver, target):
+    before = len(target.requests_to("/refunds"))
+    agent = refund_agent(target, hitl, mode="per_call")
+    paused, config = start(agent, "lg-per-call")
+    [interrupt] = paused.interrupts
+    assert interrupt.value["type"] == "tool_approval"
+    reviewer(
+        approver,
+        {"verdict": "APPROVED", "amendedArguments": {"order_id": "A-1", "amount": 99}},
+        "lg-per-call",
+    )
+    decision = decisions_for(hitl, interrupt, run_id="lg-per-call", timeout=30)
+    assert decision == {
+        "type": "edit",
+        "edited_action": {"name": "refund", "args": {"order_id": "A-1", "amount": 99}},
+    }
+    agent.invoke(Command(resume={interrupt.id: decision}), config, version="v2")
+    assert sent(target, before) == ['{"orderId":"A-1","amount":99}']
+    filed = the_request(approver, "lg-per-call")
+    assert filed["idempotencyKey"] == "lg-per-call/tool-call:call-0"
+    assert filed["claim"]["outcome"]["status"] == "succeeded"
 
 
 def test_the_async_twin_with_ainvoke(live_stack, approver, target):
