@@ -80,6 +80,8 @@ def refund_agent(
     @tool
     def refund(order_id: str, amount: int) -> str:
         """Refund an order."""
+        if amount == 13:
+            raise ValueError("the payment provider refused")
         response = httpx.post(f"{target.url}/refunds", json={"orderId": order_id, "amount": amount})
         response.raise_for_status()
         return f"refunded {amount}"
@@ -160,6 +162,17 @@ def test_approved_runs_the_tool_once_and_reports_it(hitl, approver, target):
     assert filed["action"] == {"name": "refund", "arguments": {"order_id": "A-1", "amount": 250}}
     assert filed["reason"].startswith("Refund over 100 EUR")
     assert filed["claim"]["outcome"]["status"] == "succeeded"
+
+
+def test_a_tool_that_fails_is_reported_failed(hitl, approver, target):
+    agent = refund_agent(target, hitl, amount=13)
+    paused, config = start(agent, "lg-fails")
+    reviewer(approver, {"verdict": "APPROVED"}, "lg-fails")
+    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-fails", timeout=30)
+    with pytest.raises(ValueError, match="refused"):
+        agent.invoke(Command(resume=resume), config, version="v2")
+    outcome = the_request(approver, "lg-fails")["claim"]["outcome"]
+    assert outcome["status"] == "failed" and "refused" in outcome["summary"]
 
 
 def test_a_second_resume_of_the_same_interrupt_files_nothing_and_runs_nothing(hitl, approver, target):
@@ -316,17 +329,23 @@ def test_the_async_twin_with_ainvoke(live_stack, approver, target):
     assert the_request(approver, "lg-async")["claim"]["outcome"]["status"] == "succeeded"
 
 
-def test_the_example_exits_0_once_approved(live_stack, approver, target):
+@pytest.mark.parametrize(
+    ("verdict", "code", "refunds"), [("APPROVED", 0, 1), ("REJECTED", 1, 0)], ids=["approved", "rejected"]
+)
+def test_the_example_exits_by_the_decision(live_stack, approver, target, verdict, code, refunds):
     before = len(target.requests_to("/refunds"))
+    run = f"lg-example-{verdict.lower()}"
     env = {
         **os.environ,
         "HITL_URL": live_stack.base_url,
-        "HITL_TOKEN": api_user("lg-example-bot", "agent"),
+        "HITL_TOKEN": api_user(f"{run}-bot", "agent"),
         "REFUND_URL": f"{target.url}/refunds",
-        "RUN_ID": "lg-example",
+        "RUN_ID": run,
     }
     env.pop("OPENAI_API_KEY", None)
-    reviewer(approver, {"verdict": "APPROVED"}, "lg-example")
+    reviewer(
+        approver, {"verdict": verdict, "note": "No"} if verdict == "REJECTED" else {"verdict": verdict}, run
+    )
     done = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert len(sent(target, before)) == 1
+    assert done.returncode == code, done.stdout + done.stderr
+    assert len(sent(target, before)) == refunds

@@ -261,7 +261,7 @@ def _status(result: ToolMessage | Command[Any]) -> tuple[str, str]:
     return "succeeded", ""
 
 
-class ReportOutcomes(AgentMiddleware):  # type: ignore[type-arg]
+class ReportOutcomes(AgentMiddleware):
     """Reports what happened to each approved tool call this process claimed: ``succeeded``, or
     ``failed`` when the tool raised or answered with an error. List it after
     ``HumanInTheLoopMiddleware`` so it sees the call as approved (a reviewer's edit applied).
