@@ -38,7 +38,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/openai_
 
 @pytest.fixture(scope="module")
 def live_stack(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveStack]:
-    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("openai-agents"), qclusters=False)
+    yield from running_stack(django_db_blocker, tmp_path_factory.mktemp("openai-agents"), qclusters=True)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,9 @@ def test_a_serialized_state_resumed_elsewhere_files_nothing_twice_and_runs_once(
     assert pending["hitlConfig"]["allowEdit"] is False
     edit = {"verdict": "APPROVED", "amendedArguments": {"order_id": "A-1", "amount": 1}}
     assert approver.post(f"/approval-requests/{pending['id']}/decision", json=edit).status_code >= 400
-    approver.post(f"/approval-requests/{pending['id']}/decision", json={"verdict": "APPROVED"}).raise_for_status()
+    approver.post(
+        f"/approval-requests/{pending['id']}/decision", json={"verdict": "APPROVED"}
+    ).raise_for_status()
 
     async def resume(*, run_the_tool: bool) -> None:
         state = await RunState.from_string(agent, saved)
@@ -209,6 +211,27 @@ def test_a_serialized_state_resumed_elsewhere_files_nothing_twice_and_runs_once(
         asyncio.run(resume(run_the_tool=False))
     assert len(target.requests_to("/refunds")) == before + 1
     assert [item["id"] for item in filed(approver, "oa-s")] == [pending["id"]]
+
+
+def test_an_auto_reject_timeout_reaches_the_model_and_the_tool_never_runs(live_stack, stub, target, token):
+    agent, before = refund_agent(stub, target), len(target.requests_to("/refunds"))
+    script(stub, "call_t")
+    timer = {"approvalTimeout": "PT1S", "timeoutPolicy": "AUTO_REJECT"}
+
+    async def run() -> None:
+        async with AsyncHitlClient(live_stack.base_url, token, agent="refund-bot") as hitl:
+            paused = await Runner.run(agent, "Refund order A-1")
+            state = paused.to_state()
+            decisions = await apply_decisions_async(
+                hitl, state, paused.interruptions, run_id="oa-t", timeout=30, hitl_config=timer
+            )
+            [found] = decisions.requests.values()
+            assert found.status == "REJECTED" and found.decision.automated
+            await Runner.run(agent, state)
+
+    asyncio.run(run())
+    assert tool_results(stub) == ["This call was rejected: nobody approved it in time."]
+    assert len(target.requests_to("/refunds")) == before
 
 
 def test_the_example_exits_0_once_a_reviewer_approved(live_stack, target, token, approver):

@@ -43,9 +43,13 @@ async def refund(order_id: str, amount: int) -> str:
 class ScriptedModel(Model):
     """Asks for one refund; once the tool answered (or was refused), repeats what it was told."""
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
         items = input if isinstance(input, list) else []
-        told = [item for item in items if isinstance(item, dict) and item.get("type") == "function_call_output"]
+        told = [
+            item for item in items if isinstance(item, dict) and item.get("type") == "function_call_output"
+        ]
         if not told:
             call = ResponseFunctionToolCall(
                 type="function_call",

@@ -84,10 +84,10 @@ def rejection_message(found: ApprovalRequest) -> str:
     decision = found.decision
     if decision is not None and decision.guidance:
         return decision.guidance
-    if decision is not None and decision.note:
-        return f"A reviewer rejected this call: {decision.note}"
     if decision is not None and decision.automated:
         return "This call was rejected: nobody approved it in time."
+    if decision is not None and decision.note:
+        return f"A reviewer rejected this call: {decision.note}"
     return f"This call was not approved ({found.status.lower()}); it did not run."
 
 
@@ -192,9 +192,7 @@ async def apply_decisions_async(
 def _outcomes(result: Any, decisions: Decisions) -> list[tuple[str, str, str]]:
     """(request id, status, summary) of each claimed call: ``succeeded`` with the tool's output when the
     resumed run holds it, ``failed`` when the run ended without one."""
-    outputs = {
-        item.call_id: item.output for item in result.new_items if isinstance(item, ToolCallOutputItem)
-    }
+    outputs = {item.call_id: item.output for item in result.new_items if isinstance(item, ToolCallOutputItem)}
     answers = []
     for call_id, request_id in decisions.claimed.items():
         if call_id in outputs:
