@@ -4,7 +4,7 @@ an agent's run, beside the same run with the tool ungated (which never reaches t
 
 Starts the stack of the other benches (bench/_stack.py: uvicorn with one worker, pool on, database --db,
 no q-cluster) and runs each framework's example agent (clients/python/examples: a scripted model that
-asks for one refund, then answers) --runs times, one run at a time, with the 1-minute load average
+asks for one refund, then answers: LangGraph, Pydantic AI, the OpenAI Agents SDK) --runs times, one run at a time, with the 1-minute load average
 beside each figure:
 
 - **ungated**: the agent with its refund tool not gated: model → tool → model;
@@ -151,6 +151,35 @@ def openai_agents_runs(hitl: AsyncHitlClient) -> tuple[Callable[[], Any], Callab
     return ungated, gated
 
 
+def pydantic_ai_runs(hitl: HitlClient) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    pa = example("pydantic_ai_refund")
+    from hitl_client.pydantic_ai import report_outcomes, results_for
+    from pydantic_ai import Agent, DeferredToolRequests
+
+    def agent(gated: bool) -> Any:
+        built = Agent(pa.model(), output_type=[str, DeferredToolRequests])
+
+        @built.tool_plain(requires_approval=gated)
+        def refund(order_id: str, amount: int) -> str:
+            """Refund an order (in EUR)."""
+            return f"refunded {amount} EUR on order {order_id}"
+
+        return built
+
+    plain, gated_agent = agent(False), agent(True)
+
+    def ungated() -> None:
+        plain.run_sync(pa.PROMPT)
+
+    def gated() -> None:
+        paused = gated_agent.run_sync(pa.PROMPT)
+        results = results_for(hitl, paused.output, run_id=str(uuid.uuid4()), reason="bench", timeout=30)
+        resumed = gated_agent.run_sync(message_history=paused.all_messages(), deferred_tool_results=results)
+        report_outcomes(hitl, results, resumed.new_messages())
+
+    return ungated, gated
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -172,6 +201,10 @@ def main() -> int:
             ungated(), gated()  # warm up
             figure("LangGraph, ungated tool", timed(args.runs, ungated))
             figure("LangGraph, gated tool (approved at once)", timed(args.runs, gated))
+            ungated, gated = pydantic_ai_runs(hitl)
+            ungated(), gated()
+            figure("Pydantic AI, ungated tool", timed(args.runs, ungated))
+            figure("Pydantic AI, gated tool (approved at once)", timed(args.runs, gated))
         async_hitl = AsyncHandingClient(stack.url, token, agent="bench", filed=filed)
         ungated, gated = openai_agents_runs(async_hitl)
         ungated(), gated()

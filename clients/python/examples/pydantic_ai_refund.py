@@ -18,6 +18,8 @@ import os
 import sys
 import uuid
 
+os.environ.setdefault("PYDANTIC_AI_NO_BANNER", "1")  # the example prints what it does, nothing else
+
 import httpx
 from hitl_client import HitlClient, HitlError
 from hitl_client.pydantic_ai import report_outcomes, results_for
