@@ -80,9 +80,12 @@ def _is_person(user: Any, request: ApprovalRequest) -> bool:
     return not is_service_account(user) and is_owner(user, request.on_behalf_of_id)
 
 
-def visible_requests(user: Any, *, status: str | None = None) -> QuerySet[ApprovalRequest]:
+def visible_requests(
+    user: Any, *, status: str | None = None, idempotency_key: str | None = None
+) -> QuerySet[ApprovalRequest]:
     """The requests ``user`` may read, newest first: a service account's own, a person's made for them,
-    a reviewer's every one; of ``status`` only when given (one of ``STATUSES``)."""
+    a reviewer's every one; of ``status`` only when given (one of ``STATUSES``), and only the one filed
+    with ``idempotency_key`` when given (a service account's own: one at most)."""
     requests = ApprovalRequest.objects.select_related("account", "on_behalf_of")
     if is_service_account(user):
         requests = requests.filter(account=user)
@@ -90,6 +93,8 @@ def visible_requests(user: Any, *, status: str | None = None) -> QuerySet[Approv
         requests = requests.filter(Q(on_behalf_of=user))
     if status is not None:
         requests = requests.filter(status=status_in_sql(status))
+    if idempotency_key is not None:
+        requests = requests.filter(idempotency_key=idempotency_key)
     return requests.order_by("-created_at", "-id")
 
 

@@ -92,7 +92,7 @@ def figure(label: str, measured: tuple[list[float], float, float]) -> None:
 
 def langgraph_runs(hitl: HitlClient) -> tuple[Callable[[], Any], Callable[[], Any]]:
     lg = example("langgraph_refund")
-    from hitl_client.langgraph import ReportOutcomes, decisions_for
+    from hitl_client.langgraph import ClaimApprovedCalls, decisions_for
     from langchain.agents import create_agent
     from langchain.agents.middleware import HumanInTheLoopMiddleware
     from langgraph.checkpoint.memory import InMemorySaver
@@ -105,13 +105,15 @@ def langgraph_runs(hitl: HitlClient) -> tuple[Callable[[], Any], Callable[[], An
         agent.invoke(ask, {"configurable": {"thread_id": str(uuid.uuid4())}})
 
     def gated() -> None:
-        middleware = [HumanInTheLoopMiddleware({"refund": True}), ReportOutcomes(hitl)]
+        gate = HumanInTheLoopMiddleware({"refund": True})
+        middleware = [gate, ClaimApprovedCalls(hitl, gate)]
         agent = create_agent(lg.model(), [lg.refund], middleware=middleware, checkpointer=InMemorySaver())
         thread = str(uuid.uuid4())
         config = {"configurable": {"thread_id": thread}}
         result = agent.invoke(ask, config, version="v2")
         while result.interrupts:
-            resume = decisions_for(hitl, result.interrupts[0], run_id=thread, timeout=30)
+            paused = result.value["messages"]
+            resume = decisions_for(hitl, result.interrupts[0], run_id=thread, messages=paused, timeout=30)
             result = agent.invoke(Command(resume=resume), config, version="v2")
 
     return ungated, gated

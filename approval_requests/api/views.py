@@ -29,7 +29,7 @@ from approval_requests.claims import (
     report_outcome,
 )
 from approval_requests.decision_rules import RequestDecisionBodySerializer
-from approval_requests.filing import FilingBodySerializer, file_approval_request
+from approval_requests.filing import NAME_MAX, FilingBodySerializer, file_approval_request
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approval_requests.representation import creation_json, request_json
 from approval_requests.request_decisions import cancel_approval_request, decide_approval_request
@@ -99,6 +99,11 @@ class ApprovalRequestListView(APIView):
         parameters=[
             OpenApiParameter("status", OpenApiTypes.STR, enum=list(STATUSES)),
             OpenApiParameter("limit", OpenApiTypes.INT, description="1..1000, default 100"),
+            OpenApiParameter(
+                "idempotencyKey",
+                OpenApiTypes.STR,
+                description="only the request filed with this key (a service account finds its own request)",
+            ),
         ],
         responses={200: APPROVAL_REQUEST_LIST, 400: PROBLEM},
     )
@@ -108,10 +113,12 @@ class ApprovalRequestListView(APIView):
         if status is not None and status.upper() not in STATUSES:
             params.refuse("status", f"must be one of {', '.join(STATUSES)}")
         limit = params.integer("limit", default=LIMIT_DEFAULT, low=1, high=LIMIT_MAX)
+        key = params.text("idempotencyKey")
+        if key is not None and not 0 < len(key) <= NAME_MAX:
+            params.refuse("idempotencyKey", f"must be 1 to {NAME_MAX} characters")
         params.raise_if_invalid()
-        found = with_pauses(
-            list(visible_requests(request.user, status=status.upper() if status else None)[:limit])
-        )
+        status = status.upper() if status else None
+        found = with_pauses(list(visible_requests(request.user, status=status, idempotency_key=key)[:limit]))
         return Response({"approvalRequests": [request_json(item, viewer=request.user) for item in found]})
 
 

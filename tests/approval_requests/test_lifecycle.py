@@ -264,3 +264,16 @@ def test_a_claim_after_the_grant_expired_is_refused(agent, approver, settings):
         late = client_for(agent).post(f"/approval-requests/{filed['id']}/claim", {}, format="json")
     assert late.status_code == 409
     assert late.json()["code"] == "GRANT_EXPIRED"
+
+
+def test_a_service_account_finds_its_request_by_its_idempotency_key_and_no_other(agent, other_agent):
+    mine = file_request(agent, idempotencyKey="run-7/call-1")
+    file_request(agent, idempotencyKey="run-7/call-2")
+    file_request(other_agent, idempotencyKey="run-7/call-1")
+    found = client_for(agent).get("/approval-requests", {"idempotencyKey": "run-7/call-1"}).json()
+    assert [item["id"] for item in found["approvalRequests"]] == [mine["id"]]
+    other = client_for(agent).get("/approval-requests", {"idempotencyKey": "run-7/call-9"}).json()
+    assert other["approvalRequests"] == []
+    too_long = client_for(agent).get("/approval-requests", {"idempotencyKey": "k" * 201})
+    assert too_long.status_code == 400
+    assert [error["field"] for error in too_long.json()["errors"]] == ["idempotencyKey"]

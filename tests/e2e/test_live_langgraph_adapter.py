@@ -1,8 +1,10 @@
 """The LangGraph adapter (``hitl_client.langgraph``) with the real langchain agent, a scripted model, an
 in-memory checkpointer and a live uvicorn: a ``HumanInTheLoopMiddleware`` pause is decided by the
-service's reviewers; the gated tool (a POST to a loopback recorder) runs once when approved, with the
-reviewer's edit, never when rejected, answered with guidance or timed out, and never twice when the
-same interrupt is resumed again."""
+service's reviewers; the gated tool (a POST to a loopback recorder) runs once when approved (by a
+reviewer or an ``AUTO_APPROVE`` timeout), with the reviewer's edit, never when rejected, answered with
+guidance, timed out or aborted, never twice when the same interrupt is resumed again or the tools node
+runs again from its checkpoint, and never without an approval of exactly the call that runs. A process
+killed in the middle and a run resumed by another process: tests/e2e/test_live_adapter_processes.py."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from hitl_client import AlreadyClaimed, AsyncHitlClient, HitlClient, OutcomeUnknown
-from hitl_client.langgraph import ReportOutcomes, adecisions_for, decisions_for
+from hitl_client.langgraph import ClaimApprovedCalls, NotGranted, adecisions_for, decisions_for
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -91,15 +93,13 @@ def refund_agent(
         for index, each in enumerate(amounts or (amount,))
     ]
     script = iter([AIMessage("", tool_calls=calls), AIMessage("Done.")])
+    gate = HumanInTheLoopMiddleware(
+        {"refund": True}, description_prefix="Refund over 100 EUR", interrupt_mode=mode
+    )
     return create_agent(
         ScriptedModel(messages=script),
         [refund],
-        middleware=[
-            HumanInTheLoopMiddleware(
-                {"refund": True}, description_prefix="Refund over 100 EUR", interrupt_mode=mode
-            ),
-            ReportOutcomes(client),
-        ],
+        middleware=[gate, ClaimApprovedCalls(client, gate)],
         checkpointer=InMemorySaver(),
     )
 
@@ -109,6 +109,14 @@ def start(agent: Any, thread: str) -> tuple[Any, dict[str, Any]]:
     result = agent.invoke({"messages": [{"role": "user", "content": "Refund A-1"}]}, config, version="v2")
     assert result.interrupts
     return result, config
+
+
+def resume_value(client: HitlClient, paused: Any, run: str, **keywords: Any) -> Any:
+    """``decisions_for`` of the paused result's interrupt, with its messages (the tool call ids)."""
+    keywords.setdefault("timeout", 30)
+    return decisions_for(
+        client, paused.interrupts[0], run_id=run, messages=paused.value["messages"], **keywords
+    )
 
 
 def reviewer(
@@ -153,7 +161,7 @@ def test_approved_runs_the_tool_once_and_reports_it(hitl, approver, target):
     agent = refund_agent(target, hitl)
     paused, config = start(agent, "lg-approve")
     reviewer(approver, {"verdict": "APPROVED"}, "lg-approve")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-approve", timeout=30)
+    resume = resume_value(hitl, paused, "lg-approve")
     assert resume == {"decisions": [{"type": "approve"}]}
     result = agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == ['{"orderId":"A-1","amount":250}']
@@ -168,7 +176,7 @@ def test_a_tool_that_fails_is_reported_failed(hitl, approver, target):
     agent = refund_agent(target, hitl, amount=13)
     paused, config = start(agent, "lg-fails")
     reviewer(approver, {"verdict": "APPROVED"}, "lg-fails")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-fails", timeout=30)
+    resume = resume_value(hitl, paused, "lg-fails")
     with pytest.raises(ValueError, match="refused"):
         agent.invoke(Command(resume=resume), config, version="v2")
     outcome = the_request(approver, "lg-fails")["claim"]["outcome"]
@@ -180,14 +188,34 @@ def test_a_second_resume_of_the_same_interrupt_files_nothing_and_runs_nothing(hi
     agent = refund_agent(target, hitl)
     paused, config = start(agent, "lg-twice")
     reviewer(approver, {"verdict": "APPROVED"}, "lg-twice")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-twice", timeout=30)
+    resume = resume_value(hitl, paused, "lg-twice")
     agent.invoke(Command(resume=resume), config, version="v2")
-    with pytest.raises(AlreadyClaimed) as again:  # a fresh call with the same ids, as a retried worker
-        decisions_for(hitl, paused.interrupts[0], run_id="lg-twice", timeout=30)
-    assert again.value.outcome["status"] == "succeeded"
+    # a retried worker: the same run paused again on another graph, answered and resumed again
+    again_agent = refund_agent(target, hitl)
+    again_paused, again_config = start(again_agent, "lg-twice")
+    again = resume_value(hitl, again_paused, "lg-twice")
+    assert again == resume  # the same request, found decided: nothing filed
+    with pytest.raises(AlreadyClaimed) as refused:
+        again_agent.invoke(Command(resume=again), again_config, version="v2")
+    assert refused.value.outcome["status"] == "succeeded"
     assert len(sent(target, before)) == 1
     found = approver.get("/approval-requests").json()["approvalRequests"]
     assert len([item for item in found if item["idempotencyKey"].startswith("lg-twice/")]) == 1
+
+
+def test_the_tools_node_run_again_from_its_checkpoint_runs_nothing(hitl, approver, target):
+    """What LangGraph does when the process died in the tools node: it runs the node again from the
+    checkpoint saved before it."""
+    before = len(target.requests_to("/refunds"))
+    agent = refund_agent(target, hitl)
+    paused, config = start(agent, "lg-replay")
+    reviewer(approver, {"verdict": "APPROVED"}, "lg-replay")
+    agent.invoke(Command(resume=resume_value(hitl, paused, "lg-replay")), config, version="v2")
+    assert len(sent(target, before)) == 1
+    [before_tools] = [state for state in agent.get_state_history(config) if state.next == ("tools",)]
+    with pytest.raises(AlreadyClaimed):
+        agent.invoke(None, before_tools.config, version="v2")
+    assert len(sent(target, before)) == 1
 
 
 def test_a_resume_after_a_claim_with_no_outcome_raises_and_the_tool_does_not_run(hitl, approver, target):
@@ -195,11 +223,37 @@ def test_a_resume_after_a_claim_with_no_outcome_raises_and_the_tool_does_not_run
     agent = refund_agent(target, hitl)
     paused, config = start(agent, "lg-died")
     reviewer(approver, {"verdict": "APPROVED"}, "lg-died")
-    decisions_for(hitl, paused.interrupts[0], run_id="lg-died", timeout=30)  # ... and the process dies
+    resume = resume_value(hitl, paused, "lg-died")
+    hitl.claim(the_request(approver, "lg-died")["id"])  # as the tool's gate did before the process died
     with pytest.raises(OutcomeUnknown):
-        decisions_for(hitl, paused.interrupts[0], run_id="lg-died", timeout=30)
+        agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == []
-    assert agent.get_state(config).interrupts  # still paused in its checkpointer
+
+
+def test_a_gated_call_with_no_approval_request_never_runs(hitl, target):
+    before = len(target.requests_to("/refunds"))
+    agent = refund_agent(target, hitl)
+    paused, config = start(agent, "lg-forged")
+    with pytest.raises(NotGranted, match="no approval request"):
+        agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config, version="v2")
+    assert sent(target, before) == []
+
+
+def test_a_call_edited_past_the_approval_never_runs(hitl, approver, target):
+    before = len(target.requests_to("/refunds"))
+    agent = refund_agent(target, hitl)
+    paused, config = start(agent, "lg-widened")
+    reviewer(approver, {"verdict": "APPROVED"}, "lg-widened")
+    assert resume_value(hitl, paused, "lg-widened") == {"decisions": [{"type": "approve"}]}
+    widened = {
+        "type": "edit",
+        "edited_action": {"name": "refund", "args": {"order_id": "A-1", "amount": 9999}},
+    }
+    with pytest.raises(NotGranted, match="arguments"):
+        agent.invoke(Command(resume={"decisions": [widened]}), config, version="v2")
+    assert sent(target, before) == []
+    outcome = the_request(approver, "lg-widened")["claim"]["outcome"]
+    assert outcome["status"] == "failed" and "not the ones approved" in outcome["summary"]
 
 
 def test_the_reviewers_edit_runs_with_the_edited_arguments(hitl, approver, target):
@@ -208,7 +262,7 @@ def test_the_reviewers_edit_runs_with_the_edited_arguments(hitl, approver, targe
     paused, config = start(agent, "lg-edit")
     edited = {"order_id": "A-1", "amount": 100}
     reviewer(approver, {"verdict": "APPROVED", "amendedArguments": edited}, "lg-edit")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-edit", timeout=30)
+    resume = resume_value(hitl, paused, "lg-edit")
     assert resume == {"decisions": [{"type": "edit", "edited_action": {"name": "refund", "args": edited}}]}
     agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == ['{"orderId":"A-1","amount":100}']
@@ -220,7 +274,7 @@ def test_a_rejection_tells_the_model_and_runs_nothing(hitl, approver, target):
     agent = refund_agent(target, hitl)
     paused, config = start(agent, "lg-reject")
     reviewer(approver, {"verdict": "REJECTED", "note": "Not this customer"}, "lg-reject")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-reject", timeout=30)
+    resume = resume_value(hitl, paused, "lg-reject")
     assert resume == {"decisions": [{"type": "reject", "message": "Not this customer"}]}
     result = agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == []
@@ -234,40 +288,41 @@ def test_guidance_is_the_tools_answer_and_nothing_runs(hitl, approver, target):
     paused, config = start(agent, "lg-respond")
     guidance = "Refund 100 and open a ticket"
     reviewer(approver, {"verdict": "REJECTED", "note": guidance, "guidance": True}, "lg-respond")
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-respond", timeout=30)
+    resume = resume_value(hitl, paused, "lg-respond")
     assert resume == {"decisions": [{"type": "respond", "message": guidance}]}
     result = agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == []
     assert [message.content for message in tool_messages(result)] == [guidance]
 
 
-def test_an_auto_reject_timeout_rejects_and_runs_nothing(hitl, target):
+@pytest.mark.parametrize(
+    ("policy", "decision", "refunds"),
+    [("AUTO_REJECT", "reject", 0), ("AUTO_APPROVE", "approve", 1), ("ABORT", "reject", 0)],
+)
+def test_a_timeout_decides_by_its_policy(hitl, target, policy, decision, refunds):
     before = len(target.requests_to("/refunds"))
     agent = refund_agent(target, hitl)
-    paused, config = start(agent, "lg-timeout")
-    resume = decisions_for(
-        hitl,
-        paused.interrupts[0],
-        run_id="lg-timeout",
-        timeout=30,
-        hitl_config={"approvalTimeout": "PT1S", "timeoutPolicy": "AUTO_REJECT"},
-    )
-    assert [decision["type"] for decision in resume["decisions"]] == ["reject"]
+    run = f"lg-timeout-{policy.lower()}"
+    paused, config = start(agent, run)
+    resume = resume_value(hitl, paused, run, hitl_config={"approvalTimeout": "PT1S", "timeoutPolicy": policy})
+    assert [each["type"] for each in resume["decisions"]] == [decision]
     agent.invoke(Command(resume=resume), config, version="v2")
-    assert sent(target, before) == []
+    assert len(sent(target, before)) == refunds
 
 
 def test_without_waiting_the_graph_stays_paused_until_decided(hitl, approver, target):
     before = len(target.requests_to("/refunds"))
     agent = refund_agent(target, hitl)
     paused, config = start(agent, "lg-later")
-    assert decisions_for(hitl, paused.interrupts[0], run_id="lg-later", wait=False) is None
+    assert resume_value(hitl, paused, "lg-later", wait=False) is None
     filed = the_request(approver, "lg-later")
     approver.post(
         f"/approval-requests/{filed['id']}/decision", json={"verdict": "APPROVED"}
     ).raise_for_status()
-    interrupt = agent.get_state(config).interrupts[0]  # later, from the checkpointer
-    resume = decisions_for(hitl, interrupt, run_id="lg-later", wait=False)
+    state = agent.get_state(config)  # later, from the checkpointer
+    resume = decisions_for(
+        hitl, state.interrupts[0], run_id="lg-later", messages=state.values["messages"], wait=False
+    )
     agent.invoke(Command(resume=resume), config, version="v2")
     assert len(sent(target, before)) == 1
     assert the_request(approver, "lg-later")["status"] == "APPROVED"
@@ -279,7 +334,7 @@ def test_two_calls_in_one_turn_each_get_their_own_request_and_decision(hitl, app
     paused, config = start(agent, "lg-two")
     reviewer(approver, {"verdict": "APPROVED"}, "lg-two", amount=250)
     reviewer(approver, {"verdict": "REJECTED", "note": "Too much"}, "lg-two", amount=900)
-    resume = decisions_for(hitl, paused.interrupts[0], run_id="lg-two", timeout=30)
+    resume = resume_value(hitl, paused, "lg-two")
     assert resume == {"decisions": [{"type": "approve"}, {"type": "reject", "message": "Too much"}]}
     result = agent.invoke(Command(resume=resume), config, version="v2")
     assert sent(target, before) == ['{"orderId":"A-1","amount":250}']
@@ -321,7 +376,9 @@ def test_the_async_twin_with_ainvoke(live_stack, approver, target):
             paused = await agent.ainvoke(
                 {"messages": [{"role": "user", "content": "Refund"}]}, config, version="v2"
             )
-            resume = await adecisions_for(client, paused.interrupts[0], run_id="lg-async", timeout=30)
+            resume = await adecisions_for(
+                client, paused.interrupts[0], run_id="lg-async", messages=paused.value["messages"], timeout=30
+            )
             await agent.ainvoke(Command(resume=resume), config, version="v2")
 
     asyncio.run(run())

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 from hitl_client import HitlClient, HitlError, NotApproved
-from hitl_client.langgraph import ReportOutcomes, decisions_for
+from hitl_client.langgraph import ClaimApprovedCalls, decisions_for
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -57,10 +57,11 @@ def model() -> Any:
 
 def main() -> int:
     hitl = HitlClient(os.environ["HITL_URL"], os.environ["HITL_TOKEN"], agent="refund-bot")
+    gate = HumanInTheLoopMiddleware({"refund": True})
     agent = create_agent(
         model(),
         [refund],
-        middleware=[HumanInTheLoopMiddleware({"refund": True}), ReportOutcomes(hitl)],
+        middleware=[gate, ClaimApprovedCalls(hitl, gate)],
         checkpointer=InMemorySaver(),
     )
     thread = os.environ.get("RUN_ID") or f"refund-{uuid.uuid4()}"
@@ -70,7 +71,8 @@ def main() -> int:
     decisions: list[str] = []
     while result.interrupts:
         print("waiting for a reviewer...", flush=True)
-        resume = decisions_for(hitl, result.interrupts[0], run_id=thread, timeout=3600)
+        paused = result.value["messages"]
+        resume = decisions_for(hitl, result.interrupts[0], run_id=thread, messages=paused, timeout=3600)
         decisions += [decision["type"] for decision in resume["decisions"]]
         result = agent.invoke(Command(resume=resume), config, version="v2")
     for message in result.value["messages"]:

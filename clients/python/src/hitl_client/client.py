@@ -91,6 +91,11 @@ class HitlClient:
     def get(self, request_id: str) -> ApprovalRequest:
         return wire.approval(self._get(f"/approval-requests/{request_id}"))
 
+    def find(self, *, run_id: str, call_id: str) -> ApprovalRequest | None:
+        """The request this account filed for the call ``call_id`` of the run ``run_id``, if it filed one."""
+        key = wire.idempotency_key(run_id, call_id)
+        return wire.found_by_key(self._get("/approval-requests", {"idempotencyKey": key}))
+
     def wait(self, request_id: str, *, timeout: float | None = None) -> ApprovalRequest:
         """The request once it is no longer pending (long-polls of up to a minute each). ``timeout``: the
         caller's own limit in seconds (None: wait for as long as it takes); past it ``WaitTimeout``."""

@@ -1,57 +1,68 @@
 """LangGraph / LangChain: the reviewer of a ``HumanInTheLoopMiddleware`` pause is the HITL service.
 
 The agent pauses as LangGraph pauses (an ``interrupt`` saved by its checkpointer); ``decisions_for``
-files one approval request per action of the interrupt, waits for the decisions and returns the value
-to resume with (``Command(resume=...)``). Rules:
+files one approval request per gated tool call of the interrupt, waits for the decisions and returns the
+value to resume with (``Command(resume=...)``). ``ClaimApprovedCalls``, a middleware listed after
+``HumanInTheLoopMiddleware``, guards each gated tool where it runs. Rules:
 
-- One request per action: the idempotency key is the run (the thread id), the interrupt's id and the
-  action's position in it (its tool call id for a ``per_call`` interrupt), so a resumed or retried
-  run files nothing twice and finds the decisions already taken.
-- Approved: the approval is claimed before the decision is returned (the claim is the one execution
-  the approval grants), so the same interrupt never yields a second ``approve``: a second resume
-  raises ``AlreadyClaimed`` (or ``OutcomeUnknown`` when the first run never reported) and the tool
-  does not run. A reviewer's edit becomes an ``edit`` decision with the approved arguments.
-- Rejected: ``reject`` with the reviewer's note; a reply with guidance: ``respond`` with it (the
-  model reads it as the tool's answer) when the tool allows ``respond``, else ``reject`` with it;
-  cancelled or expired: ``reject`` saying so.
-- ``wait=False`` files and returns None while any action is pending: the graph stays paused in its
-  checkpointer and the caller resumes later.
-- The outcome: ``ReportOutcomes`` (a middleware listed after ``HumanInTheLoopMiddleware``) reports
-  ``succeeded`` or ``failed`` once the approved tool ran, when it runs in the process that claimed it
-  (the usual case: the same call resumes the graph). Otherwise it stays unreported, and the service
-  answers a later claim with ``OutcomeUnknown``: never a second run.
+- One request per gated tool call: the idempotency key is the run (the thread id) and the call's id
+  (``tool-call:<id>``), so a resumed or retried run files nothing twice and finds the decisions already
+  taken. A batched interrupt does not carry the ids: pass the graph's ``messages`` (the paused state's),
+  whose last AI message holds the calls.
+- Approved: ``approve``; approved with a reviewer's edit: ``edit`` with the approved arguments.
+  Rejected: ``reject`` with the reviewer's note; a reply with guidance: ``respond`` with it (the model
+  reads it as the tool's answer) when the tool allows ``respond``, else ``reject`` with it; cancelled or
+  expired: ``reject`` saying so. ``wait=False`` files and returns None while any call is pending: the
+  graph stays paused in its checkpointer and the caller resumes later.
+- At most once, where the tool runs: before a gated call runs, ``ClaimApprovedCalls`` finds its request,
+  claims it (the one execution the approval grants) and checks that the call about to run is the one
+  approved (its name and arguments, a reviewer's edit applied). Then the tool runs and the outcome is
+  reported: ``succeeded``, or ``failed`` when the tool raised or answered with an error. A gated call
+  with no approval (none filed, not approved, or another call than the one approved) raises
+  ``NotGranted``; one claimed before raises ``AlreadyClaimed`` (``OutcomeUnknown`` when the first run
+  never reported): the same interrupt resumed twice, or LangGraph running the tools node again after the
+  process died in it, never runs an approved call a second time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command, Interrupt
 
 from hitl_client import wire
 from hitl_client.async_client import AsyncHitlClient
 from hitl_client.client import HitlClient
-from hitl_client.errors import AlreadyClaimed, OutcomeUnknown
-from hitl_client.models import APPROVED, CANCELLED, EXPIRED, REJECTED, ApprovalRequest
+from hitl_client.models import APPROVED, CANCELLED, EXPIRED, REJECTED, ApprovalRequest, Grant
 
-__all__ = ["ReportOutcomes", "adecisions_for", "decisions_for"]
+__all__ = ["ClaimApprovedCalls", "NotGranted", "adecisions_for", "decisions_for"]
 
 REASON_MAX = 500
-NOT_RUN = "not run: another action of the same interrupt could not be claimed"
+SUMMARY_MAX = 1000
+
+
+class NotGranted(Exception):
+    """A gated tool call with no approval to run it: none was filed for it, it was not approved, or the
+    call about to run is not the one approved. The tool did not run."""
+
+
+def _call_id(tool_call_id: Any) -> str:
+    if not isinstance(tool_call_id, str) or not tool_call_id:
+        raise ValueError("a gated tool call needs an id: make sure the chat model returns tool call ids")
+    return f"tool-call:{tool_call_id}"
 
 
 # --- what the interrupt asks ------------------------------------------------------------------------
 
 
 class _Action:
-    """One action of an interrupt to file: its call id, tool name, arguments, reason and allowed
+    """One gated call of an interrupt to file: its call id, tool name, arguments, reason and allowed
     decisions."""
 
     def __init__(self, call_id: str, request: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -77,26 +88,54 @@ class _Action:
         }
 
 
+def _paused_calls(messages: Sequence[BaseMessage] | None) -> list[Mapping[str, Any]]:
+    last = next((message for message in reversed(messages or ()) if isinstance(message, AIMessage)), None)
+    if last is None or not last.tool_calls:
+        raise ValueError(
+            "a batched interrupt does not carry the tool call ids: pass messages=, the paused graph's "
+            "messages (agent.get_state(config).values['messages'], or the result's value['messages'])"
+        )
+    return list(last.tool_calls)
+
+
+def _call_ids(requests: Sequence[Mapping[str, Any]], messages: Sequence[BaseMessage] | None) -> list[str]:
+    """The id of the tool call behind each action request: the paused AI message's calls, in order, as
+    the middleware made one request of each gated call."""
+    calls = iter(_paused_calls(messages))
+    ids: list[str] = []
+    for request in requests:
+        wanted = (request["name"], wire.canonical_json(request.get("args") or {}))
+        call = next(
+            (call for call in calls if (call["name"], wire.canonical_json(call["args"])) == wanted), None
+        )
+        if call is None:
+            raise ValueError(
+                f"the messages hold no tool call for the action {request['name']!r} of the interrupt"
+            )
+        ids.append(_call_id(call.get("id")))
+    if len(set(ids)) != len(ids):
+        raise ValueError("two tool calls of the interrupt share an id: each call needs its own")
+    return ids
+
+
 def _actions(
-    interrupt: Interrupt | Mapping[str, Any], interrupt_id: str | None
+    interrupt: Interrupt | Mapping[str, Any], messages: Sequence[BaseMessage] | None
 ) -> tuple[list[_Action], bool]:
     """The interrupt's actions, and whether it is a ``per_call`` interrupt (one action, one decision)."""
     value = interrupt.value if isinstance(interrupt, Interrupt) else interrupt
-    ident = interrupt.id if isinstance(interrupt, Interrupt) else interrupt_id
     if not isinstance(value, Mapping):
         raise ValueError("not a HumanInTheLoopMiddleware interrupt: its value is not a mapping")
     if value.get("type") == "tool_approval":
-        return [_Action(f"tool-call:{value['tool_call_id']}", value, _ALL)], True
+        return [_Action(_call_id(value.get("tool_call_id")), value, _ALL)], True
     if "action_requests" not in value:
         raise ValueError("not a HumanInTheLoopMiddleware interrupt: no action_requests")
-    if not ident:
-        raise ValueError("pass the Interrupt (or its id as interrupt_id): the key of each action needs it")
+    requests = value["action_requests"]
     allowed = {
         config["action_name"]: config["allowed_decisions"] for config in value.get("review_configs", ())
     }
     return [
-        _Action(f"interrupt:{ident}:{index}", request, allowed.get(request["name"], _ALL))
-        for index, request in enumerate(value["action_requests"])
+        _Action(call_id, request, allowed.get(request["name"], _ALL))
+        for call_id, request in zip(_call_ids(requests, messages), requests, strict=True)
     ], False
 
 
@@ -106,9 +145,15 @@ _ALL = ("approve", "edit", "reject", "respond")
 # --- what the answer resumes with ---------------------------------------------------------------------
 
 
-def _refusal(action: _Action, decided: ApprovalRequest) -> dict[str, Any]:
-    """The decision for a request that ended without an approval."""
+def _decision(action: _Action, decided: ApprovalRequest) -> dict[str, Any]:
+    """The decision of one action: ``approve`` or ``edit`` (the approved arguments, when a reviewer
+    changed them) for an approval; else the refusal, with why."""
     decision = decided.decision
+    if decided.status == APPROVED:
+        approved = decided.grant.arguments if decided.grant is not None else action.args
+        if approved == action.args:
+            return {"type": "approve"}
+        return {"type": "edit", "edited_action": {"name": action.name, "args": approved}}
     if decided.status == REJECTED and decision is not None and decision.guidance:
         kind = "respond" if "respond" in action.allowed else "reject"
         return {"type": kind, "message": decision.guidance}
@@ -122,38 +167,9 @@ def _refusal(action: _Action, decided: ApprovalRequest) -> dict[str, Any]:
     raise ValueError(f"approval request {decided.id} ended as {decided.status}")
 
 
-def _approval(action: _Action, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The decision for a claimed approval: ``approve``, or ``edit`` with the approved arguments when a
-    reviewer changed them."""
-    if arguments == action.args:
-        return {"type": "approve"}
-    return {"type": "edit", "edited_action": {"name": action.name, "args": arguments}}
-
-
-def _resume(decisions: list[dict[str, Any]], per_call: bool) -> Any:
+def _resume(actions: list[_Action], decided: list[ApprovalRequest], per_call: bool) -> Any:
+    decisions = [_decision(action, found) for action, found in zip(actions, decided, strict=True)]
     return decisions[0] if per_call else {"decisions": decisions}
-
-
-# --- the claims made in this process, for ReportOutcomes -----------------------------------------------
-
-
-class _Claims:
-    """Approvals claimed in this process whose tool has not run yet, by (run, tool, arguments)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ids: dict[tuple[str, str, str], str] = {}
-
-    def add(self, run_id: str, name: str, arguments: Mapping[str, Any], request_id: str) -> None:
-        with self._lock:
-            self._ids[(run_id, name, wire.canonical_json(arguments))] = request_id
-
-    def take(self, run_id: str, name: str, arguments: Mapping[str, Any]) -> str | None:
-        with self._lock:
-            return self._ids.pop((run_id, name, wire.canonical_json(arguments)), None)
-
-
-CLAIMS = _Claims()
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -172,41 +188,27 @@ def decisions_for(
     interrupt: Interrupt | Mapping[str, Any],
     *,
     run_id: str,
+    messages: Sequence[BaseMessage] | None = None,
     wait: bool = True,
     timeout: float | None = None,
-    interrupt_id: str | None = None,
     **filing: Any,
 ) -> Any:
     """The value to resume a ``HumanInTheLoopMiddleware`` interrupt with, as the service's reviewers
     decided: ``{"decisions": [...]}`` (a ``per_call`` interrupt: the one decision).
 
-    ``interrupt`` is the ``Interrupt`` the graph returned (or its value, with ``interrupt_id``);
-    ``run_id`` the thread id. Files one request per action (``filing``: ``on_behalf_of``, ``context``,
-    ``callback_url``), waits for each (``timeout`` in seconds for all: ``WaitTimeout``), claims each
-    approval before returning it. ``wait=False``: None while any is pending. ``AlreadyClaimed`` or
-    ``OutcomeUnknown``: the interrupt was resumed with an approval before, and must not run again."""
-    actions, per_call = _actions(interrupt, interrupt_id)
+    ``interrupt`` is the ``Interrupt`` the graph returned (or its value); ``run_id`` the thread id;
+    ``messages`` the paused graph's messages (a batched interrupt's tool call ids are there). Files one
+    request per gated call (``filing``: ``on_behalf_of``, ``context``, ``callback_url``,
+    ``hitl_config``), waits for each (``timeout`` in seconds for all: ``WaitTimeout``). ``wait=False``:
+    None while any is pending. Nothing is claimed here: ``ClaimApprovedCalls`` claims each approved call
+    as it runs."""
+    actions, per_call = _actions(interrupt, messages)
     filed = [client.request_approval(run_id=run_id, **action.filing(filing)) for action in actions]
     if not wait and any(item.pending for item in filed):
         return None
     deadline = _deadline(timeout)
     decided = [client.wait(item.id, timeout=_left(deadline)) if item.pending else item for item in filed]
-    decisions: list[dict[str, Any]] = []
-    claimed: list[str] = []
-    try:
-        for action, found in zip(actions, decided, strict=True):
-            if found.status != APPROVED:
-                decisions.append(_refusal(action, found))
-                continue
-            grant = client.claim(found.id)
-            claimed.append(found.id)
-            CLAIMS.add(run_id, action.name, grant.arguments, found.id)
-            decisions.append(_approval(action, grant.arguments))
-    except (AlreadyClaimed, OutcomeUnknown):
-        for request_id in claimed:
-            client.report_outcome(request_id, status="failed", summary=NOT_RUN)
-        raise
-    return _resume(decisions, per_call)
+    return _resume(actions, decided, per_call)
 
 
 async def adecisions_for(
@@ -214,13 +216,13 @@ async def adecisions_for(
     interrupt: Interrupt | Mapping[str, Any],
     *,
     run_id: str,
+    messages: Sequence[BaseMessage] | None = None,
     wait: bool = True,
     timeout: float | None = None,
-    interrupt_id: str | None = None,
     **filing: Any,
 ) -> Any:
     """``decisions_for`` with the ``AsyncHitlClient`` (the same rules), for ``ainvoke``."""
-    actions, per_call = _actions(interrupt, interrupt_id)
+    actions, per_call = _actions(interrupt, messages)
     filed = [await client.request_approval(run_id=run_id, **action.filing(filing)) for action in actions]
     if not wait and any(item.pending for item in filed):
         return None
@@ -228,25 +230,10 @@ async def adecisions_for(
     decided = [
         await client.wait(item.id, timeout=_left(deadline)) if item.pending else item for item in filed
     ]
-    decisions: list[dict[str, Any]] = []
-    claimed: list[str] = []
-    try:
-        for action, found in zip(actions, decided, strict=True):
-            if found.status != APPROVED:
-                decisions.append(_refusal(action, found))
-                continue
-            grant = await client.claim(found.id)
-            claimed.append(found.id)
-            CLAIMS.add(run_id, action.name, grant.arguments, found.id)
-            decisions.append(_approval(action, grant.arguments))
-    except (AlreadyClaimed, OutcomeUnknown):
-        for request_id in claimed:
-            await client.report_outcome(request_id, status="failed", summary=NOT_RUN)
-        raise
-    return _resume(decisions, per_call)
+    return _resume(actions, decided, per_call)
 
 
-# --- the outcome, once the approved tool ran ------------------------------------------------------
+# --- where the gated tool runs ------------------------------------------------------------------------
 
 
 def _thread_id(request: ToolCallRequest) -> str | None:
@@ -257,51 +244,83 @@ def _thread_id(request: ToolCallRequest) -> str | None:
 
 def _status(result: ToolMessage | Command[Any]) -> tuple[str, str]:
     if isinstance(result, ToolMessage) and result.status == "error":
-        return "failed", str(result.content)[:1000]
+        return "failed", str(result.content)[:SUMMARY_MAX]
     return "succeeded", ""
 
 
-class ReportOutcomes(AgentMiddleware):
-    """Reports what happened to each approved tool call this process claimed: ``succeeded``, or
-    ``failed`` when the tool raised or answered with an error. List it after
-    ``HumanInTheLoopMiddleware`` so it sees the call as approved (a reviewer's edit applied).
-    ``run_id``: from the tool call's config (default: its ``thread_id``, as given to
-    ``decisions_for``). A tool call nobody claimed here runs untouched."""
+def _granted(found: ApprovalRequest | None, call: Mapping[str, Any]) -> ApprovalRequest:
+    """``found`` if it approves a call: else ``NotGranted``, saying why."""
+    if found is None:
+        raise NotGranted(f"no approval request was filed for the tool call {call.get('id')!r}")
+    if found.status != APPROVED:
+        raise NotGranted(f"approval request {found.id} is {found.status}: the tool call does not run")
+    return found
+
+
+def _differs(found: ApprovalRequest, grant: Grant, call: Mapping[str, Any]) -> str | None:
+    """Why the call about to run is not the one approved (None: it is)."""
+    approved_name = (found.raw.get("action") or {}).get("name")
+    if approved_name != call["name"]:
+        return f"not run: the approval is for {approved_name!r}, the call is to {call['name']!r}"
+    if wire.canonical_json(grant.arguments) != wire.canonical_json(call.get("args") or {}):
+        return "not run: the call's arguments are not the ones approved"
+    return None
+
+
+class ClaimApprovedCalls(AgentMiddleware):
+    """Runs a gated tool call only with its approval, at most once, and reports what it did (see the
+    module's rules). ``gate`` is the agent's ``HumanInTheLoopMiddleware`` (its ``interrupt_on`` says
+    which calls are gated); list this middleware after it, so it sees each call as approved (a reviewer's
+    edit applied). ``run_id``: the run a call belongs to (default: its ``thread_id``, as given to
+    ``decisions_for``). Calls that are not gated run untouched."""
 
     def __init__(
         self,
         client: HitlClient | AsyncHitlClient,
+        gate: HumanInTheLoopMiddleware,
         *,
         run_id: Callable[[ToolCallRequest], str | None] = _thread_id,
     ) -> None:
         super().__init__()
         self.client = client
+        self.gate = gate
         self.run_id = run_id
 
-    def _claimed(self, request: ToolCallRequest) -> str | None:
+    def _gated(self, request: ToolCallRequest) -> bool:
+        config = self.gate.interrupt_on.get(request.tool_call["name"])
+        if config is None:
+            return False
+        when = config.get("when")
+        return when is None or bool(when(request))
+
+    def _key(self, request: ToolCallRequest) -> tuple[str, str]:
         run_id = self.run_id(request)
-        if run_id is None:
-            return None
-        call = request.tool_call
-        return CLAIMS.take(run_id, call["name"], call.get("args") or {})
+        if not run_id:
+            raise NotGranted("the tool call's run is unknown (no thread_id): its approval cannot be found")
+        return run_id, _call_id(request.tool_call.get("id"))
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        request_id = self._claimed(request)
-        if request_id is None:
+        if not self._gated(request):
             return handler(request)
         if not isinstance(self.client, HitlClient):
-            raise TypeError("ReportOutcomes with an AsyncHitlClient reports from ainvoke only")
+            raise TypeError("ClaimApprovedCalls with an AsyncHitlClient runs from ainvoke only")
+        run_id, call_id = self._key(request)
+        found = _granted(self.client.find(run_id=run_id, call_id=call_id), request.tool_call)
+        grant = self.client.claim(found.id)
+        if (why := _differs(found, grant, request.tool_call)) is not None:
+            self.client.report_outcome(found.id, status="failed", summary=why)
+            raise NotGranted(why)
         try:
             result = handler(request)
         except Exception as exc:
-            self.client.report_outcome(request_id, status="failed", summary=f"{type(exc).__name__}: {exc}")
+            self.client.report_outcome(found.id, status="failed", summary=f"{type(exc).__name__}: {exc}")
             raise
         status, summary = _status(result)
-        self.client.report_outcome(request_id, status=status, summary=summary)
+        self.client.report_outcome(found.id, status=status, summary=summary)
         return result
 
     async def awrap_tool_call(
@@ -309,19 +328,28 @@ class ReportOutcomes(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        request_id = self._claimed(request)
-        if request_id is None:
+        if not self._gated(request):
             return await handler(request)
+        run_id, call_id = self._key(request)
+        found = _granted(
+            await self._call(self.client.find, run_id=run_id, call_id=call_id), request.tool_call
+        )
+        grant = await self._call(self.client.claim, found.id)
+        if (why := _differs(found, grant, request.tool_call)) is not None:
+            await self._call(self.client.report_outcome, found.id, status="failed", summary=why)
+            raise NotGranted(why)
         try:
             result = await handler(request)
         except Exception as exc:
-            await self._report(request_id, "failed", f"{type(exc).__name__}: {exc}")
+            summary = f"{type(exc).__name__}: {exc}"
+            await self._call(self.client.report_outcome, found.id, status="failed", summary=summary)
             raise
-        await self._report(request_id, *_status(result))
+        status, summary = _status(result)
+        await self._call(self.client.report_outcome, found.id, status=status, summary=summary)
         return result
 
-    async def _report(self, request_id: str, status: str, summary: str) -> None:
+    async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A client method, awaited: the async client's directly, the sync one's in a thread."""
         if isinstance(self.client, AsyncHitlClient):
-            await self.client.report_outcome(request_id, status=status, summary=summary)
-        else:
-            await asyncio.to_thread(self.client.report_outcome, request_id, status=status, summary=summary)
+            return await method(*args, **kwargs)
+        return await asyncio.to_thread(method, *args, **kwargs)

@@ -126,6 +126,12 @@ def approval(response: httpx.Response) -> ApprovalRequest:
     return ApprovalRequest.from_json(answer(response))
 
 
+def found_by_key(response: httpx.Response) -> ApprovalRequest | None:
+    """The one request a list filtered by idempotency key holds, or None."""
+    found = answer(response)["approvalRequests"]
+    return ApprovalRequest.from_json(found[0]) if found else None
+
+
 def require_approved(found: ApprovalRequest) -> ApprovalRequest:
     """``found`` if it was approved; else the ``NotApproved`` that says how it ended."""
     if found.status == APPROVED:
