@@ -31,7 +31,7 @@ STEPS = ("claiming", "claimed", "executed")
 REFUSED_OUTCOME_UNKNOWN, REFUSED = 3, 4
 
 
-def _mark(state_dir: Path, name: str, content: Any = "") -> None:
+def mark(state_dir: Path, name: str, content: Any = "") -> None:
     path = state_dir / name
     temporary = path.with_suffix(".tmp")
     with open(temporary, "w") as handle:
@@ -41,7 +41,7 @@ def _mark(state_dir: Path, name: str, content: Any = "") -> None:
     temporary.rename(path)  # a reader never sees half a file
 
 
-def _wait_to_be_killed(stop_after: str | None, step: str) -> None:
+def wait_to_be_killed(stop_after: str | None, step: str) -> None:
     if stop_after == step:
         while True:
             time.sleep(60)
@@ -71,16 +71,16 @@ def run(
     claim_path = f"/approval-requests/{request_id}/claim"
     if stop_after == "claiming":
         _kept = _send_without_reading(base_url, token, claim_path, {"request": pinned})
-        _mark(state_dir, "claiming")
-        _wait_to_be_killed(stop_after, "claiming")
+        mark(state_dir, "claiming")
+        wait_to_be_killed(stop_after, "claiming")
     api = httpx.Client(base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30.0)
-    _mark(state_dir, "claiming")
+    mark(state_dir, "claiming")
     answer = api.post(claim_path, json={"request": pinned})
-    _mark(state_dir, "claim.json", {"status": answer.status_code, "body": answer.json()})
+    mark(state_dir, "claim.json", {"status": answer.status_code, "body": answer.json()})
     if answer.status_code != 200:
         code = answer.json().get("code")
         return REFUSED_OUTCOME_UNKNOWN if code == "OUTCOME_UNKNOWN" else REFUSED
-    _wait_to_be_killed(stop_after, "claimed")
+    wait_to_be_killed(stop_after, "claimed")
     grant = answer.json()["grant"]
     approved = grant["request"]  # exactly what was approved; the secret headers' values are our own
     headers = {name: pinned["headers"].get(name, value) for name, value in approved["headers"].items()}
@@ -91,13 +91,13 @@ def run(
         content=(approved["body"] or "").encode("utf-8"),
         timeout=30.0,
     )
-    _mark(state_dir, "executed", str(executed.status_code))
-    _wait_to_be_killed(stop_after, "executed")
+    mark(state_dir, "executed", str(executed.status_code))
+    wait_to_be_killed(stop_after, "executed")
     reported = api.post(
         f"/approval-requests/{request_id}/outcome",
         json={"status": "succeeded" if executed.is_success else "failed", "httpStatus": executed.status_code},
     )
-    _mark(state_dir, "outcome.json", {"status": reported.status_code, "body": reported.json()})
+    mark(state_dir, "outcome.json", {"status": reported.status_code, "body": reported.json()})
     return 0 if reported.status_code == 200 else REFUSED
 
 

@@ -26,10 +26,10 @@ ensure_venv() {
     fi
     if [[ ! -f "$stamp" || "$HITL_ROOT/pyproject.toml" -nt "$stamp" \
         || "$HITL_ROOT/clients/python/pyproject.toml" -nt "$stamp" ]]; then
-        _say "venv: installing the project, its test dependencies and the Python client (pip install -e '.[test]' -e 'clients/python[webhooks,langgraph,pydantic-ai,openai-agents]')"
+        _say "venv: installing the project, its test dependencies and the Python client (pip install -e '.[test]' -e 'clients/python[test]')"
         # Quiet unless it fails: setuptools' editable-install warnings are noise here.
         if ! (cd "$HITL_ROOT" && "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-            -e '.[test]' -e 'clients/python[webhooks,langgraph,pydantic-ai,openai-agents]') >"$venv/pip-install.log" 2>&1; then
+            -e '.[test]' -e 'clients/python[test]') >"$venv/pip-install.log" 2>&1; then
             tail -n 40 "$venv/pip-install.log" >&2
             _die "pip install failed (full log: .venv/pip-install.log)"
         fi
