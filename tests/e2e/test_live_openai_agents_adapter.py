@@ -213,25 +213,34 @@ def test_a_serialized_state_resumed_elsewhere_files_nothing_twice_and_runs_once(
     assert [item["id"] for item in filed(approver, "oa-s")] == [pending["id"]]
 
 
-def test_an_auto_reject_timeout_reaches_the_model_and_the_tool_never_runs(live_stack, stub, target, token):
+@pytest.mark.parametrize(
+    ("policy", "read", "refunds"),
+    [
+        ("AUTO_REJECT", "This call was rejected: nobody approved it in time.", 0),
+        ("ABORT", "Nobody decided this call in time; it did not run.", 0),
+        ("AUTO_APPROVE", "refunded 250 on A-1", 1),
+    ],
+)
+def test_a_timeout_decides_the_call_by_its_policy(live_stack, stub, target, token, policy, read, refunds):
     agent, before = refund_agent(stub, target), len(target.requests_to("/refunds"))
     script(stub, "call_t")
-    timer = {"approvalTimeout": "PT1S", "timeoutPolicy": "AUTO_REJECT"}
+    timer = {"approvalTimeout": "PT1S", "timeoutPolicy": policy}
 
     async def run() -> None:
         async with AsyncHitlClient(live_stack.base_url, token, agent="refund-bot") as hitl:
             paused = await Runner.run(agent, "Refund order A-1")
             state = paused.to_state()
             decisions = await apply_decisions_async(
-                hitl, state, paused.interruptions, run_id="oa-t", timeout=30, hitl_config=timer
+                hitl, state, paused.interruptions, run_id=f"oa-t-{policy}", timeout=30, hitl_config=timer
             )
             [found] = decisions.requests.values()
-            assert found.status == "REJECTED" and found.decision.automated
-            await Runner.run(agent, state)
+            assert found.decision is None or found.decision.automated
+            done = await Runner.run(agent, state)
+            await report_outcomes_async(hitl, done, decisions)
 
     asyncio.run(run())
-    assert tool_results(stub) == ["This call was rejected: nobody approved it in time."]
-    assert len(target.requests_to("/refunds")) == before
+    assert tool_results(stub) == [read]
+    assert len(target.requests_to("/refunds")) == before + refunds
 
 
 def test_the_example_exits_0_once_a_reviewer_approved(live_stack, target, token, approver):

@@ -168,18 +168,28 @@ def test_guidance_reaches_the_model_as_the_denial_message(live_stack, token, app
     assert len(target.requests_to("/refunds")) == before
 
 
-def test_an_auto_reject_timeout_denies_the_call(live_stack, token, target):
+@pytest.mark.parametrize(
+    ("policy", "output"),
+    [
+        ("AUTO_REJECT", "denied: Nobody decided the approval request in time; the tool call was rejected."),
+        ("ABORT", "denied: Nobody decided the approval request in time; the tool call did not run."),
+        ("AUTO_APPROVE", "success: refunded 250 on A-1"),
+    ],
+)
+def test_a_timeout_decides_the_call_by_its_policy(hitl, target, policy, output):
+    agent = refund_agent(target)
     before = len(target.requests_to("/refunds"))
-    results, output = run_async_denied(
-        live_stack,
-        token,
-        target,
-        "pai-5",
-        hitl_config={"approvalTimeout": "PT1S", "timeoutPolicy": "AUTO_REJECT"},
-    )
-    assert isinstance(results.approvals["call-1"], ToolDenied)
-    assert output == "denied: Nobody decided the approval request in time; the tool call was rejected."
-    assert len(target.requests_to("/refunds")) == before
+    paused = agent.run_sync("Refund A-1")
+    assert isinstance(paused.output, DeferredToolRequests)
+    timer = {"approvalTimeout": "PT1S", "timeoutPolicy": policy}
+    run_id = f"pai-timeout-{policy.lower()}"
+    results = results_for(hitl, paused.output, run_id=run_id, reason="Refund", timeout=30, hitl_config=timer)
+    assert results is not None
+    resumed = agent.run_sync(message_history=paused.all_messages(), deferred_tool_results=results)
+    assert resumed.output == output
+    ran = policy == "AUTO_APPROVE"
+    assert report_outcomes(hitl, results, resumed.new_messages()) == int(ran)
+    assert len(target.requests_to("/refunds")) == before + int(ran)
 
 
 def test_wait_false_returns_none_while_pending_and_a_resumed_run_files_and_runs_nothing_twice(

@@ -31,7 +31,7 @@ from agents import RunState, ToolApprovalItem, ToolCallOutputItem
 
 from hitl_client.async_client import AsyncHitlClient
 from hitl_client.client import HitlClient
-from hitl_client.models import APPROVED, ApprovalRequest
+from hitl_client.models import APPROVED, CANCELLED, EXPIRED, ApprovalRequest
 
 NO_EDITS = {"allowEdit": False}
 SUMMARY_MAX = 1000
@@ -82,6 +82,10 @@ def _filing(
 def rejection_message(found: ApprovalRequest) -> str:
     """What the model reads instead of the tool's result when the call was not approved."""
     decision = found.decision
+    if found.status == CANCELLED:
+        return "The approval request was withdrawn; this call did not run."
+    if found.status == EXPIRED:
+        return "Nobody decided this call in time; it did not run."
     if decision is not None and decision.guidance:
         return decision.guidance
     if decision is not None and decision.automated:
