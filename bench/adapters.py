@@ -16,6 +16,8 @@ The difference is what the service adds to a gated call, the human's time left o
 
     .venv/bin/python bench/adapters.py                # 50 runs of each, ~1 min
     .venv/bin/python bench/adapters.py --runs 10      # quick
+
+It exits 1 unless every gated run ran its tool once and reported it ``succeeded``.
 """
 
 from __future__ import annotations
@@ -182,6 +184,13 @@ def pydantic_ai_runs(hitl: HitlClient) -> tuple[Callable[[], Any], Callable[[], 
     return ungated, gated
 
 
+def succeeded(account: str) -> int:
+    """How many of ``account``'s approval requests were claimed and reported ``succeeded``."""
+    from approval_requests.models import ApprovalRequest  # local import: needs Django set up
+
+    return ApprovalRequest.objects.filter(account__username=account, outcome_status="succeeded").count()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -195,6 +204,7 @@ def main() -> int:
     with Stack.from_args(args) as stack:
         print(f"{stack.describe_server()}, pool on, database {stack.db}")
         [token] = service_account_tokens("bench-adapter-agent", 1)
+        done_before = succeeded("bench-adapter-agent-01")
         filed: queue.Queue[str] = queue.Queue()
         stop = threading.Event()
         thread = reviewer(stack.url, stack.tokens["approver"], filed, stop)
@@ -214,7 +224,13 @@ def main() -> int:
         figure("OpenAI Agents SDK, gated tool (approved at once)", timed(args.runs, gated))
         stop.set()
         thread.join(5)
-    return 0
+        done = succeeded("bench-adapter-agent-01") - done_before
+    expected = 3 * (args.runs + 1)  # each framework's gated runs and its warm-up run
+    errors = int(done != expected)
+    if errors:
+        print(f"errors: {done} gated calls ran and were reported succeeded, of {expected}")
+    print(f"\nerrors in all: {errors}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
