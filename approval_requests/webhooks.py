@@ -199,9 +199,11 @@ def _send(delivery: WebhookDelivery) -> Attempt:
     secret = SigningSecret.objects.filter(account_id=delivery.approval_request.account_id).first()
     if secret is None:
         return Attempt(None, NO_SECRET)
-    body = _json(delivery.payload).encode("utf-8")
+    text = _json(delivery.payload)
+    body = text.encode("utf-8")
     signed_at = timezone.now()
-    signature = Webhook(secret.secret).sign(str(delivery.id), signed_at, body)
+    # the text, not its bytes: standardwebhooks 1.1 signs str(data), which for bytes is "b'...'"
+    signature = Webhook(secret.secret).sign(str(delivery.id), signed_at, text)
     headers = {
         "content-type": "application/json",
         "webhook-id": str(delivery.id),

@@ -406,3 +406,24 @@ def test_the_example_exits_by_the_decision(live_stack, approver, target, verdict
     done = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == code, done.stdout + done.stderr
     assert len(sent(target, before)) == refunds
+
+
+def test_a_batched_interrupt_without_its_messages_files_nothing(hitl, approver, target):
+    agent = refund_agent(target, hitl)
+    paused, _ = start(agent, "lg-no-messages")
+    with pytest.raises(ValueError, match="messages="):
+        decisions_for(hitl, paused.interrupts[0], run_id="lg-no-messages")
+    found = approver.get("/approval-requests").json()["approvalRequests"]
+    assert not [item for item in found if item["idempotencyKey"].startswith("lg-no-messages/")]
+
+
+def test_two_calls_sharing_one_id_file_nothing(hitl, approver, target):
+    agent = refund_agent(target, hitl, amounts=(250, 900))
+    paused, _ = start(agent, "lg-same-id")
+    messages = paused.value["messages"]
+    for call in messages[-1].tool_calls:
+        call["id"] = "call-same"  # what a model may write
+    with pytest.raises(ValueError, match="share an id"):
+        decisions_for(hitl, paused.interrupts[0], run_id="lg-same-id", messages=messages)
+    found = approver.get("/approval-requests").json()["approvalRequests"]
+    assert not [item for item in found if item["idempotencyKey"].startswith("lg-same-id/")]
