@@ -23,6 +23,8 @@ from harnesses.api_contract import (
     run_contract,
 )
 
+pytestmark = pytest.mark.long
+
 FAST_EXAMPLES = 2
 
 

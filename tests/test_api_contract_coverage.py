@@ -12,6 +12,8 @@ import pytest
 
 from harnesses.api_contract import live_wsgi_server, role_tokens, run_contract
 
+pytestmark = pytest.mark.long
+
 
 def test_the_coverage_phase_as_admin_finds_no_server_error_and_no_contract_violation(transactional_db):
     tokens = role_tokens()

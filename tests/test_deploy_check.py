@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cryptography.fernet import Fernet
+
+pytestmark = pytest.mark.long
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,10 @@ TINY = (
     "--webhooks", "2", "--webhook-warmup", "1",
 )  # fmt: skip
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the script's processes see committed rows only
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.long,
+]  # the script's processes see committed rows only
 
 
 def test_the_bench_script_runs_its_three_scenarios_at_a_tiny_size():

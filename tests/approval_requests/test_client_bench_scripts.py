@@ -19,7 +19,10 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the script's processes see committed rows only
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.long,
+]  # the script's processes see committed rows only
 
 
 def run_bench(script: str, *args: str) -> str:

@@ -13,7 +13,7 @@ from harnesses.users import make_user
 from tests.approvals.test_admin_history import HISTORY
 from tests.approvals.test_admin_inbox import logged_in, staff
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.long]
 
 ROWS = 20_000
 

@@ -28,7 +28,7 @@ from rest_framework.authtoken.models import Token
 from harnesses.live_stack import eventually
 from harnesses.users import make_user
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 ROWS = 100_000  # about 45 MB of JSON Lines: far more than loopback socket buffers hold
 STARTUP_TIMEOUT = 60.0

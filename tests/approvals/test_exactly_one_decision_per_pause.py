@@ -14,7 +14,7 @@ import pytest
 from harnesses.decision_race import KINDS, REQUEST_SURFACES, Summary, World, run_rounds, tool_server
 from tests.slack_surface.conftest import FakeSlack
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 FAST_ROUNDS = int(os.environ.get("DECISION_RACE_FAST_ROUNDS", "100"))
 REQUEST_ROUNDS = int(os.environ.get("DECISION_RACE_REQUEST_ROUNDS", "40"))

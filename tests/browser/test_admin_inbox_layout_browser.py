@@ -15,7 +15,7 @@ from conversations.models import Agent
 from harnesses.users import make_user
 from tests.browser.conftest import admin_login, save_screenshot
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 INBOX = "/admin/approvals/pendingapproval/"
 WIDTHS = (1280, 1440, 1920, 820)  # 820: a tablet held upright

@@ -36,7 +36,7 @@ from harnesses.crash_kills import (
 from harnesses.factories import deployed_agent
 from harnesses.live_stack import api_user, database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 SEED = int(os.environ.get("HITL_CRASH_SEED", "16"))
 

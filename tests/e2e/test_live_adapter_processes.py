@@ -36,7 +36,7 @@ from harnesses.echo_target import EchoTarget, running_echo_target
 from harnesses.framework_agent import FRAMEWORKS
 from harnesses.live_stack import LiveStack, ServerProcess, api_user, eventually, running_stack
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 AGENT_SECONDS = 90
 
 

@@ -15,7 +15,7 @@ from approvals.models import AuditEntry, Pause
 from harnesses.factories import account_bot, slow_account_bot
 from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 PROBLEM = "application/problem+json"
 CONTINUATION = "approvals.continuation_runs.run_continuation"

@@ -47,7 +47,7 @@ from harnesses.clusters import (
 from harnesses.factories import account_bot
 from harnesses.live_stack import PROJECT_ROOT, LiveStack, eventually
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 clusters = live_clusters.clusters  # fixtures
 slow_target = live_clusters.slow_target

@@ -28,7 +28,7 @@ from harnesses.clusters import slow_target as slow_target  # fixture
 from harnesses.factories import account_bot
 from harnesses.live_stack import LiveStack, api_user, database_url, eventually, running_stack
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 BACK_WITHIN_SECONDS = 30.0
 

@@ -32,7 +32,7 @@ from harnesses.chat_stub import ChatStub, running_chat_stub
 from harnesses.echo_target import EchoTarget, running_echo_target
 from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients/python/examples/openai_agents_refund.py"
 
 

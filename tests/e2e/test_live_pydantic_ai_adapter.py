@@ -37,7 +37,7 @@ from harnesses.echo_target import EchoTarget, running_echo_target
 from harnesses.live_stack import LiveStack, api_user, eventually, running_stack
 from tests.e2e.test_live_python_client import reviewer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 EXAMPLE = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples" / "pydantic_ai_refund.py"
 
 

@@ -26,7 +26,7 @@ from harnesses.clusters import Clusters, deploy_agent, paused_conversation
 from harnesses.factories import account_bot
 from harnesses.live_stack import api_user, eventually
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 clusters = live_clusters.clusters  # fixture
 

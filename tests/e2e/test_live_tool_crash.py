@@ -31,7 +31,7 @@ from harnesses.clusters import Clusters, SlowTarget, deploy_agent, pid_of_connec
 from harnesses.live_stack import PROJECT_ROOT, LiveStack, eventually
 from toolgate.models import JournalEntry
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 clusters = live_clusters.clusters  # fixtures
 slow_target = live_clusters.slow_target

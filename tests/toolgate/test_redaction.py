@@ -23,6 +23,8 @@ from toolgate.outbound.redaction import (
     replace_known_secrets,
 )
 
+pytestmark = pytest.mark.long
+
 OPENAI_KEY = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv"
 ANTHROPIC_KEY = "sk-ant-api03-Zy1xWv4uTs7rQp0oNm3lKj6i"
 BEARER = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl"
