@@ -12,7 +12,8 @@ the serialized ``RunState``, Pydantic AI as the message history and the deferred
 Each step is written to ``--state-dir`` (fsynced) as it is reached: ``paused`` (the run paused on the
 gated tool), ``filed`` (the adapter filed the approval request and it is still pending), ``claimed`` (the
 tool starts: its approval was claimed, by the adapter or, for LangGraph, by its gate where the tool
-runs), ``executed`` (the tool's request reached the target), ``done``. With ``--stop-after STEP`` the process waits there to be killed.
+runs), ``executed`` (the tool's request reached the target), ``done``. With ``--stop-after STEP`` the
+process waits there to be killed.
 
 Exit codes: 0 the tool ran and its outcome was reported; 1 the call was not approved (the model was told
 why); 3 refused ``OUTCOME_UNKNOWN`` (an earlier process claimed the approval and may have run it: this one
