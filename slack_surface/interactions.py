@@ -9,6 +9,10 @@ pause, ``group:<id>``, ``decide_approval_request`` for an approval request, ``re
 integration's user's access, recorded as ``slack:<userId>``. A quick continuation runs here, a slow one
 is queued, so Slack gets its answer in time.
 
+Slack wants the answer to a click within 3 seconds, and its Web API may be slow: the click is answered
+(200) as soon as it is decided, and what the channel sees (the card updated to say who decided, or a
+notice of a refusal) is queued for the q-cluster (``answer_in_slack``), never sent while Slack waits.
+
 Separation of duties: Slack users are not accounts of ours, so a pause that forbids self-approval is
 refused to the Slack user whose message raised it (the card's delivery row names them); the core's
 own rule still applies to the integration's user.
@@ -23,6 +27,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
+
+from django_q.tasks import async_task
 
 from approval_requests.request_decisions import decide_approval_request
 from approvals.actors import Actor
@@ -44,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 VERDICTS = {messages.APPROVE: Verdict.APPROVED, messages.REJECT: Verdict.REJECTED}
 SLACK_USER = re.compile(r"[A-Z0-9]{2,32}")
+ANSWER_TASK = "slack_surface.interactions.answer_in_slack"
 UNBINDABLE = "The button does not name a Slack integration; it cannot be verified or decided."
 RESOLVED = {"APPROVED": "✅ Approved by {who}", "REJECTED": "⛔ Rejected by {who}"}
 
@@ -193,24 +200,30 @@ def _decide_request(
 
 
 def _update(integration: SlackIntegration, click: Click, text: str) -> None:
-    if not click.channel or not click.message_ts:
-        return
-    try:
-        update_message(
-            integration,
-            channel=click.channel,
-            ts=click.message_ts,
-            text=text,
-            blocks=messages.resolved_card(text),
-        )
-    except DELIVERY_FAILURES as exc:
-        logger.warning("approval card %s not updated: %s", click.message_ts, type(exc).__name__)
+    """Queue the card's update: it says ``text`` and has no buttons left."""
+    if click.channel and click.message_ts:
+        async_task(ANSWER_TASK, str(integration.pk), click.channel, click.message_ts, text, group="slack")
 
 
 def _tell(integration: SlackIntegration, click: Click, text: str) -> None:
-    if not click.channel:
+    """Queue a notice to the card's channel."""
+    if click.channel:
+        async_task(ANSWER_TASK, str(integration.pk), click.channel, "", text, group="slack")
+
+
+def answer_in_slack(integration_id: str, channel: str, ts: str, text: str) -> None:
+    """The q-cluster's part of a click: the card at ``ts`` updated to ``text`` (no ``ts``: a notice posted
+    to ``channel``). A failure is logged and not tried again: the decision stands either way."""
+    integration = SlackIntegration.objects.filter(pk=integration_id).first()
+    if integration is None:
         return
     try:
-        post_message(integration, channel=click.channel, text=text)
+        if ts:
+            update_message(
+                integration, channel=channel, ts=ts, text=text, blocks=messages.resolved_card(text)
+            )
+        else:
+            post_message(integration, channel=channel, text=text)
     except DELIVERY_FAILURES as exc:
-        logger.warning("slack notice not posted: %s", type(exc).__name__)
+        what = f"approval card {ts} not updated" if ts else "slack notice not posted"
+        logger.warning("%s: %s", what, type(exc).__name__)

@@ -15,6 +15,7 @@ import pytest
 from slack_sdk.signature import SignatureVerifier
 
 from harnesses.factories import account_bot, deployed_agent
+from harnesses.queue_drain import run_queued_tasks
 from harnesses.users import make_user
 from toolgate.outbound.secret_store import set_secret
 
@@ -25,11 +26,13 @@ APPROVAL_CHANNEL = "CAPPROVALS"
 
 class FakeSlack:
     """Records every Web API call (method, JSON or form arguments, token) and answers ok with a fresh ts;
-    ``fail_next`` answers the next calls ``{"ok": false}`` (a refusal slack_sdk raises on)."""
+    ``fail_next`` answers the next calls ``{"ok": false}`` (a refusal slack_sdk raises on); ``delay``
+    seconds before each answer make it a slow Web API."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.fail_next = 0
+        self.delay = 0.0
         self._lock = threading.Lock()
         fake = self
 
@@ -53,6 +56,7 @@ class FakeSlack:
                         }
                     )
                     ts = f"{time.time():.6f}"
+                time.sleep(fake.delay)
                 body = {"ok": False, "error": "channel_not_found"} if failing else {"ok": True, "ts": ts}
                 payload = json.dumps(body).encode()
                 self.send_response(200)
@@ -140,13 +144,29 @@ def click_body(
     return urlencode({"payload": json.dumps(payload)})
 
 
-def post_click(client: Any, body: str, **sign: Any) -> Any:
+def signed_click(client: Any, body: str, **sign: Any) -> Any:
+    """A click signed as Slack signs it, and the service's answer (nothing queued is run)."""
     return client.post(
         "/integrations/slack/interactive",
         data=body,
         content_type="application/x-www-form-urlencoded",
         **signed_headers(body, **sign),
     )
+
+
+def post_click(client: Any, body: str, **sign: Any) -> Any:
+    """A signed click, answered; then what the q-cluster does after the answer (the card's update or a
+    notice to the channel), so the test reads the channel as Slack shows it a moment later."""
+    answer = signed_click(client, body, **sign)
+    answer_in_slack()
+    return answer
+
+
+def answer_in_slack() -> int:
+    """Run the queued answers of clicks (``answer_in_slack`` tasks), as the q-cluster would."""
+    from slack_surface.interactions import ANSWER_TASK
+
+    return run_queued_tasks(only=ANSWER_TASK)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from harnesses.authz_table import differing, expected
 from harnesses.factories import deployed_agent, paused_conversation
 from harnesses.users import client_for, make_user
 from tests.approval_requests.conftest import filing
-from tests.slack_surface.conftest import SIGNING_SECRET, click_body, signed_headers
+from tests.slack_surface.conftest import SIGNING_SECRET, answer_in_slack, click_body, signed_headers
 
 CLICKERS = {"other": "UNOTLISTED", "approver": "UAPPROVER"}  # "anonymous": an unsigned click
 
@@ -64,6 +64,7 @@ def _click(client: Any, role: str, subject: str, fake_slack: Any) -> Any:
     )
     if response.status_code != 200:
         return response.status_code
+    answer_in_slack()  # what the q-cluster posts after the answer
     refused = any("is not authorized" in str(c["args"]) for c in fake_slack.calls[told:])
     return 403 if refused else "ok"
 
