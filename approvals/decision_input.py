@@ -154,7 +154,8 @@ class DecisionBodySerializer(BodySerializer):
         allow_null=True,
         default=dict,
         error_messages={"not_a_dict": "must be an object keyed by call id"},
-        help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (JSON object text)}',
+        help_text='Per call id: {"verdict", "note" (at most 1024), "amendedArguments" (a JSON object, or its '
+        "JSON text)}",
     )
 
     guidance = FlagField(

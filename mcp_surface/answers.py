@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from mcp_types import CallToolResult, TextContent
+from pydantic import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 
 from common.errors import ApplicationError, Disabled, LostRace
@@ -69,6 +70,21 @@ def refusal(body: dict[str, Any]) -> CallToolResult:
         structured_content=_as_json(body),
         is_error=True,
     )
+
+
+def argument_errors(exc: ValidationError) -> dict[str, Any]:
+    """A tool's arguments that do not fit its input schema, as a refusal: each field with what is wrong
+    (pydantic's message, never the value sent)."""
+    errors = [
+        {"field": ".".join(str(part) for part in error["loc"]) or "arguments", "message": error["msg"]}
+        for error in exc.errors()
+    ]
+    fields = ", ".join(dict.fromkeys(error["field"] for error in errors))
+    return {
+        "error": f"Invalid arguments: {fields}",
+        "errorCode": "BAD_REQUEST",
+        "details": {"errors": errors},
+    }
 
 
 def failure(exc: Exception) -> CallToolResult:

@@ -31,6 +31,9 @@ UNAUTHENTICATED = {
     "error": "Authentication credentials were not provided or are not valid: send 'Authorization: Token <key>'",
     "errorCode": "UNAUTHENTICATED",
 }
+# What a host shows when it is refused: the scheme, and where to get a key. There is no OAuth here (so no
+# /.well-known/oauth-protected-resource): an MCP host is given the API token as a header (docs/mcp.md).
+CHALLENGE = b'Token realm="hitl", error="invalid_token", error_description="send Authorization: Token <key>"'
 SERVICE_ACCOUNT = {
     "error": "Access denied: a service account (role agent) does not use MCP; it files, claims and reports "
     "on approval requests over REST",
@@ -99,7 +102,7 @@ async def _refuse(send: Send, status: int, refusal: dict[str, str]) -> None:
     body = json.dumps(refusal).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
-        headers.append((b"www-authenticate", b"Token"))
+        headers.append((b"www-authenticate", CHALLENGE))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -16,13 +16,14 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from mcp_surface import conversation_tools as conversations
 from mcp_surface import group_tools as groups
 from mcp_surface import request_tools
-from mcp_surface.answers import answer, failure
+from mcp_surface.answers import answer, argument_errors, failure, refusal
 from mcp_surface.identity import user_of
 
 INSTRUCTIONS = (
@@ -35,9 +36,11 @@ INSTRUCTIONS = (
     "agent forbids self-approval."
 )
 READ = ToolAnnotations(readOnlyHint=True, idempotentHint=True)
-DECIDE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+# An approval lets the agent run what it asked for (a transfer, a deletion): destructive, and open world
+DECIDE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True)
 ENDS = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False)
-TALK = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=True)
+# A turn runs the agent's rules and its ungated tools
+TALK = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=True)
 
 ConversationId = Annotated[str, Field(description="The conversation's id (a UUID)")]
 GroupId = Annotated[str, Field(description="The group's id (a UUID)")]
@@ -47,13 +50,14 @@ Note = Annotated[str | None, Field(description="The reviewer's note, at most 409
 Limit = Annotated[int | None, Field(description="How many rows at most (1..1000, clamped)")]
 Detail = Annotated[
     Literal["summary", "full"] | None,
-    Field(description="summary (default) or full: adds the redacted conversation view REST gives"),
+    Field(description="summary (default) or full: adds the conversation, redacted as reviewers see it"),
 ]
 ToolDecisions = Annotated[
     dict[str, Any] | None,
     Field(
         description="TOOL_CALL pauses: per call id {verdict, note?, amendedArguments?}; calls not named "
-        'take the top-level verdict. Example: {"call-1": {"verdict": "REJECTED"}}'
+        "take the top-level verdict; amendedArguments (an object) approves the call with those arguments. "
+        'Example: {"call-1": {"verdict": "APPROVED", "amendedArguments": {"amount": 100}}}'
     ),
 ]
 TaskApprovals = Annotated[
@@ -111,8 +115,22 @@ def _call(service: Callable[..., dict[str, Any]], user: Any, arguments: dict[str
         close_old_connections()
 
 
+class ApprovalsServer(MCPServer):
+    """The SDK's server, its argument errors answered as every other refusal is: ``errorCode``
+    BAD_REQUEST with each field and what is wrong (the SDK's own answer is pydantic's text, the values
+    sent included), so a client branches on the code and a model reads what to fix."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            return refusal(argument_errors(exc.__cause__))
+
+
 def build_server() -> MCPServer:
-    server = MCPServer(name="hitl-approvals", instructions=INSTRUCTIONS)
+    server = ApprovalsServer(name="hitl-approvals", instructions=INSTRUCTIONS)
     _add_conversation_tools(server)
     _add_group_tools(server)
     _add_talk_tools(server)
@@ -127,8 +145,7 @@ def _add_conversation_tools(server: MCPServer) -> None:
     @server.tool(annotations=READ)
     async def list_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
         """Pending 1:1 approvals you may decide, what is due first (by deadline, those without one last,
-        then oldest first; GET /agents/pending-approvals): yours, or every one for approvers and admins.
-        Default limit 200."""
+        then oldest first): yours, or every one for approvers and admins. Default limit 200."""
         return await _run(ctx, conversations.list_pending_approvals, limit=limit)
 
     @server.tool(annotations=READ)
@@ -189,7 +206,7 @@ def _add_group_tools(server: MCPServer) -> None:
         detail: Detail = None,
     ) -> CallToolResult:
         """A discussion's pause: phase, PHASE or TASK, the tasks awaiting approval, deadline, last
-        decision; detail=full adds the discussion (transcript and tasks) as REST shows it."""
+        decision; detail=full adds the discussion (its transcript and tasks)."""
         return await _run(
             ctx,
             groups.get_group_approval_status,
@@ -275,8 +292,8 @@ def _add_request_tools(server: MCPServer) -> None:
     async def list_approval_requests(
         ctx: Context, status: RequestStatus = None, limit: Limit = None
     ) -> CallToolResult:
-        """Approval requests, newest first (GET /approval-requests): every one for approvers and admins,
-        those made on your behalf otherwise. Default limit 100."""
+        """Approval requests of agents running elsewhere, newest first: every one for approvers and
+        admins, those made on your behalf otherwise. Default limit 100."""
         return await _run(ctx, request_tools.list_approval_requests, status=status, limit=limit)
 
     @server.tool(annotations=READ)

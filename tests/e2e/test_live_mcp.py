@@ -123,6 +123,8 @@ def test_a_request_without_a_valid_token_is_refused_before_any_tool(live_stack, 
         assert http.post("/mcp", json=initialize, headers=accept).status_code == 401
         wrong = http.post("/mcp", json=initialize, headers=accept | {"Authorization": "Token nope"})
         assert wrong.status_code == 401 and wrong.json()["errorCode"] == "UNAUTHENTICATED"
+        assert wrong.headers["www-authenticate"].startswith('Token realm="hitl", error="invalid_token"')
+        assert http.get("/.well-known/oauth-protected-resource").status_code == 404  # no OAuth: docs/mcp.md
         bearer = http.post(
             "/mcp", json=initialize, headers=accept | {"Authorization": f"Bearer {tokens['alice']}"}
         )
@@ -179,16 +181,19 @@ def test_talk_pauses_for_approval_and_resume_with_per_call_decisions_continues_i
         conversationId=conversation_id,
         verdict="approved",
         note="only the first",
-        toolDecisions={"call-2": {"verdict": "REJECTED", "note": "not that one"}},
+        toolDecisions={
+            "call-1": {"verdict": "APPROVED", "amendedArguments": {"amount": 90, "to": "bob"}},  # an object
+            "call-2": {"verdict": "REJECTED", "note": "not that one"},
+        },
     )
     assert resumed["status"] == "RESUMED" and resumed["decidedBy"] == "mcp:approver"
     assert resumed["continuation"] == "continued" and resumed["conversation"]["state"] == "READY"
     assert resumed["conversation"]["lastDecision"]["decidedBy"] == "mcp:approver"
     results = json.loads(resumed["conversation"]["output"][-1].removeprefix("Done: "))
-    assert [r["status"] for r in results] == ["OK", "REJECTED_BY_REVIEWER"]
+    assert [r["status"] for r in results] == ["EXECUTED", "REJECTED_BY_REVIEWER"]
     (sent,) = [r for r in http_recorder.requests if r["path"] == "/transfers"]
     assert (
-        json.loads(sent["body"]) == {"amount": "100", "to": "bob"}
+        json.loads(sent["body"]) == {"amount": "90", "to": "bob"}
         and sent["headers"]["X-Api-Key"] == canary_secret
     )
     entry = AuditEntry.objects.get(verb="hitl.approval", subject_id=conversation_id)
@@ -205,6 +210,44 @@ def test_talk_pauses_for_approval_and_resume_with_per_call_decisions_continues_i
     assert [text for text in ANSWERS if canary_secret in text] == []
     shown_raw = [text for text in ANSWERS if RAW_SECRET in text]
     assert len(shown_raw) == 2 and all('"warnings"' in text for text in shown_raw)  # the approver's two reads
+
+
+async def _tools(base_url: str, token: str) -> list[Any]:
+    headers = {"Authorization": f"Token {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(15.0)) as http:
+        async with streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return (await session.list_tools()).tools
+
+
+def test_arguments_that_do_not_fit_are_refused_with_an_error_code_naming_each_field(live_stack, tokens):
+    wrong_type = refused(live_stack, tokens["approver"], "list_pending_approvals", limit="many")
+    assert (wrong_type["errorCode"], wrong_type["error"]) == ("BAD_REQUEST", "Invalid arguments: limit")
+    [error] = wrong_type["details"]["errors"]
+    assert error["field"] == "limit" and error["message"].startswith("Input should be a valid integer")
+    assert "many" not in json.dumps(wrong_type)  # what was sent is not echoed
+    misspelt = refused(
+        live_stack,
+        tokens["approver"],
+        "resume_conversation",
+        conversationId="c",
+        verdict="APPROVED",
+        notes="x",
+    )
+    assert misspelt["details"]["errors"] == [{"field": "notes", "message": "Extra inputs are not permitted"}]
+
+
+def test_the_tools_say_what_they_do_to_a_host(live_stack, tokens):
+    tools = {tool.name: tool for tool in asyncio.run(_tools(live_stack.base_url, tokens["approver"]))}
+    # approving runs what the agent asked for (a transfer, a deletion); a talk runs the agent's tools
+    for name in ("resume_conversation", "approve_group_phase", "decide_approval_request", "talk_to_agent"):
+        annotations = tools[name].annotations
+        assert annotations.destructive_hint is True and annotations.read_only_hint is False, name
+    for name in ("list_pending_approvals", "get_approval_status", "list_approval_requests"):
+        assert tools[name].annotations.read_only_hint is True, name
+    for tool in tools.values():  # approvals, not the REST API's paths
+        assert "GET /" not in tool.description and "REST" not in tool.description, tool.name
 
 
 def test_who_may_read_and_decide_a_pause_over_mcp(live_stack, tokens):

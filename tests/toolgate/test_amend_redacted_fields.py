@@ -56,10 +56,12 @@ def shown_arguments(client, conversation_id: str) -> dict:
     return json.loads(call["arguments"])
 
 
-def resume(client, conversation_id: str, amended: dict):
+def resume(client, conversation_id: str, amended: dict, *, as_text: bool = True):
+    """Approve call-1 with ``amended``: its JSON text (the default), or the object itself."""
+    sent = json.dumps(amended) if as_text else amended
     body = {
         "verdict": "APPROVED",
-        "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": json.dumps(amended)}},
+        "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": sent}},
     }
     response = client.post(f"/agents/{conversation_id}/resume", body, format="json")
     if response.status_code == 200:
@@ -224,3 +226,32 @@ def test_a_marker_is_refused_when_the_shown_arguments_are_no_json():
     call = PendingToolCall(arguments_raw=json.dumps(NESTED), arguments_redacted='{"to": "bob", "memo"')
     with pytest.raises(AmendmentRefused):
         merged_amendment(json.dumps({"to": REDACTED}), {"to": REDACTED}, call)
+
+
+@pytest.mark.django_db
+def test_amended_arguments_as_an_object_are_taken_as_its_json_text(
+    alice_client, approver_client, http_recorder
+):
+    conversation_id, _ = paused(alice_client, http_recorder)
+    shown = shown_arguments(alice_client, conversation_id)
+    response = resume(approver_client, conversation_id, {**shown, "amount": 60}, as_text=False)
+    assert response.status_code == 200, response.content
+    assert sent_bodies(http_recorder) == [{"amount": "60", "to": "bob", "token": SECRET}]
+    stored = decided_arguments(conversation_id)
+    assert isinstance(stored, str) and json.loads(stored) == {"amount": 60, "to": "bob", "api_token": SECRET}
+    assert audit_digest(conversation_id) == hashlib.sha256(stored.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.django_db
+def test_amended_arguments_that_are_neither_an_object_nor_its_text_are_refused(
+    alice_client, approver_client, http_recorder
+):
+    conversation_id, _ = paused(alice_client, http_recorder)
+    body = {
+        "verdict": "APPROVED",
+        "toolDecisions": {"call-1": {"verdict": "APPROVED", "amendedArguments": [1]}},
+    }
+    response = approver_client.post(f"/agents/{conversation_id}/resume", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "toolDecisions.call-1.amendedArguments"
+    assert Pause.objects.get(subject_id=conversation_id).status == PauseStatus.PENDING

@@ -66,9 +66,12 @@ def _checked_amendment(call_id: str, amended: Any, verdict: str, call: PendingTo
             f"call '{call_id}' was truncated at pause time and cannot be amended; approve or reject it as-is",
             f"{field}.amendedArguments",
         )
+    if isinstance(amended, dict):  # the object itself (MCP's schema, most clients): checked as its JSON text
+        amended = json.dumps(amended, ensure_ascii=False)
     if not isinstance(amended, str):
         raise _bad(
-            f"{where}.amendedArguments must be a string holding a JSON object", f"{field}.amendedArguments"
+            f"{where}.amendedArguments must be a JSON object (or a string holding one)",
+            f"{field}.amendedArguments",
         )
     _refuse_unstorable(amended, f"{field}.amendedArguments")
     if len(amended.encode("utf-8")) > AMENDED_MAX_BYTES:
