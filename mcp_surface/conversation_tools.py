@@ -24,6 +24,7 @@ from conversations.selectors import (
 from conversations.snapshots import approval_status_in_detail, snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.identity import mcp_actor
+from mcp_surface.inbox_rows import what_is_asked
 
 INBOX_DEFAULT = 200
 ENVIRONMENTS = ("production", "test")
@@ -38,7 +39,7 @@ def required_id(value: Any, name: str) -> str:
 
 def list_pending_approvals(user: Any, *, limit: Any = None) -> dict[str, Any]:
     rows = pending_inbox_rows(user, limit=INBOX_DEFAULT if limit is None else limit, surface=Engine.REGULAR)
-    return {"approvals": [inbox_row_from_values(row) for row in rows]}
+    return {"approvals": what_is_asked([inbox_row_from_values(row) for row in rows])}
 
 
 def get_approval_status(user: Any, *, conversation_id: Any, detail: Any = None) -> dict[str, Any]:

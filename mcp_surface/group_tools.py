@@ -16,6 +16,7 @@ from groups.snapshots import discussion_snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor
+from mcp_surface.inbox_rows import what_is_asked
 
 INBOX_DEFAULT = 100  # EDDI's MCP default (REST: 200)
 
@@ -24,11 +25,12 @@ def list_group_pending_approvals(user: Any, *, group_id: Any, limit: Any = None)
     rows = pending_group_approvals(
         user, limit=INBOX_DEFAULT if limit is None else limit, group_id=required_id(group_id, "groupId")
     )
-    return {"approvals": rows}
+    return {"approvals": what_is_asked(rows)}
 
 
 def list_all_group_pending_approvals(user: Any, *, limit: Any = None) -> dict[str, Any]:
-    return {"approvals": pending_group_approvals(user, limit=INBOX_DEFAULT if limit is None else limit)}
+    rows = pending_group_approvals(user, limit=INBOX_DEFAULT if limit is None else limit)
+    return {"approvals": what_is_asked(rows)}
 
 
 def _discussion(user: Any, group_id: Any, conversation_id: Any) -> GroupConversation:

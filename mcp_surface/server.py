@@ -145,7 +145,9 @@ def _add_conversation_tools(server: MCPServer) -> None:
     @server.tool(annotations=READ)
     async def list_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
         """Pending 1:1 approvals you may decide, what is due first (by deadline, those without one last,
-        then oldest first): yours, or every one for approvers and admins. Default limit 200."""
+        then oldest first): yours, or every one for approvers and admins. Each row says what is asked:
+        pauseReason, pauseType and toolNames, agentName, and latestInput (the requester's last message,
+        one line). Default limit 200."""
         return await _run(ctx, conversations.list_pending_approvals, limit=limit)
 
     @server.tool(annotations=READ)
@@ -190,12 +192,14 @@ def _add_group_tools(server: MCPServer) -> None:
     async def list_group_pending_approvals(
         ctx: Context, groupId: GroupId, limit: Limit = None
     ) -> CallToolResult:
-        """Pending approvals of one group's discussions you may decide, what is due first. Default limit 100."""
+        """Pending approvals of one group's discussions you may decide, what is due first; each row with
+        groupName and latestInput (the discussion's question). Default limit 100."""
         return await _run(ctx, groups.list_group_pending_approvals, group_id=groupId, limit=limit)
 
     @server.tool(annotations=READ)
     async def list_all_group_pending_approvals(ctx: Context, limit: Limit = None) -> CallToolResult:
-        """Pending approvals of every group's discussions you may decide, what is due first. Default limit 100."""
+        """Pending approvals of every group's discussions you may decide, what is due first; each row with
+        groupName and latestInput (the discussion's question). Default limit 100."""
         return await _run(ctx, groups.list_all_group_pending_approvals, limit=limit)
 
     @server.tool(annotations=READ)

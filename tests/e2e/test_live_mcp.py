@@ -20,7 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from approvals.models import AuditEntry
-from conversations.models import Conversation
+from conversations.models import Agent, Conversation
 from harnesses.agents import AFTER_TOOLS, payments_agent
 from harnesses.factories import deployed_agent
 from harnesses.live_stack import LiveStack, api_user, running_stack
@@ -150,6 +150,9 @@ def test_talk_pauses_for_approval_and_resume_with_per_call_decisions_continues_i
     inbox = ok(live_stack, tokens["approver"], "list_pending_approvals")["approvals"]
     assert [row["conversationId"] for row in inbox] == [conversation_id]
     assert inbox[0]["pauseType"] == "TOOL_CALL" and inbox[0]["toolNames"] == ["transfer_funds"]
+    # what is asked, by whom, on the row itself: no call per row
+    assert inbox[0]["latestInput"] == "please transfer"
+    assert inbox[0]["agentName"] == Agent.objects.get(pk=agent_id).name
 
     status = ok(live_stack, tokens["approver"], "get_approval_status", conversationId=conversation_id)
     calls = status["pauseDetails"]["calls"]
@@ -344,6 +347,10 @@ def test_group_tools_read_decide_and_cancel_a_discussion(live_stack, tokens):
     assert first["state"] == second["state"] == "AWAITING_APPROVAL"
     mine = ok(live_stack, tokens["alice"], "list_group_pending_approvals", groupId=group_id)["approvals"]
     assert [row["conversationId"] for row in mine] == [first["discussionId"], second["discussionId"]]
+    assert [(row["groupName"], row["latestInput"]) for row in mine] == [
+        ("panel", "Ship?"),
+        ("panel", "Ship now?"),
+    ]
     every = ok(live_stack, tokens["approver"], "list_all_group_pending_approvals", limit=1)["approvals"]
     assert [row["conversationId"] for row in every] == [first["discussionId"]]
     assert ok(live_stack, tokens["bob"], "list_all_group_pending_approvals") == {"approvals": []}
