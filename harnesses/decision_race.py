@@ -53,9 +53,11 @@ from groups.discussions import start_discussion
 from harnesses.agents import payments_agent
 from harnesses.factories import account_bot, deployed_agent
 from harnesses.members import answering, group
+from harnesses.queue_drain import run_queued_tasks
 from harnesses.users import client_for, make_user
 from mcp_surface import conversation_tools, group_tools, request_tools
 from mcp_surface.server import _call
+from slack_surface.interactions import ANSWER_TASK
 from slack_surface.messages import ALREADY_RESOLVED
 
 TIMEOUT = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT5M"}
@@ -315,8 +317,8 @@ def mcp_cancel(world: World, target: Target) -> str:
 
 def slack_click(world: World, target: Target) -> str:
     """A click on the card's Approve button, signed with slack_sdk's signing and posted to the interactions
-    endpoint. Slack is always answered 200: what the click did is the card update it sent (to the fake
-    Slack Web API on loopback), "Approved by" or "already resolved"."""
+    endpoint. Slack is always answered 200: what the click did is the card update it queued, then sent (to
+    the fake Slack Web API on loopback), "Approved by" or "already resolved"."""
     subject = {"GROUP": f"group:{target.subject_id}", "REQUEST": f"request:{target.subject_id}"}.get(
         target.kind, target.subject_id
     )
@@ -335,6 +337,9 @@ def slack_click(world: World, target: Target) -> str:
     response = world.transport.post_form("slack", "/integrations/slack/interactive", body, headers)
     if response.status_code != 200:
         return f"Slack HTTP {response.status_code}: {response.content[:300]!r}"
+    run_queued_tasks(
+        only=ANSWER_TASK
+    )  # the card's update, posted after Slack was answered, as the q-cluster does
     texts = [u["text"] for u in world.slack.updates() if u.get("ts") == card]
     if texts == ["✅ Approved by <@USLACKER>"]:
         return WON

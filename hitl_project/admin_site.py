@@ -1,4 +1,5 @@
-"""The admin site reviewers sign in to: errors in a reviewer's words, and their pending count on the index.
+"""The admin site reviewers sign in to: the product's name, errors in a reviewer's words, and their pending
+count on the index.
 
 Django's admin tells a person whose password is right but who is not staff to "enter the correct
 username and password", which sends her hunting for a typo. Here she is told the account has no
@@ -20,6 +21,7 @@ from approvals.models import PauseStatus
 from approvals.selectors import reviewable_pauses
 
 INBOX_MODEL = "PendingApproval"
+PRODUCT_NAME = "HITL approvals"
 NO_REVIEWER_ACCESS = (
     "You signed in as %(username)s, but this account has no reviewer access. "
     "Ask an administrator to give it staff access to the approval inbox."
@@ -53,6 +55,11 @@ def with_pending_count(request: HttpRequest, response: TemplateResponse) -> Temp
 
 class ReviewerAdminSite(AdminSite):
     login_form = ReviewerLoginForm
+    # the product's name where Django says "Django administration"; no "View site": there is none
+    site_header = PRODUCT_NAME
+    site_title = PRODUCT_NAME
+    index_title = "Approvals"
+    site_url = None
 
     def has_permission(self, request: HttpRequest) -> bool:
         """Active staff, never a service account (approvals.access.may_use_inbox)."""

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -407,6 +409,33 @@ def decision_view(model_admin: ModelAdmin, request: HttpRequest, object_id: str)
     return render_decision_page(model_admin, request, pause, review, form, status, section)
 
 
+@dataclass(frozen=True)
+class ShownError:
+    """One error of a refused submit, for the summary at the top of the page: the field's label, what is
+    wrong, and the id of the field (the form itself for an error of the whole decision)."""
+
+    label: str
+    message: str
+    anchor: str
+
+
+def error_summary(form: DecisionForm) -> list[ShownError]:
+    """Every error of ``form``, in the form's order, each with a link to its field: the page reloads at
+    its top, and that is where the reviewer must read what went wrong (each error is also beside its
+    field)."""
+    if not form.is_bound:
+        return []
+    shown = []
+    for name, errors in form.errors.items():
+        if name == NON_FIELD_ERRORS or name not in form.fields:
+            label, anchor = "Your decision", "hitl-decision-form"
+        else:
+            label = str(form.fields[name].label or name.replace("_", " "))
+            anchor = form[name].id_for_label or "hitl-decision-form"
+        shown.extend(ShownError(label=label, message=str(message), anchor=anchor) for message in errors)
+    return shown
+
+
 def render_decision_page(
     model_admin: ModelAdmin,
     request: HttpRequest,
@@ -459,6 +488,7 @@ def render_decision_page(
             for item in (section.items if section else ())
         ],
         "edit_rows": edit_rows(form),
+        "error_summary": error_summary(form),
         "edit_action": EDIT_AND_APPROVE,
         "turns": turns,
         "deadline_text": deadline_text,

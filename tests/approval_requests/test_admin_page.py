@@ -265,7 +265,7 @@ def test_bad_json_is_refused_beside_the_arguments_keeping_the_input(agent, appro
     response = decide(logged_in(approver), pause, "EDIT_AND_APPROVE", **edit_fields(typed))
     assert response.status_code == 200
     body = text_of(response)
-    assert "Please correct the errors below." in body
+    assert "Nothing was decided." in body
     summary = re.search(r'class="errorlist hitl-edit-error-summary">(.*?)</ul>', body, re.S).group(1)
     assert "Arguments (JSON): is not valid JSON (line 1, column 34)" in summary
     row = re.search(r'id="hitl-edit-row-arguments">(.*?)</tr>', body, re.S).group(1)
@@ -309,7 +309,7 @@ def test_a_request_that_allows_no_edits_offers_none_and_refuses_one(agent, appro
     assert 'id="hitl-edit-approve"' not in body and 'name="edit_0"' not in body
     assert "does not allow edits" in re.search(r'id="hitl-edit-none">(.*?)</p>', body, re.S).group(1)
     forged = decide(client, pause, "EDIT_AND_APPROVE", **edit_fields(body=AMENDED_BODY))
-    assert forged.status_code == 200 and "Please correct the errors below." in text_of(forged)
+    assert forged.status_code == 200 and "Nothing was decided." in text_of(forged)
     assert still_pending(pause, filed)
     # REST refuses the same edit, in the ACTION validator's words
     rest = client_for(approver).post(

@@ -157,3 +157,12 @@ def test_the_inbox_list_pages_keep_their_own_title(approver):
     """The count is on the index only: the sidebar and the list are not charged a query for it."""
     text = logged_in(approver).get(INBOX).content.decode()
     assert "Pending approvals (" not in text
+
+
+def test_the_admin_says_the_products_name_and_offers_no_site_to_view(approver):
+    for path in ("/admin/", LOGIN):
+        client = logged_in(approver) if path == "/admin/" else Client()
+        html = client.get(path).content.decode()
+        assert "<title>" in html and "HITL approvals" in html, path
+        assert "Django administration" not in html and "Django site admin" not in html, path
+    assert "View site" not in logged_in(approver).get("/admin/").content.decode()

@@ -208,6 +208,13 @@ def test_a_tool_call_pause_shows_each_call_and_keeps_a_bad_amendment_on_the_form
     page.click("#hitl-approve")
     page.locator("#hitl-call-0 .errorlist").wait_for()
     assert "the edited arguments are not valid JSON" in page.locator("#hitl-call-0 .errorlist").inner_text()
+    # the page reloads at its top: the error is where the eye is, and links to the field
+    summary = page.locator("#hitl-error-summary")
+    assert "the edited arguments are not valid JSON" in summary.inner_text()
+    box = summary.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= page.viewport_size["height"], box
+    href = summary.locator("a").first.get_attribute("href")
+    assert page.locator(href).count() == 1, href
     assert page.input_value("#id_call_0_amended") == '{"amount": 1000'
     assert page.input_value("#id_note") == "Only up to 1,000"
     save_screenshot(page, "admin-decision-tool-call-error.png")
