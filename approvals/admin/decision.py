@@ -98,7 +98,7 @@ class DecisionForm(forms.Form):
     note = forms.CharField(
         required=False,
         strip=False,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 80, "maxlength": NOTE_MAX}),
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 80, "maxlength": NOTE_MAX}),
     )
 
     def __init__(
@@ -458,8 +458,7 @@ def render_decision_page(
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
-        "title": f"Decide: {pause.reason}",
-        "subtitle": str(pause.subject_id),
+        "title": f"{'Decide' if pending else 'Decided'}: {pause.reason}",
         "pause": pause,
         "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
         "agent_name": agent_names([pause.agent_id]).get(pause.agent_id) if pause.agent_id else None,

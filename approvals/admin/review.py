@@ -88,6 +88,23 @@ class ReviewCall:
         """A call without an id cannot be addressed in toolDecisions: it follows the overall verdict."""
         return bool(self.call_id)
 
+    @property
+    def argument_lines(self) -> list[tuple[str, str]] | None:
+        """Each argument on its own line, in the model's order (a text as it is, any other value as its
+        JSON); None when the arguments are not a whole JSON object (cut short, or another value)."""
+        if self.args_truncated:
+            return None
+        try:
+            parsed = json.loads(self.arguments)
+        except ValueError:
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        return [
+            (str(key), value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            for key, value in parsed.items()
+        ]
+
 
 @dataclass(frozen=True)
 class ReviewNotice:

@@ -148,7 +148,7 @@ def test_the_requester_input_is_shown_first_on_the_page(alice, approver):
     pause = paused_pause(alice)
     html = logged_in(approver).get(page(pause)).content.decode()
     box = html.index('id="hitl-requester-input"')
-    assert box < html.index("Why it waits for you")
+    assert box < html.index('id="hitl-details"')
     assert "What the requester asked" in html[box:] and "please delete my account" in html[box:]
 
 

@@ -41,7 +41,7 @@ def test_the_page_says_what_approve_and_reject_do_and_what_was_asked(live_server
     page.goto(f"{live_server.url}{INBOX}{pause.pk}/change/")
     asked = page.locator("#hitl-requester-input")
     assert asked.is_visible() and "please delete my account, I moved away" in asked.inner_text()
-    assert asked.bounding_box()["y"] < page.locator("text=Why it waits for you").bounding_box()["y"]
+    assert asked.bounding_box()["y"] < page.locator("#hitl-details").bounding_box()["y"]
     assert page.locator("#hitl-outlook-approve").inner_text() == (
         "Approve: the remaining steps run: call_confirm_deletion → POST /notify → reply for confirm_deletion."
     )
