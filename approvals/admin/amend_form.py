@@ -7,7 +7,8 @@ arguments. A secret shown as ``<REDACTED>`` and left alone keeps its real value:
 original back (toolgate.gate.amendments), for REST and MCP reviewers too.
 
 The JSON box (the whole object) is for adding or removing keys, or for arguments that are not an object.
-Editing both the fields and the JSON of one call is refused rather than merged by guess. A call whose
+The page's script keeps the fields and the JSON in step (one edit, two views); posted with both changed,
+they must agree on every field changed, else it is refused rather than merged by guess. A call whose
 arguments were truncated when it paused cannot be amended at all, and gets no inputs.
 """
 
@@ -113,7 +114,12 @@ def call_amendment(call: ReviewCall) -> CallAmendment:
 
 
 def _widget(item: ArgumentInput) -> forms.Widget:
-    attrs = {"data-shown": item.shown, "data-argument": item.key, "class": "hitl-amend-input"}
+    attrs = {
+        "data-shown": item.shown,
+        "data-argument": item.key,
+        "data-kind": item.kind,
+        "class": "hitl-amend-input",
+    }
     if item.kind == BOOLEAN:
         return forms.Select(choices=[("true", "true"), ("false", "false")], attrs=attrs)
     if item.kind == NUMBER:
@@ -239,11 +245,15 @@ def amended_arguments(form: forms.Form, amendment: CallAmendment, *, approved: b
     if not (edited or json_edited) or form.has_error(amendment.json_name):
         return None
     if edited and json_edited:
-        form.add_error(
-            amendment.json_name,
-            f"{call_word}: you edited both the fields and the JSON; keep one (Reset the other) and try again.",
-        )
-        return None
+        # The page keeps the fields and the JSON in step: one edit, seen twice. They must agree.
+        if any(key not in value or not _same(value[key], field) for key, field in edited.items()):
+            form.add_error(
+                amendment.json_name,
+                f"{call_word}: the fields and the JSON say different things; "
+                "keep one (Reset the other) and try again.",
+            )
+            return None
+        edited = {}
     if not approved:
         target = amendment.json_name if json_edited else amendment.input_for(next(iter(edited))).name
         form.add_error(

@@ -121,11 +121,26 @@ def posted_with_error(client, pause: Pause, changes: dict[str, str]):
     return response.context["form"]
 
 
-def test_editing_fields_and_the_json_together_is_refused(alice, approver):
+def test_fields_and_a_json_that_disagree_are_refused(alice, approver):
     pause = secret_call_pause(alice)
     client = logged_in(approver)
     form = posted_with_error(client, pause, {AMOUNT: "1", JSON_BOX: '{"amount": 2}'})
-    assert "you edited both the fields and the JSON" in str(form.errors[JSON_BOX])
+    assert "the fields and the JSON say different things" in str(form.errors[JSON_BOX])
+
+
+def test_fields_and_a_json_that_agree_are_one_edit(alice, approver):
+    """What the page's script posts: a field changed, and the JSON it wrote from it (a key added too)."""
+    pause = secret_call_pause(alice)
+    client = logged_in(approver)
+    shown = as_shown(client, pause)
+    edited = {**json.loads(shown[JSON_BOX]), "amount": 90, "cc": "ops@example.org"}
+    response = client.post(page(pause), {**shown, AMOUNT: "90", JSON_BOX: json.dumps(edited, indent=2)})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert json.loads(decided_call(pause)["amendedArguments"]) == {
+        **ARGUMENTS,
+        "amount": 90,
+        "cc": "ops@example.org",
+    }
 
 
 BAD_FIELDS = {

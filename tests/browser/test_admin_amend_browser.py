@@ -4,6 +4,7 @@ shape the model wrote, which the page showed as it is, with a warning, and the r
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -59,3 +60,34 @@ def test_an_edited_field_reaches_the_tool_with_the_untouched_value_after_a_reset
     assert sent_bodies(http_recorder) == [{"amount": "60", "to": "bob", "token": SECRET}]
     pause.refresh_from_db()
     assert pause.verdict == "APPROVED" and pause.decided_by == "rita"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_fields_and_the_json_stay_in_step_through_an_error_and_a_retry(
+    live_server, page, http_recorder, width
+):
+    alice = make_user("alice")
+    make_user("rita", "approver")
+    pause = paused_transfer(alice, http_recorder)
+    page.set_viewport_size({"width": width, "height": 900})
+    admin_login(page, live_server.url, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/admin/approvals/pendingapproval/{pause.pk}/change/")
+    amount, as_json = argument(page, "amount"), page.locator("#id_call_0_amended")
+
+    amount.fill("250")  # the field writes into the JSON
+    assert json.loads(as_json.input_value())["amount"] == 250
+    as_json.fill(as_json.input_value().replace("250", "2500"))  # the JSON writes into the field
+    assert amount.input_value() == "2500"
+
+    as_json.fill('{"amount": 90,')  # a JSON error, submitted
+    page.click("#hitl-approve")
+    page.locator("#hitl-error-summary").wait_for()
+    assert "not valid JSON" in page.locator("#hitl-error-summary").inner_text()
+    assert as_json.input_value() == '{"amount": 90,'  # what was typed is kept
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
+
+    argument(page, "amount").fill("90")  # a retry from the field: the JSON is rebuilt, and it just works
+    assert json.loads(page.locator("#id_call_0_amended").input_value())["amount"] == 90
+    page.click("#hitl-approve")
+    page.wait_for_url(re.compile(r"/admin/approvals/pendingapproval/$"))
+    assert sent_bodies(http_recorder) == [{"amount": "90", "to": "bob", "token": SECRET}]
