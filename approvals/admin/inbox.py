@@ -13,6 +13,7 @@ approvals.admin.paging).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -34,7 +35,7 @@ from approvals.admin.paging import CappedCountPaginator
 from approvals.admin.scope import may_decide
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
-from approvals.models import Pause, PauseStatus, PendingApproval, SubjectType
+from approvals.models import Pause, PauseKind, PauseStatus, PendingApproval, SubjectType
 from approvals.pause_kinds import decision_page_for
 from approvals.selectors import INBOX_ORDER, reviewable_pauses
 
@@ -68,6 +69,31 @@ def requesting_agent(pause: Pause) -> str | None:
     return str(name) if name else None
 
 
+CALLS_SHOWN = 3  # calls named on a row; more are counted
+
+
+def calls_line(pause: Pause) -> str:
+    """A tool-call pause's calls on one line, each its tool and, for an HTTP call, its method and path
+    (``transfer_funds → POST /v1/transfers``; never the host, query, headers or body); empty otherwise."""
+    if pause.kind != PauseKind.TOOL_CALL:
+        return ""
+    calls = [call for call in (pause.details or {}).get("calls") or [] if isinstance(call, dict)]
+    if not calls:  # a batch without its calls in the pause's details: the tool names alone
+        calls = [{"toolName": name} for name in pause.tool_names or []]
+    parts = []
+    for call in calls[:CALLS_SHOWN]:
+        name = str(call.get("toolName") or "(unnamed tool)")
+        preview = call.get("requestPreview")
+        target = (preview.get("url") or preview.get("uri")) if isinstance(preview, dict) else None
+        if isinstance(preview, dict) and preview.get("method") and target:
+            parts.append(f"{name} → {preview['method']} {urlsplit(str(target)).path or '/'}")
+        else:
+            parts.append(name)
+    if len(calls) > CALLS_SHOWN:
+        parts.append(f"and {len(calls) - CALLS_SHOWN} more")
+    return ", ".join(parts)
+
+
 def agent_cell(pause: Pause) -> str:
     """The agent column of the inbox and the history: a conversation's agent by its current name and
     version, an approval request's by the name it filed under; "-" when the pause has none."""
@@ -86,8 +112,9 @@ SEARCH_HELP = (
 
 @admin.register(PendingApproval)
 class PendingApprovalAdmin(admin.ModelAdmin):
-    # The urgent columns first: what is due and what happens then stay in view at 1280 px; the
-    # template (pendingapproval/change_list.html) clamps the reason and drops the minor columns on narrow screens.
+    # The urgent columns first: what is due stays in view at 1280 px, and what is asked (the reason, a tool
+    # call's calls, who asked, the agent) takes the rest; inbox_list.css drops the minor columns on narrow
+    # screens.
     list_display = (
         "deadline",
         "on_timeout",
@@ -247,9 +274,13 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         who = [self.owner_name(pause)]
         if pause.agent_id is not None:
             who.append(self.agent(pause))
+        asked = calls_line(pause)
         return format_html(
-            '{}<span class="hitl-reason-who">{}</span>',
+            '{}{}<span class="hitl-reason-who">{}</span>',
             reason,
+            format_html('<span class="hitl-reason-calls" title="{}">{}</span>', asked, asked)
+            if asked
+            else "",
             format_html_join(" · ", "{}", ((part,) for part in who)),
         )
 
