@@ -22,7 +22,6 @@ from approvals.selectors import reviewable_pauses
 
 INBOX_MODEL = "PendingApproval"
 PRODUCT_NAME = "HITL approvals"
-OPERATOR_APPS = frozenset({"django_q"})  # not shown to reviewers who are not admins
 NO_REVIEWER_ACCESS = (
     "You signed in as %(username)s, but this account has no reviewer access. "
     "Ask an administrator to give it staff access to the approval inbox."
@@ -65,13 +64,6 @@ class ReviewerAdminSite(AdminSite):
     def has_permission(self, request: HttpRequest) -> bool:
         """Active staff, never a service account (approvals.access.may_use_inbox)."""
         return may_use_inbox(request.user)
-
-    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
-        """The apps a reviewer works in: the task queue's scheduled tasks are operators' (admins') only."""
-        apps = super().get_app_list(request, app_label)
-        if request.user.is_superuser:
-            return apps
-        return [app for app in apps if app["app_label"] not in OPERATOR_APPS]
 
     def index(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
         return with_pending_count(request, super().index(request, extra_context))
