@@ -90,8 +90,9 @@ class ReviewCall:
 
     @property
     def argument_lines(self) -> list[tuple[str, str]] | None:
-        """Each argument on its own line, in the model's order (a text as it is, any other value as its
-        JSON); None when the arguments are not a whole JSON object (cut short, or another value)."""
+        """Each argument on its own line, in the model's order, its value as JSON (a text in quotes: a
+        reviewer tells "2500" from 2500); None when the arguments are not a whole JSON object (cut short,
+        or another value)."""
         if self.args_truncated:
             return None
         try:
@@ -100,10 +101,7 @@ class ReviewCall:
             return None
         if not isinstance(parsed, dict):
             return None
-        return [
-            (str(key), value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-            for key, value in parsed.items()
-        ]
+        return [(str(key), json.dumps(value, ensure_ascii=False)) for key, value in parsed.items()]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ after."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -93,7 +94,7 @@ def test_a_tool_call_shows_every_argument_and_the_buttons_on_the_first_screen(li
     assert [row.get_attribute("data-key") for row in rows.all()] == list(ARGUMENTS)
     for index, (key, value) in enumerate(ARGUMENTS.items()):
         row = rows.nth(index)
-        assert key in row.inner_text() and str(value) in row.inner_text()
+        assert key in row.inner_text() and json.dumps(value) in row.inner_text()  # a text in its quotes
         on_first_screen(page, f'#hitl-call-0 .hitl-argument[data-key="{key}"]')
     for selector in ("#hitl-reason", "#hitl-outlook", "#hitl-approve", "#hitl-reject"):
         on_first_screen(page, selector)
