@@ -211,3 +211,10 @@ def test_a_group_pause_is_cancelled_like_the_discussion_cancel_and_takes_no_guid
     assert pause.status == PauseStatus.CANCELLED
     assert GroupConversation.objects.get(pk=pause.subject_id).state == "CANCELLED"
     assert approvals_of(pause).get().detail["reviewerAction"] == "cancel_request"
+
+
+def test_a_rule_pause_does_not_say_a_model_reads_the_guidance(alice, approver):
+    html = logged_in(approver).get(page(paused_pause(alice))).content.decode()
+    guidance = html[html.index('<label for="hitl-guidance">') :]
+    guidance = guidance[: guidance.index("</label>")]
+    assert "the conversation is told it" in guidance and "the model reads" not in guidance
