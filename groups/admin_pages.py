@@ -128,6 +128,18 @@ def _task_items(
     )
 
 
+def _approve_label(pause: Pause, document: dict[str, Any] | None, *, tasks: bool) -> str:
+    """What Approve does: go on with the task verdicts, go on to the next phase, or, at the last phase,
+    complete the discussion."""
+    if tasks:
+        return "Approve: continue with these task verdicts"
+    phases = (document or {}).get("phases") or []
+    index = (pause.details or {}).get("phaseIndex")
+    if phases and isinstance(index, int) and index == len(phases) - 1:
+        return "Approve: complete the discussion (this is its last phase)"
+    return "Approve: continue the discussion"
+
+
 class GroupDecisionPage:
     def inbox_label(self, pause: Pause) -> str:
         details = pause.details or {}
@@ -156,10 +168,10 @@ class GroupDecisionPage:
             items_help=ITEMS_HELP.format(rejection=ON_REJECTION.get(on_rejection, "?")) if items else "",
             transcript=_transcript(discussion, names) if may_read and discussion is not None else None,
             note_help="a rejected task gets it as the reviewer's feedback; a rejected discussion records it "
-            "in its transcript",
-            approve_label="Approve: continue with these task verdicts"
+            "in its transcript"
             if items
-            else "Approve: continue the discussion",
+            else "a rejected discussion records it in its transcript",
+            approve_label=_approve_label(pause, document, tasks=bool(items)),
             reject_label="Reject: fail the discussion",
             cancel_hint=f"cancel the discussion (POST /groups/{pause.group_id}/conversations/{pause.subject_id}/cancel)",
         )

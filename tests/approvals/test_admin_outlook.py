@@ -138,10 +138,26 @@ def test_a_group_pause_says_what_its_own_buttons_do(approver):
     pause = Pause.objects.get(subject_id=body["discussionId"], status=PauseStatus.PENDING)
     response = logged_in(approver).get(page(pause))
     outlook = outlook_of(response)
-    assert outlook.approve == "Approve: continue the discussion."
+    assert outlook.approve == "Approve: complete the discussion (this is its last phase)."
     assert outlook.reject.startswith("Reject: fail the discussion.")
     assert outlook.guidance == "" and response.context["takes_guidance"] is False
     assert response.context["requester_input"] == "Draft the release notes"
+    assert "a rejected task" not in response.content.decode()  # a PHASE gate has no tasks
+
+
+def test_a_phase_gate_before_the_last_phase_continues_the_discussion(approver):
+    alice = make_user("alice")
+    group_id = group(
+        [(echoing("worker"), "Writer")],
+        [
+            {"name": "Ideas", "type": "OPINION", "requiresApproval": True},
+            {"name": "Challenge", "type": "CHALLENGE"},
+        ],
+        hitlConfig={"granularity": "PHASE"},
+    )
+    body = discuss(client_for(alice), group_id, "Draft the release notes")
+    pause = Pause.objects.get(subject_id=body["discussionId"], status=PauseStatus.PENDING)
+    assert outlook_of(logged_in(approver).get(page(pause))).approve == "Approve: continue the discussion."
 
 
 def test_the_requester_input_is_shown_first_on_the_page(alice, approver):
