@@ -168,10 +168,10 @@ def opted_in_markers(markexpr: str) -> set[str]:
 
 
 def pytest_collection_modifyitems(config, items) -> None:  # pytest's objects
-    """The ``long`` files first (each file's tests stay together and in order: ``--dist loadfile`` hands
-    files to the workers in this order, so the long ones start first and the short ones fill the end);
-    then deselect (never skip) the opt-in markers' tests that the ``-m`` expression does not name."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
+    """Deselect (never skip) the opt-in markers' tests that the ``-m`` expression does not name.
+
+    The order stays pytest-django's (Django's): tests in a transaction first, then the transactional ones,
+    whose live servers and clusters may still write after a test ends."""
     left_out = set(OPT_IN_MARKERS) - opted_in_markers(config.getoption("markexpr") or "")
     if not left_out:
         return
