@@ -101,7 +101,7 @@ class RequestEngine:
     def interrupt_stale_turns(self, *, now: datetime, older_than: datetime) -> int:
         return 0
 
-    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+    def review_turns(self, pause: Pause, limit: int, *, until: datetime | None = None) -> list[dict]:
         return []  # what the agent sent as context is in the pause details
 
 

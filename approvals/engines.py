@@ -59,9 +59,10 @@ class EngineHandler(Protocol):
         """Crash recovery: running subjects with no open pause whose turn lease expired before ``now`` (or,
         without a lease, that started before ``older_than``) are interrupted."""
 
-    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+    def review_turns(self, pause: Pause, limit: int, *, until: datetime | None = None) -> list[dict]:
         """The subject's latest ``limit`` turns, oldest first, as ``{"input", "actions", "output"}`` dicts,
-        for a reviewer deciding ``pause`` (the caller checks the reviewer may read them)."""
+        for a reviewer deciding ``pause`` (the caller checks the reviewer may read them); ``until``: only
+        the turns begun by then (what the reviewer who decided it may read afterwards)."""
 
     # Optional (approvals.admin.outlook asks with getattr; an engine without them shows no such line):
 

@@ -1,9 +1,9 @@
 """What a kind of pause adds to the core: how its decisions are validated and how it is shown.
 
 Lower layers know nothing of the kinds built on them: toolgate registers the TOOL_CALL validator
-(per-call verdicts and amendments) and the TOOL_CALL details (the pending calls, re-redacted) here in
-its AppConfig.ready(); groups registers the PHASE and TASK ones, and their part of the admin decision
-page (``DecisionPage``: the discussion, its phase and transcript, a verdict per awaiting task); approval
+(per-call verdicts and amendments), the TOOL_CALL details (the pending calls, re-redacted) and, once
+decided, what became of each call (``CallOutcome``) here in its AppConfig.ready(); groups registers
+the PHASE and TASK ones, and their part of the admin decision page (``DecisionPage``: the discussion, its phase and transcript, a verdict per awaiting task); approval
 requests the ACTION ones, their page part (the action, its arguments, the pinned request, the agent's
 context) and the edit of its "Edit and approve" (``DecisionEdit``: the posted inputs as the kind's own
 decision body, with its amendments).
@@ -35,6 +35,26 @@ class DetailsProvider(Protocol):
 OutcomeUnknownReader = Callable[["Pause"], list[dict[str, Any]]]
 
 Facts = tuple[tuple[str, str], ...]  # (label, text) rows
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What became of one gated call of a decided pause, for its decision page; redacted, like every view
+    of a decided pause. ``amended``: the arguments as the reviewer approved them (JSON text), None when it
+    ran as asked; ``ran``: it was run (``result`` is what it returned); ``state``: one sentence saying what
+    happened to it (ran, did not run and why, not run yet, outcome unknown)."""
+
+    call_id: str
+    verdict: str
+    note: str
+    amended: str | None
+    ran: bool
+    state: str
+    result: str = ""
+
+
+# The outcome of each gated call of a decided pause, by call id (empty while it waits); toolgate registers it.
+CallOutcomeReader = Callable[["Pause"], dict[str, CallOutcome]]
 
 
 @dataclass(frozen=True)
@@ -145,6 +165,7 @@ _DETAILS: dict[str, DetailsProvider] = {}
 _PAGES: dict[str, DecisionPage] = {}
 _EDITS: dict[str, DecisionEdit] = {}
 _OUTCOME_UNKNOWN: list[OutcomeUnknownReader] = []
+_CALL_OUTCOMES: dict[str, CallOutcomeReader] = {}
 
 
 def register_decision_validator(kind: str, validator: DecisionValidator) -> None:
@@ -161,6 +182,10 @@ def register_decision_page(kind: str, page: DecisionPage) -> None:
 
 def register_decision_edit(kind: str, edit: DecisionEdit) -> None:
     _EDITS[kind] = edit
+
+
+def register_call_outcomes(kind: str, reader: CallOutcomeReader) -> None:
+    _CALL_OUTCOMES[kind] = reader
 
 
 def register_outcome_unknown_reader(reader: OutcomeUnknownReader) -> None:
@@ -187,3 +212,9 @@ def decision_page_for(kind: str) -> DecisionPage | None:
 
 def decision_edit_for(kind: str) -> DecisionEdit | None:
     return _EDITS.get(kind)
+
+
+def call_outcomes(pause: Pause) -> dict[str, CallOutcome]:
+    """What became of each gated call of ``pause`` (its kind's reader), by call id; empty when none says."""
+    reader = _CALL_OUTCOMES.get(pause.kind)
+    return reader(pause) if reader is not None else {}

@@ -118,13 +118,13 @@ class ConversationEngine:
                     )
         return interrupted
 
-    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
-        """The latest live steps of the paused conversation, oldest first (one query)."""
-        rows = (
-            ConversationStep.objects.filter(conversation_id=pause.subject_id, undone=False)
-            .order_by("-index")
-            .values("input", "actions", "output")[: max(0, limit)]
-        )
+    def review_turns(self, pause: Pause, limit: int, *, until: datetime | None = None) -> list[dict]:
+        """The latest live steps of the paused conversation, oldest first (one query); ``until``: only
+        the steps begun by then (a step the decision continued shows what it went on to say)."""
+        steps = ConversationStep.objects.filter(conversation_id=pause.subject_id, undone=False)
+        if until is not None:
+            steps = steps.filter(created_at__lte=until)
+        rows = steps.order_by("-index").values("input", "actions", "output")[: max(0, limit)]
         return [
             {"input": row["input"], "actions": list(row["actions"]), "output": list(row["output"])}
             for row in list(rows)[::-1]

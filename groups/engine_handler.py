@@ -115,7 +115,7 @@ class GroupEngine:
                 )
         return interrupted
 
-    def review_turns(self, pause: Pause, limit: int) -> list[dict]:
+    def review_turns(self, pause: Pause, limit: int, *, until: datetime | None = None) -> list[dict]:
         """The transcript's latest entries, oldest first, as turns: who spoke in which phase, and what."""
         discussion = GroupConversation.objects.filter(pk=pause.subject_id).only("transcript").first()
         entries = (discussion.transcript if discussion else [])[-max(0, limit) :] if limit > 0 else []

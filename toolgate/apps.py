@@ -24,11 +24,13 @@ class ToolgateConfig(AppConfig):
     def ready(self) -> None:
         from approvals.models import PauseKind
         from approvals.pause_kinds import (
+            register_call_outcomes,
             register_decision_validator,
             register_details_provider,
             register_outcome_unknown_reader,
         )
         from toolgate import checks  # noqa: F401  (registers the checks of the secret store and pinning keys)
+        from toolgate.gate.call_outcomes import call_outcomes
         from toolgate.gate.decision_validation import validate_tool_decision
         from toolgate.gate.pause_details import tool_pause_details
         from toolgate.outbound import log_redaction
@@ -36,6 +38,7 @@ class ToolgateConfig(AppConfig):
 
         register_decision_validator(PauseKind.TOOL_CALL, validate_tool_decision)
         register_details_provider(PauseKind.TOOL_CALL, tool_pause_details)
+        register_call_outcomes(PauseKind.TOOL_CALL, call_outcomes)
         register_outcome_unknown_reader(outcome_unknown_steps)
         post_migrate.connect(_ensure_journal_schedule, sender=self)
         log_redaction.install()

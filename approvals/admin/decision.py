@@ -35,6 +35,7 @@ from approvals.admin import outlook as admin_outlook
 from approvals.admin import responses as admin_responses
 from approvals.admin.amend_errors import contradiction_message, page_errors
 from approvals.admin.amend_form import add_amend_fields, amend_box, amended_arguments, call_amendment
+from approvals.admin.decided import decided_call, decided_pause
 from approvals.admin.edit_form import (
     EDIT_AND_APPROVE,
     add_edit_fields,
@@ -50,7 +51,7 @@ from approvals.admin.review import (
     on_timeout_text,
     pause_review,
 )
-from approvals.admin.scope import may_read_turns
+from approvals.admin.scope import decided_it, may_read_turns
 from approvals.agent_names import agent_names
 from approvals.continuation_runs import Continued, decide_and_continue
 from approvals.decision_input import NOTE_MAX, parse_decision_body
@@ -61,6 +62,7 @@ from approvals.pause_kinds import (
     PageEdit,
     PageItem,
     PageSection,
+    call_outcomes,
     decision_edit_for,
     decision_page_for,
 )
@@ -447,14 +449,19 @@ def render_decision_page(
     response: admin_responses.ResponseOutcome | None = None,
 ) -> HttpResponse:
     section = section or page_section(request, pause)
-    turns = None
+    turns, turns_until = None, None
     reads_turns = section is None or (section.reads_turns and section.transcript is None)
     if may_read_turns(request.user, pause) and reads_turns:
         turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS)
+    elif reads_turns and decided_it(request.user, pause):
+        turns_until = pause.decided_at
+        turns = handler_for(pause.surface).review_turns(pause, REVIEW_TURNS, until=turns_until)
     opts = model_admin.opts
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
     pending = pause.status == PauseStatus.PENDING
     only_cancel = pending and is_self_approval(pause, request.user.pk)
+    decided = None if pending else decided_pause(pause)
+    outcomes = {} if pending else call_outcomes(pause)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
@@ -475,11 +482,22 @@ def render_decision_page(
                 form[f"call_{call.index}_verdict"],
                 form[f"call_{call.index}_note"],
                 amend_box(form, form.amendments[call.index]),
+                None,
             )
-            if call.decidable
-            else (call, None, None, None)
+            if call.decidable and pending
+            else (
+                call,
+                None,
+                None,
+                None,
+                decided and decided_call(call, outcomes.get(call.call_id), automated=decided.automated),
+            )
             for call in review.calls
         ],
+        "decided": decided,
+        # a submit on a page left open after someone else decided: it says so, and that nothing changed
+        "stale": not pending and request.method == "POST",
+        "turns_until": turns_until,
         "section": section,
         # the section as it reads now, each item with its verdict field if the form has one for it
         "item_rows": [

@@ -29,6 +29,7 @@ from django.utils.safestring import SafeString
 from approvals.access import may_use_inbox
 from approvals.admin import search as admin_search
 from approvals.admin.audit import ACTOR_BADGE_STYLE
+from approvals.admin.decided import shown_note
 from approvals.admin.decision import SUBJECT_WORD, not_found_page
 from approvals.admin.history_filters import (
     AutomatedFilter,
@@ -242,7 +243,7 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="note")
     def note_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.note, 8, share=0.3)
+        return clamped(shown_note(pause), 8, share=0.3)
 
 
 def automated_badge(pause: DecidedApproval) -> SafeString:

@@ -208,7 +208,7 @@ def test_edit_and_approve_grants_the_edited_arguments_and_request(agent, approve
     )
 
     decided = text_of(client.get(page(pause)))
-    assert 'id="hitl-stale"' in decided and "APPROVED" in decided and "approver" in decided
+    assert "Approved with an edit by approver at " in decided and 'id="hitl-stale"' not in decided
     assert "Arguments: as filed and as approved" in decided
     assert (
         "<tr><td><pre>amount</pre></td><td><pre>250</pre></td><td><pre>100</pre></td><td><pre>changed</pre>"

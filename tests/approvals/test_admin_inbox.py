@@ -356,9 +356,12 @@ def test_opening_a_decided_pause_shows_the_decision_without_a_form(alice, approv
     )
     response = logged_in(approver).get(page(pause))
     html = response.content.decode()
-    assert response.status_code == 200 and "Already decided (REJECTED) by approver" in html
+    assert response.status_code == 200 and "Rejected by approver at " in html and "Note: “no”" in html
+    assert 'id="hitl-stale"' not in html  # nothing was submitted: no "nothing was changed"
     assert 'id="hitl-decision-form"' in html and 'id="hitl-approve"' not in html
-    assert response.context["turns"] is None  # approvers read a conversation only while it is paused
+    # the approver who decided it reads the turns up to the decision; any other approver none of them
+    assert response.context["turns_until"] == Pause.objects.get(pk=pause.pk).decided_at
+    assert logged_in(make_user("approver2", "approver")).get(page(pause)).context["turns"] is None
 
 
 def test_a_race_lost_inside_the_service_is_reported_as_already_decided(alice, approver, monkeypatch):

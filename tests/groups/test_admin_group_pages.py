@@ -343,7 +343,7 @@ def test_a_decided_group_pause_shows_as_decided_and_a_stale_post_changes_nothing
     )
 
     html = opened.content.decode()
-    assert opened.status_code == 200 and "Already decided (APPROVED) by admin" in html
+    assert opened.status_code == 200 and "Approved by admin at " in html and 'id="hitl-stale"' not in html
     assert 'id="hitl-approve"' not in html and 'name="item_' not in html
     assert (
         HIDDEN in html and "Your task (a)" not in html and "Phase: Ideas" not in html

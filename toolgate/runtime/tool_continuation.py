@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from approvals import metrics
@@ -24,7 +24,7 @@ from approvals.audit import append_audit_entry
 from approvals.decision_notices import automated_decision_text, is_guidance
 from approvals.models import Pause, SubjectType, Verdict
 from toolgate.gate import journal
-from toolgate.gate.decision_validation import effective_verdict
+from toolgate.gate.call_outcomes import CallDecision, decision_for
 from toolgate.gate.pinning import CHANGED, pinned_request_check, request_changed_reason
 from toolgate.gate.tools import ToolCall, ToolContext, ToolSet
 from toolgate.models import JournalStatus, PendingToolBatch, PendingToolCall
@@ -56,22 +56,6 @@ CONFIG_DRIFT_TEXT = (
     "The pending approval could not be applied because the agent's configuration changed. "
     "No gated action was executed."
 )
-
-
-@dataclass
-class CallDecision:
-    verdict: str
-    note: str
-    amended: str | None
-
-
-def decision_for(call: PendingToolCall, pause: Pause) -> CallDecision:
-    entries = (pause.decision_details or {}).get("toolDecisions") or {}
-    entry = entries.get(call.call_id) if isinstance(entries.get(call.call_id), dict) else None
-    verdict = effective_verdict(call.call_id, pause.decision_details or {}, pause.verdict)
-    note = (entry.get("note") or "") if entry is not None else pause.note
-    amended = entry.get("amendedArguments") if entry is not None and verdict == Verdict.APPROVED else None
-    return CallDecision(verdict=verdict, note=note or "", amended=amended)
 
 
 def _audit(pause: Pause, verb: str, detail: dict[str, Any]) -> None:
