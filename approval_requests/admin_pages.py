@@ -226,6 +226,12 @@ def _labels(request: ApprovalRequest) -> dict[str, str]:
 
 
 class RequestDecisionPage:
+    def headline(self, pause: Pause) -> str:
+        return pause.reason  # the agent's own words for what it asks
+
+    def inbox_where(self, pause: Pause) -> str:
+        return ""  # the row names the agent that filed it
+
     def inbox_label(self, pause: Pause) -> str:
         """The action and, when pinned, its request line ("refund → POST https://…"), from the row."""
         action = str((pause.tool_names or ["?"])[0])

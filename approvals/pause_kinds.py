@@ -137,8 +137,15 @@ class PageSection:
 
 
 class DecisionPage(Protocol):
+    def headline(self, pause: Pause) -> str:
+        """What is asked, in a reviewer's words, for the page's title and the inbox row: from the row
+        itself, never a query per row. The stored reason stays what the API returns."""
+
     def inbox_label(self, pause: Pause) -> str:
         """Where the pause stands, for its inbox row: from the row itself, never a query per row."""
+
+    def inbox_where(self, pause: Pause) -> str:
+        """Whose subject it is (a group's name), for the inbox row; "" when the row says it elsewhere."""
 
     def section(self, pause: Pause, *, may_read: bool) -> PageSection:
         """The kind's part of the decision page; ``may_read``: the reviewer may read the subject's turns

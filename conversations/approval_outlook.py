@@ -39,29 +39,34 @@ def _http_labels(task: dict[str, Any], actions: list[str]) -> list[str]:
             continue
         request = call.get("request") if isinstance(call.get("request"), dict) else {}
         method = str(request.get("method") or "GET").upper()
-        labels.append(f"{call['name']} → {method} {_shown_path(request.get('path'))}")
+        labels.append(f"calls {call['name']} ({method} {_shown_path(request.get('path'))})")
     return labels
 
 
 def _output_labels(task: dict[str, Any], actions: list[str]) -> list[str]:
     entries = [entry for entry in task.get("outputs") or [] if isinstance(entry, dict)]
-    return [f"reply for {action}" for action in actions if any(e.get("action") == action for e in entries)]
+    return [
+        f"sends the reply written for {action}"
+        for action in actions
+        if any(e.get("action") == action for e in entries)
+    ]
 
 
 def task_labels(task: dict[str, Any], actions: list[str]) -> list[str]:
-    """What one remaining task does with the step's actions, as labels (none: it does nothing seen)."""
+    """What one remaining task does with the step's actions, as phrases a reviewer reads after "the turn
+    goes on: it …" (none: it does nothing seen)."""
     kind, task_id = str(task.get("type") or ""), str(task.get("id") or "?")
     if kind == "httpcalls":
         return _http_labels(task, actions)
     if kind == "output":
         return _output_labels(task, actions)
     if kind == "llm":
-        return [f"model task {task_id}"]
+        return [f"asks the model (task {task_id})"]
     if kind == "behavior_rules":
-        return [f"rules {task_id} (what they add runs too)"]
+        return [f"checks its rules again (task {task_id}; what they add runs too)"]
     if kind in SILENT_TASKS or not kind:
         return []
-    return [f"{kind} {task_id}"]
+    return [f"runs its {kind} task {task_id}"]
 
 
 def remaining_step_labels(

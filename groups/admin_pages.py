@@ -140,7 +140,27 @@ def _approve_label(pause: Pause, document: dict[str, Any] | None, *, tasks: bool
     return "Approve: continue the discussion"
 
 
+def _quoted(name: Any) -> str:
+    return f"“{name}”"
+
+
 class GroupDecisionPage:
+    def headline(self, pause: Pause) -> str:
+        """E.g. "“Product council” finished phase “Opinions” (OPINION): 3 contributions to review"; a pause
+        opened before its details named the group and what the phase produced says less."""
+        details = pause.details or {}
+        group = _quoted(details["groupName"]) if details.get("groupName") else "A group discussion"
+        phase = f"phase {_quoted(details.get('phaseName') or '?')}"
+        if details.get("phaseType"):
+            phase += f" ({details['phaseType']})"
+        produced = details.get("produced")
+        if pause.kind == PauseKind.TASK:
+            return f"{group}, {phase}: {produced or 'tasks'} to review"
+        return f"{group} finished {phase}" + (f": {produced} to review" if produced else "")
+
+    def inbox_where(self, pause: Pause) -> str:
+        return str((pause.details or {}).get("groupName") or "")
+
     def inbox_label(self, pause: Pause) -> str:
         details = pause.details or {}
         label = f"phase {details.get('phaseIndex', '?')}: {details.get('phaseName') or '?'}"

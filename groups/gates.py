@@ -51,6 +51,24 @@ def pause_reason(kind: str, phase_name: str) -> str:
     return f"Requires human approval ({kind}) — phase: {phase_name}"
 
 
+def _counted(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def produced(discussion: GroupConversation, phase: dict[str, Any], kind: str) -> str:
+    """What the phase produced, as a reviewer counts it: its members' contributions, or for a TASK gate the
+    tasks awaiting approval."""
+    if kind == TASK:
+        awaiting = task_list.awaiting(task_list.of_phase(discussion.tasks, phase["name"]))
+        return _counted(len(awaiting), "task")
+    said = [
+        entry
+        for entry in discussion.transcript
+        if entry.get("phase") == phase["name"] and entry.get("member") is not None
+    ]
+    return _counted(len(said), "contribution")
+
+
 def open_gate(
     *, discussion: GroupConversation, document: dict[str, Any], index: int, kind: str
 ) -> Pause | None:
@@ -78,6 +96,8 @@ def open_gate(
             return None
         discussion.state = DiscussionState.AWAITING_APPROVAL
         where = {"phaseIndex": index, "phaseName": phase["name"], "phaseType": phase["type"]}
+        # what the reviewer's pages say of it without a query: the group's name, what the phase produced
+        shown = {"groupName": document.get("name") or "", "produced": produced(discussion, phase, kind)}
         return open_pause(
             surface=Engine.GROUP,
             kind=kind,
@@ -94,5 +114,5 @@ def open_gate(
                 "turnCount": discussion.turn_count,
                 "groupVersion": discussion.group_version,
             },
-            details=where | {"granularity": granularity(document), "awaitingTaskIds": awaiting_ids},
+            details=where | shown | {"granularity": granularity(document), "awaitingTaskIds": awaiting_ids},
         )

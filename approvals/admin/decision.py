@@ -461,11 +461,14 @@ def render_decision_page(
     pending = pause.status == PauseStatus.PENDING
     only_cancel = pending and is_self_approval(pause, request.user.pk)
     decided = None if pending else decided_pause(pause)
+    page = decision_page_for(pause.kind)
+    asked = page.headline(pause) if page is not None else pause.reason
     outcomes = {} if pending else call_outcomes(pause)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
-        "title": f"{'Decide' if pending else 'Decided'}: {pause.reason}",
+        "title": f"{'Decide' if pending else 'Decided'}: {asked}",
+        "asked": asked,
         "pause": pause,
         "subject_word": SUBJECT_WORD.get(pause.subject_type, "Subject"),
         "agent_name": agent_names([pause.agent_id]).get(pause.agent_id) if pause.agent_id else None,

@@ -42,6 +42,7 @@ from approvals.admin.inbox import SEARCH_HELP, agent_cell, subject_label
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
 from approvals.models import DecidedApproval, PauseStatus, SubjectType
+from approvals.pause_kinds import decision_page_for
 from approvals.selectors import reviewable_pauses
 
 DECISION_PAGE = "admin:approvals_pendingapproval_change"
@@ -239,7 +240,8 @@ class DecidedApprovalAdmin(admin.ModelAdmin):
 
     @admin.display(description="reason", ordering="reason")
     def reason_line(self, pause: DecidedApproval) -> SafeString:
-        return clamped(pause.reason, 10, share=0.45)
+        page = decision_page_for(pause.kind)  # a kind's headline: a group's names its phase
+        return clamped(page.headline(pause) if page else pause.reason, 10, share=0.45)
 
     @admin.display(description="note")
     def note_line(self, pause: DecidedApproval) -> SafeString:

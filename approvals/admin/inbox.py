@@ -227,7 +227,12 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         where = page.inbox_label(pause) if page else ""
         if pause.group_id is None:
             return where or "-"
-        group = format_html('<span title="{}">{}…</span>', pause.group_id, str(pause.group_id)[:8])
+        name = page.inbox_where(pause) if page else ""
+        group = format_html(
+            '<span class="hitl-group" title="{}">{}</span>',
+            pause.group_id,
+            name or f"{str(pause.group_id)[:8]}…",
+        )
         return format_html("{}<br>{}", group, where) if where else group
 
     @admin.display(description="agent", ordering="agent_id")
@@ -257,10 +262,12 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         Under it, who asked and which agent (an approval request's agent and action): shown only where the
         owner, agent and action columns are dropped (narrower screens, inbox_list.css), so a reviewer at
         1280 px still reads names, not ids. An approval request's line may be cut: all of it on hover."""
+        page = decision_page_for(pause.kind)
+        headline = page.headline(pause) if page else pause.reason
         reason = format_html(
             '<span class="hitl-reason" title="{}" tabindex="0" role="button" aria-expanded="false">{}</span>',
-            pause.reason,
-            pause.reason,
+            headline,
+            headline,
         )
         if pause.subject_type == SubjectType.APPROVAL_REQUEST:
             label = self.group_phase(pause)
@@ -274,6 +281,8 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         who = [self.owner_name(pause)]
         if pause.agent_id is not None:
             who.append(self.agent(pause))
+        if pause.group_id is not None and page is not None and (group := page.inbox_where(pause)):
+            who.append(group)
         asked = calls_line(pause)
         return format_html(
             '{}{}<span class="hitl-reason-who">{}</span>',

@@ -76,7 +76,8 @@ def call_outlook(call: ReviewCall) -> CallOutlook:
 
 
 def _joined(steps: list[str]) -> str:
-    return " → ".join(steps)
+    """``a``, ``a, then b``, ``a, then b, then c``: the steps in the order they run."""
+    return ", then ".join(steps)
 
 
 def rule_outlook(pause: Pause) -> Outlook:
@@ -86,10 +87,10 @@ def rule_outlook(pause: Pause) -> Outlook:
     if steps is None:
         approve = "Approve: the conversation goes on with the rest of its turn."
     elif steps:
-        approve = f"Approve: the remaining steps run: {_joined(steps)}."
+        approve = f"Approve: the turn goes on: it {_joined(steps)}."
     else:
         approve = "Approve: the turn goes on, but none of its remaining steps acts on this request."
-    skipped = "the remaining steps do not run" if steps != [] else "the turn ends here"
+    skipped = "none of that runs" if steps else "the turn ends here"
     told = f"“{HUMAN_REJECTION_TEXT} Reason: …” with your note"
     return Outlook(
         approve=approve,

@@ -60,7 +60,8 @@ def test_a_rule_pause_says_which_remaining_steps_run_on_approve(alice, approver)
     pause = paused_pause(alice, notifying_agent())
     outlook = outlook_of(logged_in(approver).get(page(pause)))
     assert outlook.approve == (
-        "Approve: the remaining steps run: call_confirm_deletion → POST /notify → reply for confirm_deletion."
+        "Approve: the turn goes on: it calls call_confirm_deletion (POST /notify), then sends the reply "
+        "written for confirm_deletion."
     )
 
 
@@ -99,9 +100,9 @@ def test_remaining_steps_follow_the_paused_task_and_its_actions_only():
         document, workflow_id="main", task_index=0, actions=["PAUSE_CONVERSATION", "confirm_deletion"]
     )
     assert labels == [
-        "call_confirm_deletion → POST /notify",
-        "rules later-rules (what they add runs too)",
-        "model task assistant",
+        "calls call_confirm_deletion (POST /notify)",
+        "checks its rules again (task later-rules; what they add runs too)",
+        "asks the model (task assistant)",
     ]
     assert remaining_step_labels(document, workflow_id="gone", task_index=0, actions=[]) == []
 
@@ -109,7 +110,7 @@ def test_remaining_steps_follow_the_paused_task_and_its_actions_only():
 def test_a_rule_pause_says_reject_skips_the_steps_and_tells_the_conversation(alice, approver):
     pause = paused_pause(alice, notifying_agent())
     outlook = outlook_of(logged_in(approver).get(page(pause)))
-    assert outlook.reject.startswith("Reject: the remaining steps do not run; the conversation is told")
+    assert outlook.reject.startswith("Reject: none of that runs; the conversation is told")
     assert HUMAN_REJECTION_TEXT in outlook.reject and "with your note" in outlook.reject
 
 

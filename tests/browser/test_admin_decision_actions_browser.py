@@ -43,11 +43,10 @@ def test_the_page_says_what_approve_and_reject_do_and_what_was_asked(live_server
     assert asked.is_visible() and "please delete my account, I moved away" in asked.inner_text()
     assert asked.bounding_box()["y"] < page.locator("#hitl-details").bounding_box()["y"]
     assert page.locator("#hitl-outlook-approve").inner_text() == (
-        "Approve: the remaining steps run: call_confirm_deletion → POST /notify → reply for confirm_deletion."
+        "Approve: the turn goes on: it calls call_confirm_deletion (POST /notify), then sends the reply "
+        "written for confirm_deletion."
     )
-    assert (
-        page.locator("#hitl-outlook-reject").inner_text().startswith("Reject: the remaining steps do not run")
-    )
+    assert page.locator("#hitl-outlook-reject").inner_text().startswith("Reject: none of that runs")
     assert (
         page.locator("#hitl-outlook-guidance").is_visible()
         and page.locator("#hitl-outlook-cancel").is_visible()

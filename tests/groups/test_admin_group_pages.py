@@ -128,6 +128,22 @@ def test_the_inbox_lists_group_pauses_with_kind_group_and_phase_and_filters_them
     assert listed(q=phase["discussionId"]) == {phase_pause.pk}
 
 
+def test_a_group_row_names_its_group_and_what_the_phase_produced(alice, approver):
+    phase = pause_of(phase_discussion(alice))
+    tasks = pause_of(task_discussion(alice))
+    client = logged_in(approver)
+    html = client.get(INBOX).content.decode()
+    asked = "“panel” finished phase “Opinions” (OPINION): 1 contribution to review"
+    assert f'<span class="hitl-reason" title="{asked}"' in html
+    assert "“panel”, phase “Build” (EXECUTE): 2 tasks to review" in html
+    assert f'<span class="hitl-group" title="{phase.group_id}">panel</span>' in html  # not an id prefix
+    assert "alice · panel</span>" in html  # who asked, and the group, under the headline
+    opened = client.get(page(phase)).content.decode()
+    assert f'<h1 id="hitl-reason">{asked}</h1>' in opened
+    assert phase.reason == "Requires human approval (PHASE) — phase: Opinions"  # the API's reason stays
+    assert tasks.details["groupName"] == "panel" and tasks.details["produced"] == "2 tasks"
+
+
 def test_group_rows_add_no_query_per_row(alice, approver, django_assert_max_num_queries):
     pause_of(task_discussion(alice))
     client = logged_in(approver)
@@ -155,7 +171,8 @@ def test_a_task_pause_page_shows_the_group_phase_each_awaiting_task_and_the_tran
     assert response.status_code == 200
     html = response.content.decode()
     for text in (
-        "Requires human approval (TASK) — phase: Build",  # the reason
+        "<h1 id=\"hitl-reason\">“panel”, phase “Build” (EXECUTE): 2 tasks to review</h1>",  # what is asked
+        "Requires human approval (TASK) — phase: Build",  # the stored reason, among the details
         "panel (" + body["groupId"] + ")",  # the group, by name
         "Build (EXECUTE), index 1",
         "AUTO_REJECT after PT30M",
