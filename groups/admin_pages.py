@@ -99,19 +99,37 @@ def _transcript(discussion: GroupConversation, names: dict[str, str]) -> PageTab
 def _facts(pause: Pause, discussion: GroupConversation | None, *, may_read: bool) -> list[tuple[str, str]]:
     details = pause.details or {}
     group = Group.objects.filter(pk=pause.group_id).first() if pause.group_id else None
+    state = f"{discussion.state}, group version {discussion.group_version}" if discussion else "gone"
     facts = [
         (
             "Group",
             f"{group.name} ({group.pk})" if group and not group.deleted_at else f"{pause.group_id} (deleted)",
         ),
-        ("Discussion", f"{pause.subject_id} ({discussion.state if discussion else 'gone'})"),
+        ("Discussion", f"{pause.subject_id} ({state})"),
     ]
-    if discussion is not None:
-        facts.append(("Group version", str(discussion.group_version)))
-        if may_read:
-            facts.append(("Question", discussion.question))
-    phase = f"{details.get('phaseName')} ({details.get('phaseType')}), index {details.get('phaseIndex')}"
-    return [*facts, ("Phase", phase), ("Granularity", str(details.get("granularity") or pause.kind))]
+    if discussion is not None and may_read:
+        facts.append(("Question", discussion.question))
+    phase = (
+        f"{details.get('phaseName')} ({details.get('phaseType')}), index {details.get('phaseIndex')}; "
+        f"approved per {details.get('granularity') or pause.kind}"
+    )
+    return [*facts, ("Phase", phase)]
+
+
+def _produced(pause: Pause, discussion: GroupConversation, names: dict[str, str]) -> PageTable:
+    """What the members said in the paused phase: what the reviewer signs off, first (the transcript of
+    the whole discussion comes after the decision)."""
+    phase_name = (pause.details or {}).get("phaseName")
+    rows = tuple(
+        (
+            entry.get("role") or names.get(entry["member"], entry["member"]),
+            str(entry.get("status") or ""),
+            str(entry.get("content") or entry.get("note") or ""),
+        )
+        for entry in discussion.transcript
+        if entry.get("phase") == phase_name and entry.get("member") is not None
+    )
+    return PageTable(f"What phase {phase_name} produced", ("Speaker", "Status", "Said"), rows)
 
 
 def _task_items(
@@ -187,6 +205,9 @@ class GroupDecisionPage:
             items=items,
             items_help=ITEMS_HELP.format(rejection=ON_REJECTION.get(on_rejection, "?")) if items else "",
             transcript=_transcript(discussion, names) if may_read and discussion is not None else None,
+            tables=(_produced(pause, discussion, names),)
+            if may_read and discussion is not None and pause.kind == PauseKind.PHASE
+            else (),
             note_help="a rejected task gets it as the reviewer's feedback; a rejected discussion records it "
             "in its transcript"
             if items

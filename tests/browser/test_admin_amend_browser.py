@@ -61,6 +61,18 @@ def test_an_edited_field_reaches_the_tool_with_the_untouched_value_after_a_reset
     pause.refresh_from_db()
     assert pause.verdict == "APPROVED" and pause.decided_by == "rita"
 
+    # opened again, the pause reads as decided: who, the edit beside what the model asked, what it returned
+    page.goto(f"{live_server.url}/admin/approvals/pendingapproval/{pause.pk}/change/")
+    assert page.locator("#hitl-outcome-headline").inner_text().startswith("Approved with an edit by rita at ")
+    changed = page.locator("#hitl-call-0 .hitl-argument-changed")
+    assert [row.get_attribute("data-key") for row in changed.all()] == ["amount"]
+    assert changed.locator("td").all_inner_texts()[:2] == ["100", "60\nchanged"]
+    assert "Ran once, at " in page.locator("#hitl-call-outcome-0").inner_text()
+    assert page.locator("#hitl-call-result-0").is_visible()
+    assert SECRET not in page.content()  # once decided, every view of it is redacted
+    assert page.locator("#hitl-approve").count() == 0
+    save_screenshot(page, f"decided-tool-call-{width}.png", for_docs=width == 1280)
+
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_fields_and_the_json_stay_in_step_through_an_error_and_a_retry(

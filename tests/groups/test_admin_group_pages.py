@@ -171,7 +171,7 @@ def test_a_task_pause_page_shows_the_group_phase_each_awaiting_task_and_the_tran
     assert response.status_code == 200
     html = response.content.decode()
     for text in (
-        "<h1 id=\"hitl-reason\">“panel”, phase “Build” (EXECUTE): 2 tasks to review</h1>",  # what is asked
+        '<h1 id="hitl-reason">“panel”, phase “Build” (EXECUTE): 2 tasks to review</h1>',  # what is asked
         "Requires human approval (TASK) — phase: Build",  # the stored reason, among the details
         "panel (" + body["groupId"] + ")",  # the group, by name
         "Build (EXECUTE), index 1",
