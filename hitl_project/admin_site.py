@@ -53,6 +53,10 @@ def with_pending_count(request: HttpRequest, response: TemplateResponse) -> Temp
     return response
 
 
+# An app's name as a reviewer reads it, where the library's own name means nothing to them.
+APP_NAMES = {"django_q": "Schedules and background tasks"}
+
+
 class ReviewerAdminSite(AdminSite):
     login_form = ReviewerLoginForm
     # the product's name where Django says "Django administration"; no "View site": there is none
@@ -64,6 +68,13 @@ class ReviewerAdminSite(AdminSite):
     def has_permission(self, request: HttpRequest) -> bool:
         """Active staff, never a service account (approvals.access.may_use_inbox)."""
         return may_use_inbox(request.user)
+
+    def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
+        """Django's app list (sidebar, index, app pages) with each app under a reviewer's name."""
+        apps = super().get_app_list(request, app_label)
+        for app in apps:
+            app["name"] = APP_NAMES.get(app["app_label"], app["name"])
+        return apps
 
     def index(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:
         return with_pending_count(request, super().index(request, extra_context))

@@ -166,3 +166,9 @@ def test_the_admin_says_the_products_name_and_offers_no_site_to_view(approver):
         assert "<title>" in html and "HITL approvals" in html, path
         assert "Django administration" not in html and "Django site admin" not in html, path
     assert "View site" not in logged_in(approver).get("/admin/").content.decode()
+
+
+def test_the_schedules_are_listed_under_a_name_a_reviewer_reads(approver):
+    html = logged_in(approver).get("/admin/").content.decode()
+    assert "Schedules and background tasks" in html and "Django Q" not in html
+    assert 'href="/admin/django_q/schedule/"' in html  # a staff member's own schedules stay theirs to use
