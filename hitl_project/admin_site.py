@@ -70,10 +70,14 @@ class ReviewerAdminSite(AdminSite):
         return may_use_inbox(request.user)
 
     def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
-        """Django's app list (sidebar, index, app pages) with each app under a reviewer's name."""
+        """Django's app list (sidebar, index, app pages) with each app under a reviewer's name, and the
+        inbox offered to view (it is where decisions are made), not to "Change"."""
         apps = super().get_app_list(request, app_label)
         for app in apps:
             app["name"] = APP_NAMES.get(app["app_label"], app["name"])
+            for model in app.get("models", []):
+                if model.get("object_name") == INBOX_MODEL:
+                    model["view_only"] = True  # its link reads "View": a reviewer changes no pause's fields
         return apps
 
     def index(self, request: HttpRequest, extra_context: dict | None = None) -> TemplateResponse:

@@ -172,3 +172,10 @@ def test_the_schedules_are_listed_under_a_name_a_reviewer_reads(approver):
     html = logged_in(approver).get("/admin/").content.decode()
     assert "Schedules and background tasks" in html and "Django Q" not in html
     assert 'href="/admin/django_q/schedule/"' in html  # a staff member's own schedules stay theirs to use
+
+
+def test_the_inbox_is_offered_to_view_not_to_change(approver):
+    html = logged_in(approver).get("/admin/").content.decode()
+    row = html[html.index("Pending approvals (") :]
+    row = row[: row.index("</tr>")]
+    assert ">View</a>" in row and "Change" not in row
