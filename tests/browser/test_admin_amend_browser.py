@@ -95,6 +95,8 @@ def test_the_fields_and_the_json_stay_in_step_through_an_error_and_a_retry(
     page.click("#hitl-approve")
     page.locator("#hitl-error-summary").wait_for()
     assert "not valid JSON" in page.locator("#hitl-error-summary").inner_text()
+    box = page.locator("#hitl-error-summary").bounding_box()  # where the eye is after the reload
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= page.viewport_size["height"], box
     assert as_json.input_value() == '{"amount": 90,'  # what was typed is kept
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
 
