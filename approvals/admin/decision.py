@@ -521,7 +521,10 @@ def render_decision_page(
     }
     # --- what each button does, the requester's input, the response box ---
     context["outlook"] = admin_outlook.decision_outlook(pause, review, section) if pending else None
-    context["requester_input"] = admin_outlook.requester_input(turns, section)
+    asked_turns = turns
+    if turns and not pending and turns_until is None:  # every turn: what was asked is the paused one's
+        asked_turns = handler_for(pause.surface).review_turns(pause, 1, until=pause.paused_at)
+    context["requester_input"] = admin_outlook.requester_input(asked_turns, section)
     context.update(admin_responses.response_context(response, pending=pending, pause=pause, section=section))
     # --- end ---
     return TemplateResponse(request, TEMPLATE, context, status=status)

@@ -126,4 +126,7 @@ def test_the_reviewer_who_decided_reads_the_turns_up_to_the_decision_and_no_late
     other = make_user("other-approver", "approver")
     assert "please transfer 100 to bob" not in opened(other, pause)  # approvers read only while it waits
 
-    assert "savings plan" in opened(admin_user, pause)  # admins (and the owner) read every turn
+    as_admin = opened(admin_user, pause)
+    assert "savings plan" in as_admin  # admins (and the owner) read every turn
+    asked = as_admin[as_admin.index('id="hitl-requester-input"') :][:300]
+    assert "please transfer 100 to bob" in asked  # what was asked is the paused turn's, not the latest
