@@ -28,6 +28,7 @@ from approvals.access import is_service_account
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
 from approvals.models import Engine, PauseKind, SubjectType
 from approvals.pauses import open_pause
+from approvals.routing import ROUTING_KEYS, routing_errors
 from approvals.self_approval import effective_allow_self_approval
 from common.body_rules import body_errors, context_size_problem
 from common.errors import BadRequest, Forbidden
@@ -37,7 +38,14 @@ from toolgate.gate import pinning_key
 
 NAME_MAX = 200
 REASON_MAX = 500
-REQUEST_CONFIG_KEYS = ("approvalTimeout", "timeoutPolicy", "allowSelfApproval", "allowEdit", "allowRespond")
+REQUEST_CONFIG_KEYS = (
+    "approvalTimeout",
+    "timeoutPolicy",
+    "allowSelfApproval",
+    "allowEdit",
+    "allowRespond",
+    *ROUTING_KEYS,
+)
 ONLY_AGENTS = "Access denied: only a service account (role agent) files approval requests"
 
 
@@ -59,6 +67,7 @@ def request_config_errors(config: Any, field: str = "hitlConfig") -> list[FieldE
     ]
     errors += timeout_errors(config, field)
     errors += allow_self_approval_errors(config.get("allowSelfApproval"), field)
+    errors += routing_errors(config, field)
     for flag in ("allowEdit", "allowRespond"):
         value = config.get(flag)
         if value is not None and not isinstance(value, bool):

@@ -8,6 +8,7 @@ from approval_requests.claims import grant, reported_outcome
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approvals.access import is_service_account, sees_every_pause
 from approvals.models import Pause
+from approvals.votes import tally_of
 from toolgate.outbound import redact_json_value
 
 
@@ -65,6 +66,8 @@ def request_json(request: ApprovalRequest, *, viewer: Any, pause: Pause | None =
         "grant": None,
         "claim": None,
     }
+    if pause is not None and pause.required_approvals > 1:
+        body["approvals"] = tally_of(pause).as_json()  # the votes so far (approvals.votes)
     if request.status == RequestStatus.APPROVED or request.claimed_at is not None:
         granted = grant(request)
         body["grant"] = {

@@ -26,6 +26,11 @@ def _group_names(user: Any) -> set[str]:
     return cached
 
 
+def group_names(user: Any) -> set[str]:
+    """The names of the Django groups ``user`` is in, read once per request."""
+    return _group_names(user)
+
+
 def is_service_account(user: Any) -> bool:
     """A service account (role ``agent``, the group ``HITL_AGENT_GROUP``): an agent running elsewhere that
     files approval requests and reads, claims and reports on its own. It never decides anything and uses

@@ -10,8 +10,12 @@ SYSTEM_PREFIX = "system:"
 
 @dataclass(frozen=True)
 class Actor:
+    """``user``: the account that decides; ``via``: for an actor with none of its own (a Slack user), the
+    account whose access it decides with (the integration's), which routing checks it by."""
+
     name: str
     user: Any = None
+    via: Any = None
 
     @property
     def automated(self) -> bool:

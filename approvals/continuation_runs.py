@@ -38,6 +38,7 @@ from approvals.decisions import record_decision, restore_pause
 from approvals.engines import ContinuationNotStarted, handler_for
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseStatus
+from approvals.votes import Tally
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def continuation_kept_alive(pause: Pause) -> contextlib.ExitStack:
     return leases
 
 
-CONTINUED, RESTORED, QUEUED, CLAIMED = "continued", "restored", "queued", "claimed"
+CONTINUED, RESTORED, QUEUED, CLAIMED, VOTED = "continued", "restored", "queued", "claimed", "voted"
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,14 @@ class Continued:
     """A decision and what became of its continuation: ``continued`` here, ``restored`` (it could not
     start; the pause is pending again), ``queued`` for the q-cluster, or ``claimed`` by this process to
     run once its answer is sent (``then`` runs it). ``subject`` is the subject as the continuation left
-    it (the engine's own type; None unless continued, or nothing to show)."""
+    it (the engine's own type; None unless continued, or nothing to show). ``voted``: one approval of
+    several was recorded and nothing was decided yet (``tally`` says how many there are)."""
 
     pause: Pause
     outcome: str
     subject: object | None = None
     then: Callable[[], object] | None = None
+    tally: Tally | None = None
 
     @property
     def continued_here(self) -> bool:
@@ -172,6 +175,8 @@ def decide_and_continue(
             continue_here_if_quick=only_if_quick,
             own_savepoint=False,
         )
+        if decided.tally is not None:
+            return Continued(decided.pause, VOTED, tally=decided.tally)
         if decided.claimed_here and handler_for(decided.pause.surface).continues_quickly(decided.checked):
             return run_claimed_continuation(decided.pause, decided.checked, in_decision=True)
     if decided.claimed_here:
@@ -201,6 +206,8 @@ def decide_and_continue_later(
         subject=subject,
         continue_here_if_quick=True,
     )
+    if decided.tally is not None:
+        return Continued(decided.pause, VOTED, tally=decided.tally)
     if not decided.claimed_here:
         return Continued(decided.pause, QUEUED)
 
@@ -212,6 +219,32 @@ def decide_and_continue_later(
             return None
 
     return Continued(decided.pause, CLAIMED, then=run)
+
+
+def decide_and_queue(
+    *,
+    surface: str,
+    subject_type: str,
+    subject_id: uuid.UUID,
+    decision: DecisionInput,
+    actor: Actor,
+    subject: object | None = None,
+    what: str | None = None,
+) -> Continued:
+    """``decide_pause`` with its continuation queued for the q-cluster: ``QUEUED``, or ``VOTED`` for one
+    approval of several."""
+    decided = record_decision(
+        surface=surface,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        decision=decision,
+        actor=actor,
+        subject=subject,
+        what=what,
+    )
+    if decided.tally is not None:
+        return Continued(decided.pause, VOTED, tally=decided.tally)
+    return Continued(decided.pause, QUEUED)
 
 
 class ContinuationStillClaimed(RuntimeError):

@@ -27,9 +27,11 @@ from approvals.engines import handler_for
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.pause_kinds import decision_validator_for
+from approvals.routing import refuse_unrouted
 from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
 from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
+from approvals.votes import Tally, record_vote, takes_votes
 from common import rows
 from common.errors import BadRequest, LostRace, WrongState
 
@@ -99,11 +101,14 @@ class Decided:
     """What ``record_decision`` did: the decided pause (RESOLVING, as the compare-and-set wrote it),
     whether this process claimed its continuation (``claimed_here``: it must run it, else the q-cluster
     will), and what the engine's check read (``check_can_continue``) for that continuation to reuse
-    (None unless claimed here)."""
+    (None unless claimed here); or, for one approval among the several a pause needs, the votes so far
+    (``tally``) with nothing decided."""
 
     pause: Pause
     claimed_here: bool
     checked: object | None = None
+    # A vote that left the pause waiting for more approvals (approvals.votes): the pause is still PENDING.
+    tally: Tally | None = None
 
 
 def decide_pause(
@@ -176,6 +181,7 @@ def record_decision(
         if pause is None or (expected_pause_id is not None and pause.id != expected_pause_id):
             raise _not_awaiting(surface, subject_id, what or handler.subject_word)
         refuse_self_approval(pause=pause, actor=actor)
+        refuse_unrouted(pause=pause, actor=actor)
         if decision.tool_decisions and pause.kind != PauseKind.TOOL_CALL:
             raise BadRequest(
                 "toolDecisions is only valid for tool-call pauses",
@@ -194,6 +200,13 @@ def record_decision(
             )
         validator = decision_validator_for(pause.kind)
         kind_detail = validator(pause, decision) if validator else {}
+        tally = None
+        if takes_votes(pause, decision, actor):  # one approval of several: the row locked, votes counted
+            if not Pause.objects.select_for_update().filter(pk=pause.pk, status=PauseStatus.PENDING).exists():
+                raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
+            tally = record_vote(pause, decision, actor)
+            if tally.count < tally.required:
+                return Decided(pause, claimed_here=False, tally=tally)
         checked = handler.check_can_continue(pause, subject)
         now = timezone.now()
         here = continues_inline() and (
@@ -207,7 +220,7 @@ def record_decision(
             "decided_by_user_id": actor.user_id,
             "automated": actor.automated,
             "decided_at": now,
-            "decision_details": decision.recorded_details(),
+            "decision_details": decision.recorded_details() | ({"votes": tally.as_json()} if tally else {}),
             "lease_until": lease_expiry(now) if here else None,
         }
         won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
@@ -237,6 +250,7 @@ def record_decision(
                 "owner": pause.owner.get_username() if pause.owner_id else None,
                 **kind_detail,
                 **({"reviewerAction": REPLY_WITH_GUIDANCE} if decision.guidance else {}),
+                **({"approvedBy": [voter for voter, _ in tally.votes]} if tally else {}),
             },
         )
         if not here:

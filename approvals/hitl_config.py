@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from approvals.routing import ROUTING_KEYS, routing_errors
 from common.durations import InvalidDuration, NonPositiveDuration, positive_duration
 from common.field_errors import FieldError, utf16_length
 
@@ -15,7 +16,14 @@ TIMEOUT_POLICIES = ("WAIT_INDEFINITELY", "AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 FINITE_POLICIES = ("AUTO_APPROVE", "AUTO_REJECT", "ABORT")
 DEFAULT_TIMEOUT_POLICY = "WAIT_INDEFINITELY"
 PAUSE_REASON_MAX = 500
-HITL_CONFIG_KEYS = ("approvalTimeout", "timeoutPolicy", "pauseReason", "toolApprovals", "allowSelfApproval")
+HITL_CONFIG_KEYS = (
+    "approvalTimeout",
+    "timeoutPolicy",
+    "pauseReason",
+    "toolApprovals",
+    "allowSelfApproval",
+    *ROUTING_KEYS,
+)
 
 
 def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list[FieldError]:
@@ -32,6 +40,7 @@ def validate_hitl_config(config: object, field_path: str = "hitlConfig") -> list
     errors += timeout_errors(config, field_path)
     errors += pause_reason_errors(config.get("pauseReason"), field_path)
     errors += allow_self_approval_errors(config.get("allowSelfApproval"), field_path)
+    errors += routing_errors(config, field_path)
     tool_approvals = config.get("toolApprovals")
     if tool_approvals is not None and not isinstance(tool_approvals, dict):
         errors.append(

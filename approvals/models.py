@@ -115,6 +115,12 @@ class Pause(models.Model):
     schedule_id = models.BigIntegerField(null=True, blank=True)
     # A timer drainer's claim on an overdue pause while it fires it (or until a failed fire may retry).
     fire_claimed_until = models.DateTimeField(null=True, blank=True)
+    # Who approves (approvals.routing), frozen when the pause opens: ``routed`` when hitlConfig named
+    # approvers or escalation steps (its PauseRoute rows say who, from when); ``required_approvals``
+    # distinct people must approve (their Votes); ``routing`` the frozen configuration, as shown.
+    routed = models.BooleanField(default=False, db_default=False)
+    required_approvals = models.PositiveSmallIntegerField(default=1, db_default=1)
+    routing = models.JSONField(default=dict, blank=True, db_default={})
 
     class Meta:
         constraints = [
@@ -276,6 +282,52 @@ class AuditHead(models.Model):
 
     def __str__(self) -> str:
         return f"audit head of {self.subject_type} {self.subject_id} at #{self.last_sequence}"
+
+
+class PauseRoute(models.Model):
+    """Who may decide a routed pause, from when: one row per username or Django group its hitlConfig
+    names, ``opens_at`` the pause's start for its approvers and each escalation step's time for that
+    step's (approvals.routing). Written with the pause, never changed."""
+
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="routes")
+    step = models.PositiveSmallIntegerField()  # 0: the approvers; 1..: the escalation steps, in order
+    opens_at = models.DateTimeField()
+    username = models.CharField(max_length=150, blank=True, default="")
+    group_name = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["pause", "opens_at"], name="route_of_pause"),
+            models.Index(fields=["username", "opens_at"], condition=~Q(username=""), name="route_user"),
+            models.Index(fields=["group_name", "opens_at"], condition=~Q(group_name=""), name="route_group"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username or 'group ' + self.group_name} from {self.opens_at} (pause {self.pause_id})"
+
+
+class Vote(models.Model):
+    """One person's approval of a pause that needs several (``Pause.required_approvals``); a pause is decided
+    by the compare-and-set that records the last one needed. One vote per person and pause."""
+
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="votes")
+    # The person: an account of ours, or none for a Slack user (``slack:U1``, deciding with the
+    # integration's access). ``person`` is who counts once: the username for an account, whatever the
+    # surface (``rita`` and ``mcp:rita`` are one person), the actor's name otherwise.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    person = models.CharField(max_length=191)
+    voter = models.CharField(max_length=191)  # the actor's name as audited (``mcp:rita``, ``slack:U1``)
+    note = models.TextField(blank=True, default="")
+    voted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pause", "person"], name="one_vote_per_person")]
+        ordering = ["voted_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.voter} approved pause {self.pause_id}"
 
 
 class PendingApproval(Pause):

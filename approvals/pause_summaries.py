@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from approvals.models import Pause, PauseKind, Verdict
+from approvals.models import Pause, PauseKind, Verdict, Vote
 from approvals.pause_kinds import details_provider_for, outcome_unknown_steps
 from approvals.pauses import FINITE_POLICIES
 
@@ -42,7 +42,12 @@ def pause_fields(pause: Pause) -> dict[str, Any]:
         "timeoutPolicy": pause.timeout_policy,
         "approvalTimeout": shown_approval_timeout(pause.timeout_policy, pause.approval_timeout),
         "deadline": iso(pause.due_at),
+        **(_approvals(pause.required_approvals, _votes_of(pause)) if pause.required_approvals > 1 else {}),
     }
+
+
+def _votes_of(pause: Pause) -> list[tuple[str, datetime]]:
+    return list(Vote.objects.filter(pause=pause).values_list("voter", "voted_at"))
 
 
 def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +66,16 @@ def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
         "timeoutPolicy": row["timeout_policy"],
         "approvalTimeout": shown_approval_timeout(row["timeout_policy"], row["approval_timeout"]),
         "toolNames": list(row["tool_names"] or []),
+        **_approvals(row.get("required_approvals") or 1, row.get("votes")),
     }
+
+
+def _approvals(required: int, votes: list[tuple[str, datetime]] | None) -> dict[str, Any]:
+    """``approvals`` of a pause that needs several (approvals.votes): the count, how many, who and when."""
+    if required <= 1:
+        return {}
+    by = [{"voter": voter, "at": iso(at)} for voter, at in votes or []]
+    return {"approvals": {"count": len(by), "required": required, "by": by}}
 
 
 def pause_details(

@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from approvals import metrics
 from approvals.audit import append_audit_entry
-from approvals.models import Pause, PauseKind, TimeoutPolicy
+from approvals.models import Pause, PauseKind, PauseRoute, TimeoutPolicy
 from approvals.openings import announce_opened
+from approvals.routing import Routing, effective_routing, route_rows
 from approvals.self_approval import effective_allow_self_approval
 from approvals.timer_arming import arm_timer
 from common import rows
@@ -63,17 +64,21 @@ def open_pause(
     group_id: uuid.UUID | None = None,
     raised_by_id: int | None = None,
     allow_self_approval: bool | None = None,
+    routing: Routing | None = None,
 ) -> Pause:
     """Create the PENDING pause with its deadline. Must run inside the transaction that moves the
     subject to its awaiting state, so the two commit together or not at all.
 
-    ``allow_self_approval`` is frozen on the pause; None means the agent level of ``hitl_config``
-    (a caller whose ``hitl_config`` is not the agent's, as for a tool-call pause, passes it).
+    ``allow_self_approval`` and ``routing`` (who approves, approvals.routing) are frozen on the pause;
+    None means the agent level of ``hitl_config`` (a caller whose ``hitl_config`` is not the agent's, as
+    for a tool-call pause with its matched rules, passes them).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("open_pause must run inside the subject's transaction")
     if allow_self_approval is None:
         allow_self_approval = effective_allow_self_approval(hitl_config)
+    if routing is None:
+        routing = effective_routing(hitl_config)
     policy, timeout = effective_timeout(hitl_config)
     paused_at = timezone.now()
     pause = Pause(
@@ -95,9 +100,14 @@ def open_pause(
         bookmark={**bookmark, "pausedAt": paused_at.isoformat()},
         details=details or {},
         tool_names=tool_names or [],
+        routed=routing.routed,
+        required_approvals=routing.required,
+        routing=routing.frozen(paused_at),
     )
     arm_timer(pause, unsaved=True)  # the schedule first, so the pause is written once with its key
     rows.insert(pause)
+    if routes := route_rows(pause, routing):
+        PauseRoute.objects.bulk_create(routes)
     transaction.on_commit(lambda: metrics.count_pause(surface))
     append_audit_entry(
         subject_type=subject_type,
@@ -116,6 +126,7 @@ def open_pause(
             "dueAt": pause.due_at.isoformat() if pause.due_at else None,
             "toolNames": pause.tool_names,
             "allowSelfApproval": allow_self_approval,
+            **({"routing": pause.routing} if pause.routing else {}),
         },
     )
     announce_opened(pause)

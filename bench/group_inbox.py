@@ -139,7 +139,7 @@ def index_summary(plan: str) -> str:
         )
     ]
     scans += [f"Bitmap Index Scan on {name}" for name in re.findall(r"Bitmap Index Scan on (\w+)", plan)]
-    seq = "Seq Scan on approvals_pause" in plan
+    seq = "Seq Scan on approvals_pause " in plan  # the pauses, not their routes
     removed = sum(int(n) for n in re.findall(r"Rows Removed by Filter: (\d+)", plan))
     executed = re.search(r"Execution Time: ([\d.]+) ms", plan)
     used = ", ".join(scans) or "no index on approvals_pause"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from approvals.hitl_config import validate_hitl_config
+from approvals.routing import routing_warnings
 from conversations.agent_document_llm import check_llm_tool_references
 from conversations.agent_document_tasks import TASK_CHECKS, TASK_KEYS
 from conversations.document_fields import (
@@ -53,6 +54,7 @@ def validate_agent_document(doc: object) -> DocumentReport:
         _check_workflow(report, workflow, child("workflows", index), seen_ids)
     hitl_config = doc.get("hitlConfig")
     report.errors.extend(validate_hitl_config(hitl_config, "hitlConfig"))
+    report.warnings.extend(routing_warnings(hitl_config, "hitlConfig"))
     if isinstance(hitl_config, dict) and isinstance(hitl_config.get("toolApprovals"), dict):
         report.errors.extend(
             validate_tool_approvals(hitl_config["toolApprovals"], "hitlConfig.toolApprovals")

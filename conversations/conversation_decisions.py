@@ -19,9 +19,13 @@ from typing import Any, Final, Literal
 from django.conf import settings
 
 from approvals.actors import Actor, actor_for_user
-from approvals.continuation_runs import QUEUED, Continued, decide_and_continue, decide_and_continue_later
+from approvals.continuation_runs import (
+    Continued,
+    decide_and_continue,
+    decide_and_continue_later,
+    decide_and_queue,
+)
 from approvals.decision_input import parse_decision_body
-from approvals.decisions import decide_pause
 from approvals.models import Engine, SubjectType
 from approvals.pause_summaries import decision_summary
 from approvals.selectors import pause_by_id
@@ -62,7 +66,7 @@ def decide_conversation(
     if continuation == AFTER_ANSWER:
         if settings.HITL_CONTINUE_AFTER_RESPONSE:
             return decide_and_continue_later(**decide)
-        return Continued(decide_pause(**decide), QUEUED)
+        return decide_and_queue(**decide)
     return decide_and_continue(**decide, only_if_quick=continuation == QUICK_HERE)
 
 

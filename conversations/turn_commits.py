@@ -21,6 +21,7 @@ from approvals.decisions import finish_pause
 from approvals.leases import kept_alive
 from approvals.models import Engine, Pause, PauseKind, SubjectType
 from approvals.pauses import open_pause, rule_pause_reason
+from approvals.routing import effective_routing
 from approvals.self_approval import effective_allow_self_approval
 from common.errors import WrongState
 from conversations.agents import deployed_version
@@ -208,6 +209,7 @@ def _open_pause(
         agent_version=conversation.agent_version,
         raised_by_id=raised_by_id,
         allow_self_approval=effective_allow_self_approval(hitl_config, request.matched_rules),
+        routing=effective_routing(hitl_config, request.matched_rules),
     )
     _store_with_pause(pause, request)
     return pause

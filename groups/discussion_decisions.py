@@ -18,9 +18,14 @@ from rest_framework import serializers
 
 from approvals.actors import Actor, actor_for_user
 from approvals.audit import append_audit_entry
-from approvals.continuation_runs import QUEUED, Continued, decide_and_continue, record_cancel_request
+from approvals.continuation_runs import (
+    Continued,
+    decide_and_continue,
+    decide_and_queue,
+    record_cancel_request,
+)
 from approvals.decision_input import DecisionBodySerializer, DecisionInput, parse_verdict
-from approvals.decisions import cancel_pending_pause, decide_pause, open_pause_of
+from approvals.decisions import cancel_pending_pause, open_pause_of
 from approvals.models import Engine, Pause, PauseKind, PauseStatus, SubjectType
 from approvals.pause_kinds import register_decision_validator, register_details_provider
 from common.errors import BadRequest, WrongState
@@ -179,7 +184,7 @@ def approve_discussion(
         "subject": discussion,
     }
     if not continue_here:
-        return Continued(decide_pause(**decide), QUEUED)
+        return decide_and_queue(**decide)
     with ev.watched_by(events):
         return decide_and_continue(**decide)
 

@@ -32,8 +32,9 @@ GROUP_ERROR = "group_error"
 # Sent by the approve stream only, never by the runner: the decision was recorded and its continuation
 # handed to the q-cluster (HITL_CONTINUE_INLINE off), so this stream has nothing more to tell.
 QUEUED = "queued"
+VOTE_RECORDED = "vote_recorded"  # one approval of several: the discussion still waits (approvals.votes)
 
-CLOSING_EVENTS = frozenset({AWAITING_APPROVAL, CANCELLED, GROUP_COMPLETE, GROUP_ERROR, QUEUED})
+CLOSING_EVENTS = frozenset({AWAITING_APPROVAL, CANCELLED, GROUP_COMPLETE, GROUP_ERROR, QUEUED, VOTE_RECORDED})
 
 
 def no_events(name: str, data: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from approvals.hitl_config import allow_self_approval_errors, timeout_errors
+from approvals.routing import ROUTING_KEYS, routing_errors, routing_warnings
 from common.body_rules import body_errors
 from common.edit_distance import near_miss
 from common.field_errors import FieldError, json_type
@@ -50,7 +51,14 @@ MEMBER_KEYS = ("agentId", "role", "displayName")
 PHASE_KEYS = ("name", "type", "description", "repeats", "requiresApproval", "tasks", "planner")
 TASK_KEYS = ("id", "description", "assignee", "dependsOn")
 PROTOCOL_KEYS = ("maxTurns",)
-HITL_CONFIG_KEYS = ("granularity", "approvalTimeout", "timeoutPolicy", "onTaskRejection", "allowSelfApproval")
+HITL_CONFIG_KEYS = (
+    "granularity",
+    "approvalTimeout",
+    "timeoutPolicy",
+    "onTaskRejection",
+    "allowSelfApproval",
+    *ROUTING_KEYS,
+)
 
 
 def validate_group_document(doc: object) -> DocumentReport:
@@ -267,6 +275,8 @@ def _check_hitl_config(report: DocumentReport, value: object) -> None:
     )
     report.errors.extend(timeout_errors(config, "hitlConfig"))
     report.errors.extend(allow_self_approval_errors(config.get("allowSelfApproval"), "hitlConfig"))
+    report.errors.extend(routing_errors(config, "hitlConfig"))
+    report.warnings.extend(routing_warnings(config, "hitlConfig"))
 
 
 # --- a planner's task plan ------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ class ReviewerLoginForm(AdminAuthenticationForm):
 
 def pending_count(user: Any) -> int:
     """How many PENDING pauses ``user`` may decide in the inbox: one COUNT over the inbox's own scope."""
-    return reviewable_pauses(user=user, status=PauseStatus.PENDING).count()
+    return reviewable_pauses(user=user, status=PauseStatus.PENDING, decidable_now=True).count()
 
 
 def with_pending_count(request: HttpRequest, response: TemplateResponse) -> TemplateResponse:

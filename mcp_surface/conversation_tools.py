@@ -9,6 +9,7 @@ from typing import Any
 from approvals.models import Engine
 from approvals.pause_summaries import decision_summary, inbox_row_from_values
 from approvals.selectors import pause_by_id, pending_inbox_rows
+from approvals.votes import vote_answer
 from common.errors import BadRequest
 from common.throttles import TURNS, WRITES, count_request
 from conversations import turns
@@ -72,6 +73,8 @@ def resume_conversation(
         actor=mcp_actor(user),
     )
     conversation_pk = continued.pause.subject_id
+    if continued.tally is not None:  # one approval of several: nothing decided yet
+        return {"conversationId": str(conversation_pk), **vote_answer(continued.pause, continued.tally)}
     pause = pause_by_id(pause_id=continued.pause.id)
     conversation = snapshot(reread_conversation(conversation_id=conversation_pk))
     conversation["lastDecision"] = decision_summary(pause)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from approvals.votes import vote_answer
 from common.throttles import WRITES, count_request
 from groups.discussion_decisions import approve_discussion, cancel_discussion
 from groups.discussion_status import approval_status_in_detail, pending_group_approvals
@@ -75,6 +76,8 @@ def approve_group_phase(
         actor=mcp_actor(user),
     )
     discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    if continued.tally is not None:  # one approval of several: nothing decided yet
+        return vote_answer(continued.pause, continued.tally) | {"discussion": discussion_snapshot(discussion)}
     if continued.outcome == "restored":
         raise ResumeNotStarted(
             latest_pause_reason(discussion) or "the resumed discussion could not start",

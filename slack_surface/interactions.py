@@ -34,6 +34,7 @@ from approval_requests.request_decisions import decide_approval_request
 from approvals.actors import Actor
 from approvals.models import Pause, PauseStatus, SubjectType, Verdict
 from approvals.self_approval import SELF_APPROVAL_DETAIL
+from approvals.votes import REQUESTER_NEVER_COUNTS, Tally, tally_of
 from common.errors import ApplicationError, Forbidden, NotFound, WrongState
 from conversations.conversation_decisions import QUICK_HERE, decide_conversation
 from conversations.selectors import decision_on_version
@@ -118,44 +119,52 @@ def handle_click(integration: SlackIntegration, click: Click) -> str:
         )
         return "not-authorized"
     decision = {"verdict": verdict, "note": f"Decided via Slack by {click.user}"}
-    actor = Actor(name=f"slack:{click.user}")
+    # a Slack user is no account of ours: routing checks the integration's user it decides with
+    actor = Actor(name=f"slack:{click.user}", via=integration.run_as)
     try:
         if click.subject.startswith("group:"):
-            _decide_group(integration, click, decision, actor)
+            tally = _decide_group(integration, click, decision, actor)
         elif click.subject.startswith("request:"):
-            _decide_request(integration, click, decision, actor)
+            tally = _decide_request(integration, click, decision, actor)
         else:
-            _decide_conversation(integration, click, decision, actor)
+            tally = _decide_conversation(integration, click, decision, actor)
     except (WrongState, NotFound):
         _update(integration, click, messages.ALREADY_RESOLVED)
         return "already-resolved"
     except ApplicationError as exc:
         _tell(integration, click, f"⚠️ {messages.mention(click.user)}: {messages.escaped(exc.detail)}")
         return "refused"
+    if tally is not None:  # one approval of several: the card stays, its thread says who is still needed
+        _tell(integration, click, messages.vote_recorded(click.user, tally))
+        return "voted"
     _update(integration, click, RESOLVED[verdict].format(who=messages.mention(click.user)))
     return "decided"
 
 
 def _decide_conversation(
     integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
-) -> None:
+) -> Tally | None:
     found = decision_on_version(integration.run_as, click.subject)
     pending = Pause.objects.filter(
         subject_type=SubjectType.CONVERSATION, subject_id=found.conversation.pk, status=PauseStatus.PENDING
     ).first()
     _refuse_self_approval(pending, click)
-    decide_conversation(
+    return decide_conversation(
         user=integration.run_as,
         conversation_id=found.conversation.pk,
         body=decision,
         actor=actor,
         continuation=QUICK_HERE,
-    )
+    ).tally
 
 
 def _refuse_self_approval(pending: Pause | None, click: Click) -> None:
-    """A pause that forbids self-approval is refused to the Slack user whose message raised it."""
-    if pending is None or pending.allow_self_approval:
+    """A pause that forbids self-approval is refused to the Slack user whose message raised it, and so is
+    that user's approval of a pause that needs several: the requester never counts (approvals.votes)."""
+    counts = (
+        VERDICTS.get(click.action_id) == "APPROVED" and pending is not None and pending.required_approvals > 1
+    )
+    if pending is None or (pending.allow_self_approval and not counts):
         return
     raised_by = (
         SlackDelivery.objects.filter(pause_id=pending.id, kind=DeliveryKind.APPROVAL_CARD)
@@ -163,12 +172,12 @@ def _refuse_self_approval(pending: Pause | None, click: Click) -> None:
         .first()
     )
     if raised_by == click.user:
-        raise Forbidden(SELF_APPROVAL_DETAIL)
+        raise Forbidden(SELF_APPROVAL_DETAIL if not pending.allow_self_approval else REQUESTER_NEVER_COUNTS)
 
 
 def _decide_group(
     integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
-) -> None:
+) -> Tally | None:
     try:
         key = uuid.UUID(click.subject.removeprefix("group:"))
     except ValueError:
@@ -180,23 +189,27 @@ def _decide_group(
         click,
     )
     group_id = GroupConversation.objects.filter(pk=key).values_list("group_id", flat=True).first()
-    approve_discussion(
+    return approve_discussion(
         user=integration.run_as,
         group_id=group_id,
         discussion_id=key,
         body={"decision": decision},
         actor=actor,
         continue_here=False,  # Slack wants its answer within 3 s: the rest of the discussion runs on the q-cluster
-    )
+    ).tally
 
 
 def _decide_request(
     integration: SlackIntegration, click: Click, decision: dict[str, Any], actor: Actor
-) -> None:
+) -> Tally | None:
     """An approval request: reviewers only, so the integration's user must be an approver or admin (the
     service refuses anyone else, 403, told in the channel). Nothing runs after it: it is quick."""
     request_id = click.subject.removeprefix("request:")
-    decide_approval_request(user=integration.run_as, request_id=request_id, body=decision, actor=actor)
+    decided = decide_approval_request(
+        user=integration.run_as, request_id=request_id, body=decision, actor=actor
+    )
+    pause = Pause.objects.filter(pk=decided.pause_id).first()
+    return tally_of(pause) if pause is not None and pause.status == PauseStatus.PENDING else None
 
 
 def _update(integration: SlackIntegration, click: Click, text: str) -> None:

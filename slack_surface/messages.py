@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.models import Pause, PauseKind, TimeoutPolicy, Verdict
+from approvals.votes import Tally
 from toolgate.gate import tool_pause_details
 
 APPROVE, REJECT = "hitl_approve", "hitl_reject"
@@ -46,6 +47,12 @@ def decider_text(pause: Pause) -> str:
     if pause.automated:
         return f"({name})"
     return escaped(name)
+
+
+def vote_recorded(slack_user: str, tally: Tally) -> str:
+    """The thread's notice of one approval among several: who approved, the count, how many are missing."""
+    more = f"{tally.missing} more approval{'s' if tally.missing != 1 else ''} needed from someone else"
+    return f"✅ {mention(slack_user)} approved: {escaped(tally.text())}. {more}."
 
 
 def thread_notice(output: list[str], reason: str) -> str:

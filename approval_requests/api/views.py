@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.status import HTTP_200_OK, HTTP_202_ACCEPTED
 from rest_framework.views import APIView
 
 from approval_requests import grants, webhooks
@@ -156,7 +157,9 @@ class DecisionView(APIView):
         decided = decide_approval_request(
             user=request.user, request_id=request_id, body=json_body(request, required=True)
         )
-        return Response(request_json(decided, viewer=request.user))
+        # still pending: one approval of several was recorded (``approvals``: the votes so far)
+        code = HTTP_202_ACCEPTED if decided.status == RequestStatus.PENDING else HTTP_200_OK
+        return Response(request_json(decided, viewer=request.user), status=code)
 
 
 class ClaimView(APIView):

@@ -35,11 +35,12 @@ from approvals.decisions import decide_pause
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict
 from approvals.selectors import due_first, reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval
+from approvals.votes import tally_of
 from common.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 
 BULK_MAX = 100
 TEMPLATE = "admin/approvals/pendingapproval/bulk_confirm.html"
-DECIDED, ALREADY_DECIDED, REFUSED = "decided", "already decided", "refused"
+DECIDED, ALREADY_DECIDED, REFUSED, VOTED = "decided", "already decided", "refused", "voted"
 TOO_MANY = f"pause_ids: select at most {BULK_MAX} pauses for one bulk decision; nothing was decided."
 
 
@@ -87,7 +88,7 @@ def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInpu
             outcomes.append(BulkOutcome(pause_id, label, ALREADY_DECIDED, decided_message(pause)))
             continue
         try:
-            decide_pause(
+            decided = decide_pause(
                 surface=pause.surface,
                 subject_type=pause.subject_type,
                 subject_id=pause.subject_id,
@@ -105,7 +106,10 @@ def decide_each(*, user: Any, pause_ids: list[uuid.UUID], decision: DecisionInpu
         except ApplicationError as exc:
             outcomes.append(BulkOutcome(pause_id, label, REFUSED, exc.detail))
         else:
-            outcomes.append(BulkOutcome(pause_id, label, DECIDED))
+            if decided.status == PauseStatus.PENDING:  # one approval of several: it waits for more
+                outcomes.append(BulkOutcome(pause_id, label, VOTED, tally_of(decided).text()))
+            else:
+                outcomes.append(BulkOutcome(pause_id, label, DECIDED))
     return outcomes
 
 
@@ -120,7 +124,9 @@ def report(request: HttpRequest, verdict: str, outcomes: list[BulkOutcome]) -> N
             + ".",
         )
     for outcome in outcomes:
-        if outcome.result == ALREADY_DECIDED:
+        if outcome.result == VOTED:
+            messages.success(request, f"{outcome.label}: your approval is recorded ({outcome.detail}).")
+        elif outcome.result == ALREADY_DECIDED:
             messages.warning(request, f"{outcome.label}: {outcome.detail}")
         elif outcome.result == REFUSED:
             messages.error(request, f"{outcome.label}: not decided ({outcome.detail}).")

@@ -66,8 +66,10 @@ from approvals.pause_kinds import (
     decision_edit_for,
     decision_page_for,
 )
+from approvals.routing import routed_to_text, routes_user, why_not_routed
 from approvals.selectors import reviewable_pauses
 from approvals.self_approval import SELF_APPROVAL_DETAIL, is_self_approval, refuse_self_approval
+from approvals.votes import Tally, tally_of
 from common.errors import ApplicationError, BadRequest, Forbidden, NotFound, WrongState
 
 REVIEW_TURNS = 5
@@ -298,7 +300,14 @@ def page_section(request: HttpRequest, pause: Pause) -> PageSection | None:
     return page.section(pause, may_read=may_read_turns(request.user, pause)) if page else None
 
 
+def vote_message(tally: Tally) -> str:
+    more = f"{tally.missing} more {'person' if tally.missing == 1 else 'people'}"
+    return f"Your approval is recorded: {tally.text()}. It waits for {more} to approve."
+
+
 def success_message(pause: Pause, decided: Continued, *, edited: bool = False) -> str:
+    if decided.tally is not None:  # one approval of several: the pause waits for more
+        return vote_message(decided.tally)
     verb = "Approved" if decided.pause.verdict == Verdict.APPROVED else "Rejected"
     if edited and decided.pause.verdict == Verdict.APPROVED:
         verb = "Edited and approved"
@@ -460,6 +469,10 @@ def render_decision_page(
     deadline_text, deadline_overdue = describe_deadline(pause.due_at, timezone.now())
     pending = pause.status == PauseStatus.PENDING
     only_cancel = pending and is_self_approval(pause, request.user.pk)
+    # routing (approvals.routing): a reviewer who may open the pause but not decide it now is told why
+    routed_out = pending and not routes_user(request.user, pause)
+    tally = tally_of(pause) if pause.required_approvals > 1 else None
+    approved_already = bool(tally) and any(voter == request.user.get_username() for voter, _ in tally.votes)
     decided = None if pending else decided_pause(pause)
     page = decision_page_for(pause.kind)
     asked = page.headline(pause) if page is not None else pause.reason
@@ -475,7 +488,11 @@ def render_decision_page(
         "pending": pending,
         # a pause this reviewer raised (or owns) under allowSelfApproval=false: no Approve or Reject
         "only_cancel": only_cancel,
-        "decidable": pending and not only_cancel,
+        "decidable": pending and not only_cancel and not routed_out,
+        "routed_out": why_not_routed(pause) if routed_out else "",
+        "routed_to": routed_to_text(pause) if pause.routed else "",
+        "tally": tally,
+        "approved_already": approved_already,
         "self_approval_detail": SELF_APPROVAL_DETAIL,
         "review": review,
         "form": form,

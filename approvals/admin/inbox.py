@@ -143,7 +143,9 @@ class PendingApprovalAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PendingApproval]:
         # the agents' current names ride on the page's own query (approvals.agent_names)
-        pauses = reviewable_pauses(user=request.user, status=PauseStatus.PENDING, model=PendingApproval)
+        pauses = reviewable_pauses(
+            user=request.user, status=PauseStatus.PENDING, model=PendingApproval, decidable_now=True
+        )
         return pauses.annotate(agent_name=agent_name_expression())
 
     def has_module_permission(self, request: HttpRequest) -> bool:

@@ -26,6 +26,7 @@ from approvals.decision_input import DecisionBodySerializer
 from approvals.models import Engine, PauseStatus
 from approvals.pause_summaries import inbox_row_from_values
 from approvals.selectors import pause_status, pending_inbox_rows
+from approvals.votes import vote_answer
 from common.body_rules import context_size_problem
 from common.errors import BadRequest, Forbidden
 from common.request_bodies import BodySerializer, TextField, json_body, validated_body
@@ -291,6 +292,11 @@ class ResumeView(APIView):
             continuation=HERE if wait > 0 else AFTER_ANSWER,
         )
         pause = continued.pause
+        if continued.tally is not None:  # one approval of several: nothing decided yet
+            return Response(
+                {"conversationId": str(pause.subject_id), **vote_answer(pause, continued.tally)},
+                status=status.HTTP_202_ACCEPTED,
+            )
         if wait > 0:
             if continued.outcome == QUEUED:  # inline continuations are off: wait here for the q-cluster
                 _wait_until_settled(pause.id, wait)

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
+from approvals.votes import vote_answer
 from common.request_bodies import BodySerializer, TextField, validated_body
 from common.throttles import TurnRateThrottle
 from conversations.api.conversation_views import json_body
@@ -124,8 +125,12 @@ class DiscussionView(APIView):
 
 def continued_answer(continued: Continued) -> Response:
     """The discussion as the decision's continuation left it; 409 when it could not start (the pause is
-    pending again), 202 when it was queued for the q-cluster."""
+    pending again), 202 when it was queued for the q-cluster, or when the decision was one approval of
+    several (``vote``: the approvals so far; the discussion still waits)."""
     discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    if continued.tally is not None:  # one approval of several: nothing decided yet
+        body = discussion_snapshot(discussion) | {"vote": vote_answer(continued.pause, continued.tally)}
+        return Response(body, status=status.HTTP_202_ACCEPTED)
     if continued.outcome == "restored":
         raise ResumeNotStarted(
             latest_pause_reason(discussion) or "the resumed discussion could not start",

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from approvals.continuation_runs import Continued
 from approvals.pause_caps import require_room_for_a_pause
+from approvals.votes import vote_answer
 from common.errors import ApplicationError
 from common.request_bodies import json_body, validated_body
 from common.throttles import TurnRateThrottle
@@ -91,6 +92,8 @@ def closing_of(continued: Continued) -> sse.Event:
     where = {"discussionId": str(discussion.pk), "state": discussion.state}
     if continued.outcome == "queued":
         return ev.QUEUED, where | {"pauseId": str(continued.pause.pk), "message": QUEUED_MESSAGE}
+    if continued.tally is not None:
+        return ev.VOTE_RECORDED, where | vote_answer(continued.pause, continued.tally)
     if continued.outcome == "restored":
         reason = latest_pause_reason(discussion) or "the resumed discussion could not start"
         return sse.error_of(ResumeNotStarted(reason), **where)

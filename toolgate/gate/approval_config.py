@@ -17,6 +17,7 @@ from approvals.hitl_config import (
     timeout_errors,
     timeout_policy_errors,
 )
+from approvals.routing import ROUTING_KEYS, routing_errors
 from common.field_errors import FieldError, utf16_length
 from toolgate.gate.patterns import validate_pattern
 from toolgate.gate.precedence import (
@@ -46,6 +47,7 @@ RULE_KEYS = (
     "pauseReason",
     "pendingMessage",
     "allowSelfApproval",
+    *ROUTING_KEYS,
 )
 TEXT_MAX = 500
 
@@ -181,6 +183,7 @@ def _rule_errors(
         )
     errors += _text_errors(rule, rule_path)
     errors += allow_self_approval_errors(rule.get("allowSelfApproval"), rule_path)
+    errors += routing_errors(rule, rule_path)
     return errors
 
 
