@@ -33,10 +33,12 @@ class ApprovalsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from approvals import checks  # noqa: F401  (registers the system checks of HITL_AUDIT_KEY)
+        from approvals.notices import queue_due_notices
         from approvals.recovery import recover_expired_leases
         from approvals.timers import sweep_while_draining
 
         sweep_while_draining(recover_expired_leases)
+        sweep_while_draining(queue_due_notices)
 
         post_migrate.connect(_ensure_schedules, sender=self)
         post_spawn.connect(_on_worker_start, dispatch_uid="hitl-worker-start")

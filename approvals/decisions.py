@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from approvals import metrics
+from approvals import metrics, notices
 from approvals.actors import Actor
 from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
@@ -263,6 +263,7 @@ def record_decision(
                 cluster=settings.Q_CLUSTER["name"],
             )
         transaction.on_commit(lambda: metrics.count_resume(surface))
+        notices.on_decided(pause)
     return Decided(pause, claimed_here=here, checked=checked if here else None)
 
 

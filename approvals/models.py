@@ -121,6 +121,8 @@ class Pause(models.Model):
     routed = models.BooleanField(default=False, db_default=False)
     required_approvals = models.PositiveSmallIntegerField(default=1, db_default=1)
     routing = models.JSONField(default=dict, blank=True, db_default={})
+    # When its current approvers are reminded (the deadline less hitlConfig.remindBefore; approvals.notices).
+    remind_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -179,6 +181,7 @@ class Pause(models.Model):
                 name="pause_pending_regular_owner",
             ),
             models.Index(fields=["subject_type", "subject_id", "paused_at"], name="pause_subject"),
+            models.Index(fields=["remind_at"], condition=Q(status="PENDING"), name="pause_pending_reminder"),
             # The admin inbox's search (approvals.admin.search): a word found anywhere in the reason
             # (trigrams serve ``UPPER(reason) LIKE '%…%'``, Django's icontains), and pauses by agent.
             GinIndex(
@@ -328,6 +331,28 @@ class Vote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.voter} approved pause {self.pause_id}"
+
+
+class Notice(models.Model):
+    """One notification of one event of a pause (it opened, an escalation step opened, a reminder, its
+    decision), claimed once: the row is written before the message is sent (approvals.notices), so two
+    timer clusters never send it twice; ``sent_at`` stays empty until the mail went out."""
+
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="notices")
+    event = models.CharField(max_length=16)
+    step = models.PositiveSmallIntegerField(default=0)
+    recipients = models.JSONField(default=list, blank=True)  # usernames, for the record
+    claimed_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pause", "event", "step"], name="one_notice_per_event"),
+        ]
+        indexes = [models.Index(fields=["claimed_at"], condition=Q(sent_at=None), name="notice_unsent")]
+
+    def __str__(self) -> str:
+        return f"{self.event} notice of pause {self.pause_id}"
 
 
 class PendingApproval(Pause):

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import metrics
+from approvals import metrics, notices
 from approvals.audit import append_audit_entry
 from approvals.models import Pause, PauseKind, PauseRoute, TimeoutPolicy
 from approvals.openings import announce_opened
@@ -104,6 +104,7 @@ def open_pause(
         required_approvals=routing.required,
         routing=routing.frozen(paused_at),
     )
+    pause.remind_at = routing.remind_at(pause.due_at, paused_at)
     arm_timer(pause, unsaved=True)  # the schedule first, so the pause is written once with its key
     rows.insert(pause)
     if routes := route_rows(pause, routing):
@@ -130,6 +131,7 @@ def open_pause(
         },
     )
     announce_opened(pause)
+    notices.on_opened(pause)
     return pause
 
 

@@ -11,6 +11,9 @@
   time has passed with no decision, its approvers may decide too (and are told, when ``notify``). The
   timeout policy still applies at the deadline.
 - ``remindBefore``: tell the current approvers this long before the deadline.
+- ``notifyApprovers``: email the approvers when the pause opens (default: when it is routed; an
+  unrouted pause's inbox is every approver's). ``notifyRequester``: email the requester its decision.
+  Sent by approvals.notices.
 
 Several levels may speak (an agent and the tool rules its calls matched): the strictest wins. The most
 approvals any level asks for, the earliest reminder; the approvers and escalation of the most specific
@@ -42,7 +45,14 @@ from common.durations import InvalidDuration, NonPositiveDuration, positive_dura
 from common.errors import Forbidden
 from common.field_errors import FieldError
 
-ROUTING_KEYS = ("approvers", "requiredApprovals", "escalation", "remindBefore")
+ROUTING_KEYS = (
+    "approvers",
+    "requiredApprovals",
+    "escalation",
+    "remindBefore",
+    "notifyApprovers",
+    "notifyRequester",
+)
 APPROVER_KEYS = ("groups", "users")
 STEP_KEYS = ("after", "approvers", "notify")
 NAME_MAX = 150
@@ -83,6 +93,8 @@ class Routing:
     escalation: tuple[Step, ...] = ()
     remind_before: str = ""
     admins_only: bool = False
+    notify_approvers: bool | None = None  # None: when routed
+    notify_requester: bool = False
 
     @property
     def routed(self) -> bool:
@@ -90,7 +102,14 @@ class Routing:
 
     def frozen(self, paused_at: datetime) -> dict[str, Any]:
         """``Pause.routing``: the configuration as it applies to this pause, each step with its time."""
-        if not (self.routed or self.escalation or self.remind_before or self.required > 1):
+        if not (
+            self.routed
+            or self.escalation
+            or self.remind_before
+            or self.required > 1
+            or self.notify_approvers
+            or self.notify_requester
+        ):
             return {}
         return {
             "approvers": self.approvers.as_json(),
@@ -106,7 +125,20 @@ class Routing:
                 for step in self.escalation
             ],
             "remindBefore": self.remind_before or None,
+            "notifyApprovers": self.notifies_approvers,
+            "notifyRequester": self.notify_requester,
         }
+
+    @property
+    def notifies_approvers(self) -> bool:
+        return self.routed if self.notify_approvers is None else self.notify_approvers
+
+    def remind_at(self, due_at: datetime | None, paused_at: datetime) -> datetime | None:
+        """When the approvers are reminded: ``remindBefore`` ahead of the deadline, if that is still ahead."""
+        if not self.remind_before or due_at is None:
+            return None
+        at = due_at - positive_duration(self.remind_before)
+        return at if at > paused_at else None
 
 
 def routing_errors(config: dict[str, Any], field_path: str) -> list[FieldError]:
@@ -125,6 +157,9 @@ def routing_errors(config: dict[str, Any], field_path: str) -> list[FieldError]:
         )
     errors += _escalation_errors(config.get("escalation"), f"{field_path}.escalation")
     errors += _duration_errors(config.get("remindBefore"), f"{field_path}.remindBefore")
+    for flag in ("notifyApprovers", "notifyRequester"):
+        if config.get(flag) is not None and not isinstance(config[flag], bool):
+            errors.append(FieldError(f"{field_path}.{flag}", f"{field_path}.{flag} must be true or false"))
     if not errors and isinstance(required, int) and required > 1:
         errors += _quorum_errors(config, required, field_path)
     return errors
@@ -330,12 +365,17 @@ def effective_routing(hitl_config: object, rules: Iterable[object] = ()) -> Rout
         if isinstance(level.get("remindBefore"), str) and not _duration_errors(level["remindBefore"], "")
     ]
     remind_text = max(reminders, key=positive_duration, default="")  # the earliest reminder
+    stated = [
+        level.get("notifyApprovers") for level in levels if isinstance(level.get("notifyApprovers"), bool)
+    ]
     return Routing(
         approvers=approvers,
         required=required,
         escalation=() if admins_only else _steps(escalating[0].get("escalation")),
         remind_before=remind_text,
         admins_only=admins_only,
+        notify_approvers=any(stated) if stated else None,  # any level asking to be told is heard
+        notify_requester=any(level.get("notifyRequester") is True for level in levels),
     )
 
 

@@ -256,6 +256,21 @@ HITL_SLACK_DELIVERY_ATTEMPTS = env.int("HITL_SLACK_DELIVERY_ATTEMPTS", default=5
 # The Slack integration whose approval channel gets the cards of approval requests (slack_surface.request_cards);
 # empty: the first integration, by name, that has an approval channel.
 HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION = env.str("HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION", default="")
+# Email about pauses (approvals.notices, docs/approvals-routing.md): Django's email framework, configured
+# by EMAIL_URL (django-environ: consolemail:// prints them, smtp+tls://user:password@host:587 sends them);
+# HITL_PUBLIC_URL is where the messages' links point (the admin decision page, sign-in required).
+HITL_EMAIL_NOTIFICATIONS = env.bool("HITL_EMAIL_NOTIFICATIONS", default=True)
+HITL_PUBLIC_URL = env.str("HITL_PUBLIC_URL", default="http://127.0.0.1:8000")
+_EMAIL = env.email_url("EMAIL_URL", default="consolemail://")
+EMAIL_BACKEND = _EMAIL["EMAIL_BACKEND"]
+EMAIL_HOST = _EMAIL.get("EMAIL_HOST") or "localhost"
+EMAIL_PORT = _EMAIL.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER = _EMAIL.get("EMAIL_HOST_USER") or ""
+EMAIL_HOST_PASSWORD = _EMAIL.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS = bool(_EMAIL.get("EMAIL_USE_TLS"))
+EMAIL_USE_SSL = bool(_EMAIL.get("EMAIL_USE_SSL"))
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="HITL approvals <hitl@localhost>")
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
 # Throttles and caps (docs/operations.md, "Throttles and caps"): one signed-in user cannot flood the

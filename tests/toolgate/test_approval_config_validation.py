@@ -102,7 +102,8 @@ def test_unknown_keys_are_errors() -> None:
     assert field == f"{FP}.rules[0].timeoutPolicys"
     assert (
         "is not a rule field (allowed: match, timeoutPolicy, approvalTimeout, pauseReason, pendingMessage, "
-        "allowSelfApproval)" in message
+        "allowSelfApproval, approvers, requiredApprovals, escalation, remindBefore, notifyApprovers, "
+        "notifyRequester)" in message
     )
 
 
