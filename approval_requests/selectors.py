@@ -13,12 +13,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import CharField, Q, QuerySet
+from django.db.models import CharField, Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from approval_requests.models import ApprovalRequest, RequestStatus
-from approvals.access import is_owner, is_service_account, no_access, sees_every_pause
-from approvals.models import Pause
+from approvals.access import is_admin, is_owner, is_service_account, no_access, sees_every_pause
+from approvals.models import Pause, PauseRoute
+from approvals.routing import routes_opened_to
 from common.errors import Forbidden, NotFound
 
 WHAT = "approval request"
@@ -84,7 +85,7 @@ def visible_requests(
     user: Any, *, status: str | None = None, idempotency_key: str | None = None
 ) -> QuerySet[ApprovalRequest]:
     """The requests ``user`` may read, newest first: a service account's own, a person's made for them,
-    a reviewer's every one; of ``status`` only when given (one of ``STATUSES``), and only the one filed
+    a reviewer's every one (pending ones: those routing lets them decide now); of ``status`` only when given (one of ``STATUSES``), and only the one filed
     with ``idempotency_key`` when given (a service account's own: one at most)."""
     requests = ApprovalRequest.objects.select_related("account", "on_behalf_of")
     if is_service_account(user):
@@ -93,6 +94,14 @@ def visible_requests(
         requests = requests.filter(Q(on_behalf_of=user))
     if status is not None:
         requests = requests.filter(status=status_in_sql(status))
+    if status == RequestStatus.PENDING and sees_every_pause(user) and not is_admin(user):
+        # an approver's pending list is what they may decide now (approvals.routing): a request whose
+        # pause has no routes, or one of whose routes names them and is open; probed per listed row
+        # through the routes' index, so the list keeps the order of its own index
+        requests = requests.filter(
+            ~Exists(PauseRoute.objects.filter(pause_id=OuterRef("pause_id")))
+            | Exists(routes_opened_to(user).filter(pause_id=OuterRef("pause_id")))
+        )
     if idempotency_key is not None:
         requests = requests.filter(idempotency_key=idempotency_key)
     return requests.order_by("-created_at", "-id")

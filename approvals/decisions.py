@@ -25,7 +25,7 @@ from approvals.audit import append_audit_entry
 from approvals.decision_input import DecisionInput
 from approvals.engines import handler_for
 from approvals.leases import lease_expiry
-from approvals.models import Pause, PauseKind, PauseStatus, Verdict
+from approvals.models import Pause, PauseKind, PauseStatus, Verdict, Vote
 from approvals.pause_kinds import decision_validator_for
 from approvals.routing import refuse_unrouted
 from approvals.self_approval import refuse_self_approval
@@ -345,6 +345,9 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
             )
             return False
         previous = {"verdict": pause.verdict, "decidedBy": pause.decided_by}
+        # a quorum is gathered again: the approvals of a decision that never ran are not a new one's
+        # (each stays in the ledger as its hitl.vote entry)
+        votes_cleared, _ = Vote.objects.filter(pause=pause).delete()
         disarm_timer(pause)
         now = timezone.now()
         Pause.objects.filter(pk=pause.pk).update(
@@ -375,6 +378,7 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
                 "reason": reason,
                 "previousDecision": previous,
                 "dueAt": pause.due_at.isoformat() if pause.due_at else None,
+                **({"votesCleared": votes_cleared} if votes_cleared else {}),
             },
         )
     return True

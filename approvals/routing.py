@@ -399,6 +399,11 @@ def route_rows(pause: Pause, routing: Routing) -> list[PauseRoute]:
 # --- who may decide now ------------------------------------------------------------------------------
 
 
+def routes_opened_to(user: Any, now: datetime | None = None) -> QuerySet[PauseRoute]:
+    """The routes naming ``user`` (or one of their groups) that are open at ``now``."""
+    return _matching_routes(user, now or timezone.now())
+
+
 def _matching_routes(user: Any, now: datetime) -> QuerySet[PauseRoute]:
     return PauseRoute.objects.filter(opens_at__lte=now).filter(
         Q(username=user.get_username()) | Q(group_name__in=sorted(group_names(user)))

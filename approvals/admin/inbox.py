@@ -17,8 +17,9 @@ from urllib.parse import urlsplit
 
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.postgres.aggregates import StringAgg
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
@@ -35,7 +36,7 @@ from approvals.admin.paging import CappedCountPaginator
 from approvals.admin.scope import may_decide
 from approvals.admin.times import time_html
 from approvals.agent_names import agent_name_expression
-from approvals.models import Pause, PauseKind, PauseStatus, PendingApproval, SubjectType
+from approvals.models import Pause, PauseKind, PauseStatus, PendingApproval, SubjectType, Vote
 from approvals.pause_kinds import decision_page_for
 from approvals.selectors import INBOX_ORDER, reviewable_pauses
 
@@ -94,6 +95,29 @@ def calls_line(pause: Pause) -> str:
     return ", ".join(parts)
 
 
+def voters_expression() -> Subquery:
+    """The names of a pause's voters so far, oldest first, in the page's own query (a correlated subquery:
+    evaluated for the rows of the page only)."""
+    names = (
+        Vote.objects.filter(pause=OuterRef("pk"))
+        .order_by()
+        .values("pause")
+        .annotate(names=StringAgg("voter", ", ", order_by="voted_at"))
+        .values("names")
+    )
+    return Subquery(names)
+
+
+def votes_line(pause: Pause) -> str:
+    """A pause that needs several approvals: "1 of 2 approvals: alice" (the times are on its page)."""
+    if pause.required_approvals <= 1:
+        return ""
+    voters = getattr(pause, "voters", None) or ""
+    count = len(voters.split(", ")) if voters else 0
+    text = f"{count} of {pause.required_approvals} approvals" + (f": {voters}" if voters else "")
+    return format_html('<span class="hitl-reason-votes">{}</span>', text)
+
+
 def agent_cell(pause: Pause) -> str:
     """The agent column of the inbox and the history: a conversation's agent by its current name and
     version, an approval request's by the name it filed under; "-" when the pause has none."""
@@ -146,7 +170,7 @@ class PendingApprovalAdmin(admin.ModelAdmin):
         pauses = reviewable_pauses(
             user=request.user, status=PauseStatus.PENDING, model=PendingApproval, decidable_now=True
         )
-        return pauses.annotate(agent_name=agent_name_expression())
+        return pauses.annotate(agent_name=agent_name_expression(), voters=voters_expression())
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return may_use_inbox(request.user)
@@ -287,12 +311,13 @@ class PendingApprovalAdmin(admin.ModelAdmin):
             who.append(group)
         asked = calls_line(pause)
         return format_html(
-            '{}{}<span class="hitl-reason-who">{}</span>',
+            '{}{}<span class="hitl-reason-who">{}</span>{}',
             reason,
             format_html('<span class="hitl-reason-calls" title="{}">{}</span>', asked, asked)
             if asked
             else "",
             format_html_join(" · ", "{}", ((part,) for part in who)),
+            votes_line(pause),
         )
 
     @admin.display(description="tools")

@@ -121,3 +121,69 @@ def test_n_plus_one_concurrent_votes_decide_once():
     assert AuditEntry.objects.filter(pause_id=pause.pk, verb="hitl.approval").count() == 1
     assert Vote.objects.filter(pause=pause).count() == 3
     assert Pause.objects.get(pk=pause.pk).status != PauseStatus.PENDING
+
+
+@pytest.mark.django_db
+def test_the_timeout_policy_decides_at_the_deadline_whatever_the_votes(alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.timers import fire_timeout
+
+    pause = routed_pause(alice, requiredApprovals=2, timeoutPolicy="AUTO_REJECT", approvalTimeout="PT5M")
+    (ann,) = approvers("ann")
+    assert resume(ann, pause).status_code == 202
+    fire_timeout(str(pause.pk), now=timezone.now() + timedelta(minutes=6))
+    decided = Pause.objects.get(pk=pause.pk)
+    assert decided.verdict == "REJECTED" and decided.decided_by == "system:timeout"
+
+
+@pytest.mark.django_db
+def test_a_restored_pause_gathers_its_quorum_again(alice, settings):
+    from approvals.decisions import restore_pause
+
+    settings.HITL_CONTINUE_INLINE = False  # the continuation is queued: the pause stays RESOLVING
+    pause = routed_pause(alice, requiredApprovals=2)
+    ann, ben, cy = approvers("ann", "ben", "cy")
+    assert resume(ann, pause).status_code == 202
+    assert resume(ben, pause).status_code == 200
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING
+
+    assert restore_pause(pause_id=pause.pk, reason="its worker died")
+    assert not Vote.objects.filter(pause=pause).exists()
+    restored = AuditEntry.objects.get(pause_id=pause.pk, verb="hitl.restored")
+    assert restored.detail["votesCleared"] == 2
+    assert resume(cy, pause).status_code == 202  # one approval of two again, not a decision
+
+
+@pytest.mark.django_db
+def test_the_admin_inbox_shows_the_votes_so_far_and_the_page_says_who_approved(alice):
+    from tests.approvals.test_admin_inbox import INBOX, logged_in, page
+
+    pause = routed_pause(alice, requiredApprovals=2)
+    ann, ben = approvers("ann", "ben")
+    assert resume(ann, pause).status_code == 202
+    listed = logged_in(ben).get(INBOX).content.decode()
+    assert '<span class="hitl-reason-votes">1 of 2 approvals: ann</span>' in listed
+    opened = logged_in(ann).get(page(pause)).content.decode()
+    assert "1 of 2 approvals: ann, " in opened and 'id="hitl-approved-already"' in opened
+    assert 'id="hitl-approve"' not in opened  # ann has approved: she may still reject
+    assert 'id="hitl-reject"' in opened
+    response = logged_in(ben).post(page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
+    assert response.status_code == 302
+    assert Pause.objects.get(pk=pause.pk).decided_by == "ben"
+
+
+@pytest.mark.django_db
+def test_a_reviewer_routing_leaves_out_sees_why_in_the_admin(alice):
+    from tests.approvals.test_admin_inbox import INBOX, logged_in, page
+
+    pause = routed_pause(alice, approvers={"groups": ["finance"]})
+    (olga,) = approvers("olga")
+    assert str(pause.pk) not in logged_in(olga).get(INBOX).content.decode()
+    opened = logged_in(olga).get(page(pause)).content.decode()
+    assert 'id="hitl-not-routed"' in opened and "routed to group finance" in opened
+    assert 'id="hitl-approve"' not in opened
+    refused = logged_in(olga).post(page(pause), {"expected_pause_id": str(pause.pk), "verdict": "APPROVED"})
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING and refused.status_code == 403

@@ -154,3 +154,32 @@ def test_an_agent_with_a_bad_routing_is_refused_and_unknown_names_are_warnings(a
     )
     assert saved.status_code == 201, saved.content
     assert any("treasury" in warning["message"] for warning in saved.json()["warnings"])
+
+
+def test_a_routed_approval_request_is_listed_only_to_its_approvers(admin_user):
+    agent = make_user("refund-bot", "agent")
+    filed = client_for(agent).post(
+        "/approval-requests",
+        {
+            "agent": "refund-bot",
+            "idempotencyKey": "run-1:call-1",
+            "action": {"name": "refund", "arguments": {"amount": 100}},
+            "reason": "Refund over 100 EUR",
+            "hitlConfig": {"approvers": {"groups": ["finance"]}},
+        },
+        format="json",
+    )
+    assert filed.status_code == 201, filed.content
+    outsider, finance = approver_in("olga"), approver_in("fred", "finance")
+
+    def pending(user) -> list[str]:
+        response = client_for(user).get("/approval-requests?status=pending")
+        assert response.status_code == 200, response.content
+        return [row["id"] for row in response.json()["approvalRequests"]]
+
+    assert pending(outsider) == [] and pending(finance) == [filed.json()["id"]]
+    assert pending(admin_user) == [filed.json()["id"]]
+    refused = client_for(outsider).post(
+        f"/approval-requests/{filed.json()['id']}/decision", {"verdict": "APPROVED"}, format="json"
+    )
+    assert refused.status_code == 403 and "routed to group finance" in refused.json()["detail"]
