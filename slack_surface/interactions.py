@@ -65,6 +65,7 @@ class Click:
     channel: str
     message_ts: str
     kind: str
+    blocks: tuple[dict[str, Any], ...] = ()  # the card as Slack shows it (the payload's message)
 
 
 def _click(body: bytes) -> Click:
@@ -83,6 +84,8 @@ def _click(body: bytes) -> Click:
     container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
     channel = payload.get("channel") if isinstance(payload.get("channel"), dict) else {}
     user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
+    message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+    blocks = message.get("blocks") if isinstance(message.get("blocks"), list) else []
     return Click(
         integration_name=name,
         subject=subject,
@@ -91,6 +94,7 @@ def _click(body: bytes) -> Click:
         channel=str(container.get("channel_id") or channel.get("id") or ""),
         message_ts=str(container.get("message_ts") or ""),
         kind=str(payload.get("type") or ""),
+        blocks=tuple(block for block in blocks if isinstance(block, dict)),
     )
 
 
@@ -134,8 +138,13 @@ def handle_click(integration: SlackIntegration, click: Click) -> str:
     except ApplicationError as exc:
         _tell(integration, click, f"⚠️ {messages.mention(click.user)}: {messages.escaped(exc.detail)}")
         return "refused"
-    if tally is not None:  # one approval of several: the card stays, its thread says who is still needed
-        _tell(integration, click, messages.vote_recorded(click.user, tally))
+    if tally is not None:  # one approval of several: the card keeps its buttons and shows the count
+        _update(
+            integration,
+            click,
+            messages.vote_recorded(click.user, tally),
+            messages.with_votes(click.blocks, tally),
+        )
         return "voted"
     _update(integration, click, RESOLVED[verdict].format(who=messages.mention(click.user)))
     return "decided"
@@ -212,10 +221,15 @@ def _decide_request(
     return tally_of(pause) if pause is not None and pause.status == PauseStatus.PENDING else None
 
 
-def _update(integration: SlackIntegration, click: Click, text: str) -> None:
-    """Queue the card's update: it says ``text`` and has no buttons left."""
+def _update(
+    integration: SlackIntegration, click: Click, text: str, blocks: list[dict[str, Any]] | None = None
+) -> None:
+    """Queue the card's update: it says ``text`` and has no buttons left; or, with ``blocks``, becomes
+    those blocks (a card that still waits for approvals)."""
     if click.channel and click.message_ts:
-        async_task(ANSWER_TASK, str(integration.pk), click.channel, click.message_ts, text, group="slack")
+        async_task(
+            ANSWER_TASK, str(integration.pk), click.channel, click.message_ts, text, blocks, group="slack"
+        )
 
 
 def _tell(integration: SlackIntegration, click: Click, text: str) -> None:
@@ -224,16 +238,19 @@ def _tell(integration: SlackIntegration, click: Click, text: str) -> None:
         async_task(ANSWER_TASK, str(integration.pk), click.channel, "", text, group="slack")
 
 
-def answer_in_slack(integration_id: str, channel: str, ts: str, text: str) -> None:
-    """The q-cluster's part of a click: the card at ``ts`` updated to ``text`` (no ``ts``: a notice posted
-    to ``channel``). A failure is logged and not tried again: the decision stands either way."""
+def answer_in_slack(
+    integration_id: str, channel: str, ts: str, text: str, blocks: list[dict[str, Any]] | None = None
+) -> None:
+    """The q-cluster's part of a click: the card at ``ts`` updated to ``text`` (or to ``blocks`` when
+    given; no ``ts``: a notice posted to ``channel``). A failure is logged and not tried again: the
+    decision stands either way."""
     integration = SlackIntegration.objects.filter(pk=integration_id).first()
     if integration is None:
         return
     try:
         if ts:
             update_message(
-                integration, channel=channel, ts=ts, text=text, blocks=messages.resolved_card(text)
+                integration, channel=channel, ts=ts, text=text, blocks=blocks or messages.resolved_card(text)
             )
         else:
             post_message(integration, channel=channel, text=text)

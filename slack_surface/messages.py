@@ -49,6 +49,31 @@ def decider_text(pause: Pause) -> str:
     return escaped(name)
 
 
+VOTES_BLOCK = "hitl-votes"
+
+
+def voter_text(voter: str) -> str:
+    """A voter as Slack shows them: a Slack user mentioned, anyone else by name."""
+    return mention(voter.removeprefix("slack:")) if voter.startswith("slack:") else escaped(voter)
+
+
+def votes_block(tally: Tally | None, required: int) -> dict[str, Any]:
+    """The card's line of approvals: how many are needed, who approved, how many are missing."""
+    if tally is None or not tally.votes:
+        text = f"Needs {required} approvals from different people."
+    else:
+        who = ", ".join(voter_text(voter) for voter, _ in tally.votes)
+        text = f"✅ {tally.count} of {tally.required} approvals: {who}. {tally.missing} more needed."
+    return {"type": "context", "block_id": VOTES_BLOCK, "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def with_votes(blocks: tuple[dict[str, Any], ...], tally: Tally) -> list[dict[str, Any]]:
+    """The card as it was, its line of approvals replaced (or put before its buttons)."""
+    kept = [block for block in blocks if block.get("block_id") != VOTES_BLOCK]
+    at = next((i for i, block in enumerate(kept) if block.get("type") == "actions"), len(kept))
+    return [*kept[:at], votes_block(tally, tally.required), *kept[at:]]
+
+
 def vote_recorded(slack_user: str, tally: Tally) -> str:
     """The thread's notice of one approval among several: who approved, the count, how many are missing."""
     more = f"{tally.missing} more approval{'s' if tally.missing != 1 else ''} needed from someone else"
@@ -151,6 +176,8 @@ def approval_card(
     ]
     if pause.kind == PauseKind.TOOL_CALL:
         blocks.extend(tool_call_blocks(pause))
+    if pause.required_approvals > 1:
+        blocks.append(votes_block(None, pause.required_approvals))
     return blocks + decision_blocks(
         pause, integration_name=integration_name, subject=subject, buttons=buttons
     )
