@@ -183,3 +183,48 @@ def test_a_routed_approval_request_is_listed_only_to_its_approvers(admin_user):
         f"/approval-requests/{filed.json()['id']}/decision", {"verdict": "APPROVED"}, format="json"
     )
     assert refused.status_code == 403 and "routed to group finance" in refused.json()["detail"]
+
+
+def test_a_tool_rule_routes_its_calls_to_its_own_approvers(alice, http_recorder):
+    from tests.toolgate.test_tool_pauses import paused_transfer, transfers
+
+    rule = {"match": "transfer_*", "approvers": {"groups": ["finance"]}, "requiredApprovals": 2}
+    _, pause = paused_transfer(
+        client_for(alice),
+        http_recorder,
+        tool_approvals={"requireApproval": ["transfer_*"], "rules": [rule]},
+    )
+    assert pause.kind == "TOOL_CALL" and pause.routed and pause.required_approvals == 2
+    fred, fay, olga = approver_in("fred", "finance"), approver_in("fay", "finance"), approver_in("olga")
+    assert resume(olga, pause).status_code == 403
+    assert resume(fred, pause).status_code == 202
+    assert transfers(http_recorder) == []  # one approval of two: nothing runs
+    assert resume(fay, pause).status_code == 200
+    from harnesses.queue_drain import run_queued_tasks
+
+    run_queued_tasks()
+    assert len(transfers(http_recorder)) == 1
+
+
+def test_a_group_gate_needs_its_two_approvals(alice):
+    from groups.models import GroupConversation
+    from harnesses.members import answering, discuss, group
+
+    group_id = group(
+        [(answering("pat", "Ship it."), "Optimist")],
+        [
+            {"name": "Opinions", "type": "OPINION", "requiresApproval": True},
+            {"name": "Decision", "type": "SYNTHESIS"},
+        ],
+        hitlConfig={"requiredApprovals": 2},
+    )
+    body = discuss(client_for(alice), group_id)
+    url = f"/groups/{group_id}/conversations/{body['discussionId']}/approve"
+    ann, ben = approver_in("ann"), approver_in("ben")
+    first = client_for(ann).post(url, {"decision": {"verdict": "APPROVED"}}, format="json")
+    assert first.status_code == 202, first.content
+    assert first.json()["vote"]["approvals"]["count"] == 1
+    assert GroupConversation.objects.get(pk=body["discussionId"]).state == "AWAITING_APPROVAL"
+    second = client_for(ben).post(url, {"decision": {"verdict": "APPROVED"}}, format="json")
+    assert second.status_code in (200, 202) and "vote" not in second.json()
+    assert GroupConversation.objects.get(pk=body["discussionId"]).state != "AWAITING_APPROVAL"
