@@ -96,10 +96,10 @@ def visible_requests(
         requests = requests.filter(status=status_in_sql(status))
     if status == RequestStatus.PENDING and sees_every_pause(user) and not is_admin(user):
         # an approver's pending list is what they may decide now (approvals.routing): a request whose
-        # pause has no routes, or one of whose routes names them and is open; probed per listed row
-        # through the routes' index, so the list keeps the order of its own index
+        # pause is not routed (no step-0 route), or one of whose routes names them and is open; probed
+        # per listed row through the routes' index, so the list keeps its own index's order
         requests = requests.filter(
-            ~Exists(PauseRoute.objects.filter(pause_id=OuterRef("pause_id")))
+            ~Exists(PauseRoute.objects.filter(pause_id=OuterRef("pause_id"), step=0))
             | Exists(routes_opened_to(user).filter(pause_id=OuterRef("pause_id")))
         )
     if idempotency_key is not None:

@@ -380,20 +380,23 @@ def effective_routing(hitl_config: object, rules: Iterable[object] = ()) -> Rout
 
 
 def route_rows(pause: Pause, routing: Routing) -> list[PauseRoute]:
-    """The PauseRoute rows of a routed pause: its approvers from when it opens, each escalation step's from
-    its time."""
-    if not routing.routed:
-        return []
-    steps = [(0, pause.paused_at, routing.approvers)] + [
+    """The PauseRoute rows of a pause: a routed one's approvers from when it opens (step 0: a pause is
+    routed exactly when it has step-0 rows), and each escalation step's from its time (on an unrouted
+    pause every approver may decide anyway: its steps' rows say whom to tell when)."""
+    first = [(0, pause.paused_at, routing.approvers)] if routing.routed else []
+    steps = first + [
         (index, pause.paused_at + positive_duration(step.after), step.approvers)
         for index, step in enumerate(routing.escalation, start=1)
     ]
-    return [
+    rows = [
         PauseRoute(pause=pause, step=number, opens_at=opens_at, **{column: name})
         for number, opens_at, approvers in steps
         for column, names in (("username", approvers.users), ("group_name", approvers.groups))
         for name in names
     ]
+    if routing.admins_only:  # routed to nobody but admins: one step-0 row that names no one
+        rows.insert(0, PauseRoute(pause=pause, step=0, opens_at=pause.paused_at))
+    return rows
 
 
 # --- who may decide now ------------------------------------------------------------------------------

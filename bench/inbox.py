@@ -14,6 +14,12 @@ The synthetic rows (reason 'bench-inbox') are deleted at the start and, unless -
 
 With --due, it says how many pauses with a deadline the first page shows; where the checkout has the
 caps of pending approvals (approvals.pause_caps), it also prints the plans of their two counts.
+
+    .venv/bin/python bench/inbox.py --rows 1000000 --routed 0.5   # half of them routed to a group
+
+With --routed SHARE, that share of the pauses is routed to the group 'bench-finance' (one route row each,
+docs/approvals-routing.md), which the approver is not in: the approver's inbox must leave them out in
+its query, and the figures say what that costs.
 """
 
 from __future__ import annotations
@@ -60,6 +66,16 @@ DUE_SQL = PAUSES_SQL.replace(
     "now() - interval '30 days' + g * interval '10 milliseconds', NULL,",
     "now() + g * interval '1 millisecond', now() + interval '1 hour' + g * interval '1 minute',",
 ).replace("'WAIT_INDEFINITELY', ''", "'AUTO_REJECT', 'PT1H'")
+
+
+ROUTED_SQL = "UPDATE approvals_pause SET routed = true WHERE reason = %(mark)s AND random() < %(share)s"
+ROUTES_SQL = """
+INSERT INTO approvals_pauseroute (pause_id, step, opens_at, username, group_name)
+SELECT id, 0, paused_at, '', 'bench-finance' FROM approvals_pause WHERE reason = %(mark)s AND routed
+"""
+ROUTES_DELETE_SQL = (
+    "DELETE FROM approvals_pauseroute WHERE pause_id IN (SELECT id FROM approvals_pause WHERE reason = %s)"
+)
 
 
 def cap_count_plans(username: str, agent_id: str) -> list[tuple[str, str, tuple]]:
@@ -126,11 +142,15 @@ def main() -> int:
     parser.add_argument(
         "--due", type=int, default=0, help="also this many pauses with a deadline, the newest (default 0)"
     )
+    parser.add_argument(
+        "--routed", type=float, default=0.0, help="share of the pauses routed to a group (default 0)"
+    )
     add_stack_args(parser, qcluster=False)
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = database_url(args.db)
 
     with Stack.from_args(args) as stack, connect(stack.db, autocommit=True) as conn:
+        conn.execute(ROUTES_DELETE_SQL, (MARK,))
         deleted = conn.execute("DELETE FROM approvals_pause WHERE reason = %s", (MARK,)).rowcount
         if deleted:
             print(f"(removed {deleted} synthetic pauses of an earlier run)", file=sys.stderr)
@@ -167,6 +187,10 @@ def main() -> int:
                     "rows": args.due,
                 },
             )
+        if args.routed:
+            conn.execute(ROUTED_SQL, {"mark": MARK, "share": args.routed})
+            conn.execute(ROUTES_SQL, {"mark": MARK})
+            conn.execute("VACUUM (ANALYZE) approvals_pauseroute")
         inserted = time.perf_counter() - t0
         conn.execute("VACUUM (ANALYZE) approvals_pause")  # also clears what an earlier run deleted
         conn.execute("ANALYZE auth_user")
@@ -212,6 +236,7 @@ def main() -> int:
 
         if not args.keep:
             t = time.perf_counter()
+            conn.execute(ROUTES_DELETE_SQL, (MARK,))
             conn.execute("DELETE FROM approvals_pause WHERE reason = %s", (MARK,))
             conn.execute("VACUUM approvals_pause")
             print(f"(deleted the synthetic pauses in {time.perf_counter() - t:.1f} s)", file=sys.stderr)

@@ -24,7 +24,7 @@ from conversations.agent_archive import export_agent
 from conversations.agents import create_agent, deploy_agent
 from groups.demo_group import demo_member_document
 from groups.store import create_group
-from harnesses.authz_table import NO_SUBJECT, OK, ROLES, expected, outcome_of
+from harnesses.authz_table import NO_SUBJECT, OK, ROLES, ROUTED, expected, outcome_of
 from harnesses.factories import account_bot, deployed_agent, paused_conversation
 from harnesses.users import client_for, make_user
 from slack_surface.integrations import IntegrationInput, create_integration
@@ -42,6 +42,9 @@ class World:
     users: dict[str, Any]
     agent_id: str
     gated_group: str
+    # an agent and a gated group whose pauses are routed to a group no role is in (ROUTED_GROUP)
+    routed_agent_id: str = ""
+    routed_group: str = ""
     cache: dict[tuple[str, str, str], Any] = field(default_factory=dict)
 
     @classmethod
@@ -64,7 +67,24 @@ class World:
                 "phases": [{"name": "Opinions", "type": "OPINION", "requiresApproval": True}],
             }
         )
-        return cls(clients=clients, users=users, agent_id=deployed_agent(), gated_group=str(gated.group_id))
+        routed_agent = account_bot(name="authz-routed")
+        routed_agent["hitlConfig"] = {**routed_agent.get("hitlConfig", {}), **ROUTED_CONFIG}
+        routed_group = create_group(
+            document={
+                "name": "routed",
+                "members": [{"agentId": scribe, "role": "Scribe"}],
+                "phases": [{"name": "Opinions", "type": "OPINION", "requiresApproval": True}],
+                "hitlConfig": ROUTED_CONFIG,
+            }
+        )
+        return cls(
+            clients=clients,
+            users=users,
+            agent_id=deployed_agent(),
+            gated_group=str(gated.group_id),
+            routed_agent_id=deployed_agent(routed_agent),
+            routed_group=str(routed_group.group_id),
+        )
 
     def subject(self, kind: str, state: str, *, fresh: bool, user: str = "") -> Any:
         """A ``kind`` subject in ``state`` owned by the owner: shared between read-only cells (``user``
@@ -76,6 +96,10 @@ class World:
         if not fresh:
             self.cache[kind, state, user] = made
         return made
+
+    def group_of(self, state: str) -> str:
+        """The group a discussion in ``state`` runs in: the routed one for ``routed``."""
+        return self.routed_group if state == ROUTED else self.gated_group
 
     def used(self, kind: str, state: str, user: str) -> None:
         self.cache.pop((kind, state, user), None)
@@ -91,6 +115,8 @@ def _service_account_with_every_role(username: str) -> Any:
         user.groups.add(Group.objects.get_or_create(name=name)[0])
     return user
 
+
+ROUTED_CONFIG = {"approvers": {"groups": ["authz-finance"]}}  # a group none of the roles is in
 
 PINNED = {
     "method": "POST",
@@ -123,6 +149,8 @@ def _approval_request(world: World, state: str) -> str:
     if state == "unknown":
         return str(uuid.uuid4())
     body = filing_body(f"authz-{uuid.uuid4().hex}", on_behalf_of=None if state == "ownerless" else "bob")
+    if state == ROUTED:
+        body["hitlConfig"] = {**body["hitlConfig"], **ROUTED_CONFIG}
     filed = world.clients["agent"].post("/approval-requests", body, **JSON)
     assert filed.status_code == 201, filed.content
     request_id = filed.json()["id"]
@@ -136,7 +164,7 @@ def _conversation(world: World, state: str) -> str:
     if state == "unknown":
         return str(uuid.uuid4())
     owner = world.clients["owner"] if state != "ownerless" else world.clients["admin"]
-    conversation_id = paused_conversation(owner, world.agent_id)
+    conversation_id = paused_conversation(owner, world.routed_agent_id if state == ROUTED else world.agent_id)
     if state == "ownerless":
         from conversations.models import Conversation
 
@@ -153,7 +181,7 @@ def _discussion(world: World, state: str) -> str:
     if state == "unknown":
         return str(uuid.uuid4())
     started = world.clients["owner"].post(
-        f"/groups/{world.gated_group}/conversations", {"question": "Ship on Friday?"}, **JSON
+        f"/groups/{world.group_of(state)}/conversations", {"question": "Ship on Friday?"}, **JSON
     )
     assert started.status_code == 201 and started.json()["state"] == "AWAITING_APPROVAL", started.content
     discussion_id = started.json()["discussionId"]
@@ -441,6 +469,12 @@ DECIDED_MATTERS = {
     for name, e in REST_ENDPOINTS.items()
     if e.rule == "reads turns" or "approve" in name or "resume" in name or e.subject == "approval request"
 }
+# the deciding calls, asked again on a subject whose pause is routed to others (harnesses.authz_table.ROUTED)
+DECIDING = {
+    "POST /agents/{conversation_id}/resume",
+    "POST /groups/{group_id}/conversations/{discussion_id}/approve",
+    "POST /approval-requests/{request_id}/decision",
+}
 FULL_STATES = {
     "conversation": ("ownerless",),
     "discussion": ("ownerless",),
@@ -487,7 +521,7 @@ def run_cell(world: World, name: str, endpoint: Endpoint, role: str, state: str)
     method = name.split()[0].lower()
     user = name if endpoint.fresh else ""
     subject = world.subject(endpoint.subject, state, fresh=False, user=user) if endpoint.subject else None
-    path = endpoint.path.replace("{a}", world.agent_id).replace("{g}", world.gated_group)
+    path = endpoint.path.replace("{a}", world.agent_id).replace("{g}", world.group_of(state))
     path = path.replace("{s}", str(subject)) if endpoint.subject not in (None, "archive") else path
     if name == "POST /auth/token":
         cache.clear()  # the login throttle counts per client
@@ -519,6 +553,7 @@ def rest_cells(world: World, *, full: bool = False) -> list[dict[str, Any]]:
             else tuple(s for s in endpoint.states if s != "decided")
         )
         states += FULL_STATES.get(endpoint.subject or "", ()) if full else ()
+        states += (ROUTED,) if name in DECIDING else ()
         for state in states:
             for role in ROLES:
                 cells.append(run_cell(world, name, endpoint, role, state))

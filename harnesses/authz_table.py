@@ -161,8 +161,18 @@ _HITL_JOB = {**_ANON, "owner": 403, "other": 403, "staff": 403, "approver": 403,
 _HITL_JOB_READ = {**_HITL_JOB, "staff": 404, "approver": 404}
 
 
+# A deciding call (resume, a discussion's approve, an approval request's decision) on a subject whose
+# pause is routed to a group none of the roles is in (docs/approvals-routing.md): routing narrows who may
+# decide to that group's approvers and admins, so everyone but the admin is refused, 403, whatever else
+# their role allows; nothing is consumed.
+ROUTED = "routed"
+_ROUTED_DECISION = {**dict.fromkeys(ROLES, 403), **_ANON, "admin": OK}
+
+
 def expected(rule: str, role: str, state: str = NO_SUBJECT) -> Any:
     """The outcome the docs promise ``role`` for an endpoint of ``rule`` on a subject in ``state``."""
+    if state == ROUTED:
+        return _ROUTED_DECISION[role]
     if state == "unknown" and rule in SUBJECT_RULES:
         return _UNKNOWN_ID[role]
     if state == "hitl job":

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approval_requests.selectors import visible_requests
+from approvals.models import Pause
 
 pytestmark = pytest.mark.django_db
 
@@ -49,12 +50,34 @@ def backlog(agent, other_agent, alice):
             )
         )
     ApprovalRequest.objects.bulk_create(rows, batch_size=1000)
+    pauses = [  # each pending request's pause, as filing opens it (an approver's pending list reads it)
+        Pause(
+            surface="request",
+            kind="ACTION",
+            subject_type="approval_request",
+            subject_id=row.id,
+            reason="r",
+            paused_at=row.created_at,
+        )
+        for row in rows[:PENDING_ROWS]
+    ]
+    Pause.objects.bulk_create(pauses, batch_size=1000)
+    for row, pause in zip(rows[:PENDING_ROWS], pauses, strict=True):
+        row.pause_id = pause.pk
+    ApprovalRequest.objects.bulk_update(rows[:PENDING_ROWS], ["pause_id"], batch_size=1000)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE approval_requests_approvalrequest")
+        cursor.execute("ANALYZE approvals_pause")
 
 
 LISTS = {
-    "reviewer, pending": ("approver", RequestStatus.PENDING, "approval_request_pending"),
+    # an approver's pending list also asks the routes (approvals.routing): a generic plan may then take the
+    # status index, which holds the pending requests in the same order
+    "reviewer, pending": (
+        "approver",
+        RequestStatus.PENDING,
+        "approval_request_pending|approval_request_status",
+    ),
     "reviewer, every status": ("approver", None, "approval_request_newest"),
     "agent, pending": ("refund-bot", RequestStatus.PENDING, "approval_request_account"),
     "agent, every status": ("refund-bot", None, "approval_request_acct_newest"),
@@ -71,7 +94,7 @@ def test_each_list_reads_its_page_off_an_index_in_its_order(backlog, approver, w
 
     plan = page.explain()
 
-    assert index in plan, plan
+    assert any(name in plan for name in index.split("|")), plan
     assert "Sort" not in plan, plan  # neither a sort nor an incremental one: the index has the order
     assert "Seq Scan on approval_requests_approvalrequest" not in plan, plan
     listed = list(page)
@@ -99,5 +122,5 @@ def test_each_list_keeps_its_index_in_a_prepared_statements_generic_plan(backlog
         finally:
             cursor.execute("DEALLOCATE listed")
 
-    assert index in plan, plan
+    assert any(name in plan for name in index.split("|")), plan
     assert "Sort" not in plan, plan
