@@ -1,4 +1,5 @@
-"""Signed webhooks: each end of an approval request told to its ``callbackUrl``, at least once.
+"""Signed webhooks: each end of an approval request told to its ``callbackUrl``, at least once; and,
+while it waits, each escalation step and its reminder (approvals.notices).
 
 An event is a ``WebhookDelivery`` row written in the transaction that ends the request (decided,
 expired, cancelled) and a django-q2 task queued with it (ORM broker: it commits or not with the row).
@@ -47,6 +48,10 @@ logger = logging.getLogger(__name__)
 DECIDED = "approval_request.decided"
 EXPIRED = "approval_request.expired"
 CANCELLED = "approval_request.cancelled"
+# while it waits (approvals.notices): an escalation step opened, the reminder before the deadline
+ESCALATED = "approval_request.escalated"
+REMINDED = "approval_request.reminder"
+WAITING_EVENTS = {"escalated": ESCALATED, "reminder": REMINDED}
 EVENT_FOR = {RequestStatus.EXPIRED: EXPIRED, RequestStatus.CANCELLED: CANCELLED}
 DELIVER_TASK = "approval_requests.webhooks.deliver"
 # After the first attempt fails: the waits before each retry (7 attempts in all, the last about 1 h 43 min
@@ -94,6 +99,13 @@ def event_payload(request: ApprovalRequest, event: str, now: datetime) -> dict[s
             "idempotencyKey": request.idempotency_key,
         },
     }
+
+
+def on_notice(pause: Any, event: str, step: int) -> None:
+    """The notice listener (approvals.notices): an approval request's escalation steps and reminder reach
+    its callback URL too, signed like its other events, once."""
+    if pause.kind == "ACTION" and event in WAITING_EVENTS:
+        queue_event(pause.subject_id, WAITING_EVENTS[event])
 
 
 def queue_event(request_id: Any, event: str) -> WebhookDelivery | None:

@@ -5,7 +5,11 @@ them off.
 
 Once per event: an event is claimed by writing its ``Notice`` row (one per pause, event and step) in the
 transaction that sends the mail, so two timer clusters, or a task delivered twice, never send it twice;
-a send that fails rolls the claim back and django-q2 tries the task again. The task runs on the q-cluster:
+a send that fails rolls the claim back and django-q2 tries the task again.
+
+Other channels hear the same events: a listener registered with ``register_notice_listener`` is called
+in the claiming transaction (an approval request's signed webhook, a Slack card's channel), so it is
+told once too. Like the openings' listeners it only writes rows and queues tasks, never calls out. The task runs on the q-cluster:
 opening and deciding a pause queue it in their transaction; the timer drainer's sweep queues escalation
 steps and reminders as they fall due (``queue_due_notices``).
 
@@ -18,13 +22,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
@@ -49,15 +54,25 @@ SUBJECTS = {
 }
 
 
+NoticeListener = Callable[[Pause, str, int], None]
+_LISTENERS: list[NoticeListener] = []
+
+
+def register_notice_listener(listener: NoticeListener) -> None:
+    """``listener(pause, event, step)`` is told each event once, in the transaction that claims it."""
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
+
 def enabled() -> bool:
+    """Whether email is sent (``HITL_EMAIL_NOTIFICATIONS``); the events are claimed and heard either way."""
     return bool(settings.HITL_EMAIL_NOTIFICATIONS)
 
 
 def queue(pause: Pause, event: str, step: int = 0) -> None:
     """Send ``event`` of ``pause`` from the q-cluster: the task is written in the caller's transaction
     (django-q2's ORM broker), so it exists exactly when the pause or its decision does."""
-    if enabled():
-        async_task(SEND_TASK, str(pause.id), event, step, group="hitl-notices")
+    async_task(SEND_TASK, str(pause.id), event, step, group="hitl-notices")
 
 
 def on_opened(pause: Pause) -> None:
@@ -73,8 +88,6 @@ def on_decided(pause: Pause) -> None:
 def queue_due_notices(now: datetime | None = None) -> int:
     """The timer drainer's sweep: queue every escalation step and reminder that fell due and was not sent.
     Claiming stays with ``send_notice``: a step queued twice is sent once."""
-    if not enabled():
-        return 0
     now = now or timezone.now()
     unsent = Notice.objects.filter(pause_id=OuterRef("pause_id"), step=OuterRef("step"), event=ESCALATED)
     steps = (
@@ -107,9 +120,9 @@ def send_notice(pause_id: str, event: str, step: int = 0) -> str:
         return "gone"
     if event in WAITING_EVENTS and pause.status != PauseStatus.PENDING:
         return "not waiting"
-    if event == ESCALATED and not _step_notifies(pause, step):
-        return "nobody to tell"
-    people = recipients(pause, event, step)
+    # a step without ``notify`` is claimed and heard by the other channels, but mails nobody
+    mails = enabled() and (event != ESCALATED or _step_notifies(pause, step))
+    people = recipients(pause, event, step) if mails else []
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -122,12 +135,23 @@ def send_notice(pause_id: str, event: str, step: int = 0) -> str:
                 )
         except IntegrityError:
             return "already sent"
+        _tell_listeners(pause, event, step)
         if not people:
             return "nobody to tell"
         messages = [_message(pause, event, user) for user in people]
         get_connection(fail_silently=False).send_messages(messages)  # raises: the claim rolls back
         Notice.objects.filter(pk=notice.pk).update(sent_at=timezone.now())
     return "sent"
+
+
+def _tell_listeners(pause: Pause, event: str, step: int) -> None:
+    for listener in _LISTENERS:
+        try:
+            listener(pause, event, step)
+        except DatabaseError:
+            raise
+        except Exception:  # another channel's failure never stops the mail
+            logger.exception("notice listener %s failed for pause %s", listener, pause.id)
 
 
 def _step_notifies(pause: Pause, step: int) -> bool:

@@ -459,6 +459,12 @@ def routed_to_text(pause: Pause) -> str:
     return text
 
 
+def step_text(pause: Pause, step: int) -> str:
+    """Who escalation step ``step`` (1, 2, …) of ``pause`` names, e.g. "group on-call"."""
+    steps = (pause.routing or {}).get("escalation") or []
+    return _names(steps[step - 1]["approvers"]) if 0 < step <= len(steps) else "?"
+
+
 def why_not_routed(pause: Pause) -> str:
     return f"This pause is routed to {routed_to_text(pause)}: you are not among them (admins always may)."
 

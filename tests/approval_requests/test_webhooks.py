@@ -432,3 +432,29 @@ def test_the_admin_delivery_log_is_read_only_for_reviewers(agent, approver, secr
     plain_staff.save()
     assert browser_for(plain_staff).get(listing).status_code == 403
     assert browser_for(make_user("carol")).get(listing).status_code == 302  # not staff: the login page
+
+
+def test_an_escalation_step_and_the_reminder_reach_the_callback_signed_once(agent, secret, receiver):
+    from approvals.notices import queue_due_notices
+
+    filed = file_request(
+        agent,
+        callbackUrl=receiver.url,
+        hitlConfig={
+            "timeoutPolicy": "AUTO_REJECT",
+            "approvalTimeout": "PT30M",
+            "remindBefore": "PT10M",
+            "escalation": [{"after": "PT15M", "approvers": {"groups": ["on-call"]}}],
+        },
+    )
+    run_queued_tasks()
+    assert deliveries(filed["id"]) == []
+    with time_machine.travel(timezone.now() + timedelta(minutes=21), tick=False):
+        assert queue_due_notices() == 2  # the step and the reminder
+        queue_due_notices()  # a second sweep before the tasks ran: each is still told once
+        run_queued_tasks()
+        assert sorted(payload["type"] for payload in receiver.verified(secret)) == [
+            "approval_request.escalated",
+            "approval_request.reminder",
+        ]
+    assert len(deliveries(filed["id"])) == 2

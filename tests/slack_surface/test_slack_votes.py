@@ -105,3 +105,29 @@ def test_routing_checks_the_integrations_user_a_slack_user_decides_with(anon_cli
     assert post_click(anon_client, click_on(card, pause, "UAPPROVER")).status_code == 200
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
     assert "routed to group finance" in fake_slack.posted(APPROVAL_CHANNEL)[-1]["text"]
+
+
+@pytest.mark.django_db
+def test_an_escalation_step_and_the_reminder_are_told_in_the_cards_channel(anon_client, fake_slack):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from approvals.notices import queue_due_notices
+
+    wired(
+        {
+            "timeoutPolicy": "AUTO_REJECT",
+            "approvalTimeout": "PT30M",
+            "remindBefore": "PT10M",
+            "escalation": [{"after": "PT15M", "approvers": {"groups": ["on-call"]}}],
+        }
+    )
+    paused(anon_client)
+    with time_machine.travel(timezone.now() + timedelta(minutes=21), tick=False):
+        queue_due_notices()
+        run_queued_tasks()
+    said = [post["text"] for post in fake_slack.posted(APPROVAL_CHANNEL)]
+    assert any(text.startswith("⏫ Escalated: ") and "group on-call" in text for text in said), said
+    assert any(text.startswith("⏰ Reminder: ") for text in said), said
