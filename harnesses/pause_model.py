@@ -19,7 +19,7 @@ from common.durations import positive_duration
 PENDING, RESOLVING, RESOLVED, CANCELLED = "PENDING", "RESOLVING", "RESOLVED", "CANCELLED"
 APPROVED, REJECTED = "APPROVED", "REJECTED"
 TIMEOUT = "system:timeout"
-AUDITED = ("hitl.pause", "hitl.approval", "hitl.restored", "hitl.continuation.cancelled")
+AUDITED = ("hitl.pause", "hitl.approval", "hitl.restored", "hitl.continuation.cancelled", "hitl.vote")
 PAUSING_INPUT = {"RULE": "please delete my account", "TOOL_CALL": "please transfer 100 to bob"}
 MAX_CONVERSATIONS, MAX_DISCUSSIONS = 3, 2
 GATES = 2  # the test group's two phases each end at a gate: approving the second completes it
@@ -27,8 +27,9 @@ GATES = 2  # the test group's two phases each end at a gate: approving the secon
 
 @dataclass(frozen=True)
 class Profile:
-    """What a subject runs on: the kind of pause it opens, its timeout, and whether its continuation is
-    quick (all tasks local: a timer or a REST decision continues it in the deciding process)."""
+    """What a subject runs on: the kind of pause it opens, its timeout, whether its continuation is
+    quick (all tasks local: a timer or a REST decision continues it in the deciding process), and how
+    many people must approve its pauses (``required``: docs/approvals-routing.md)."""
 
     name: str
     surface: str
@@ -36,12 +37,14 @@ class Profile:
     policy: str
     timeout: str
     quick: bool
+    required: int = 1
 
 
 # Hypothesis draws early elements more often (it shrinks towards them): the profiles and ways of deciding
 # that reach the rarer states (queued continuations, timers) come first.
 CONVERSATION_PROFILES = (
     Profile("rule-slow-approve", Engine.REGULAR, "RULE", "AUTO_APPROVE", "PT5M", False),
+    Profile("rule-two-approvals", Engine.REGULAR, "RULE", "AUTO_REJECT", "PT10M", True, required=2),
     Profile("tool-reject", Engine.REGULAR, "TOOL_CALL", "AUTO_REJECT", "PT15M", False),
     Profile("rule-abort", Engine.REGULAR, "RULE", "ABORT", "PT20M", True),
     Profile("rule-approve", Engine.REGULAR, "RULE", "AUTO_APPROVE", "PT15M", True),
@@ -50,6 +53,7 @@ CONVERSATION_PROFILES = (
 )
 GROUP_PROFILES = (
     Profile("group-approve", Engine.GROUP, "PHASE", "AUTO_APPROVE", "PT10M", False),
+    Profile("group-two-approvals", Engine.GROUP, "PHASE", "AUTO_APPROVE", "PT10M", False, required=2),
     Profile("group-abort", Engine.GROUP, "PHASE", "ABORT", "PT5M", False),
     Profile("group-reject", Engine.GROUP, "PHASE", "AUTO_REJECT", "PT15M", False),
     Profile("group-wait", Engine.GROUP, "PHASE", "WAIT_INDEFINITELY", "", False),
@@ -69,6 +73,8 @@ class Fixtures:
     approver: Any
     owner_client: Any
     approver_client: Any
+    second_approver: Any  # the other voter of a pause that needs two approvals
+    second_approver_client: Any
     agents: dict[str, str]
     groups: dict[str, str]
     start: datetime
@@ -89,6 +95,8 @@ class ModelPause:
     lease_until: datetime | None = None  # a worker's (or this process's) claim on the continuation
     cancel_requested: bool = False
     fire_held_until: datetime | None = None  # a restored overdue pause is fired again only after this
+    required: int = 1  # approvals it needs
+    votes: list[str] = field(default_factory=list)  # who approved it so far (approvals.votes)
     audit: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -146,8 +154,16 @@ class Model:
     def open_pause(self, subject: Subject, now: datetime, gate: int = 0) -> None:
         profile = subject.profile
         due = now + positive_duration(profile.timeout) if finite(profile) else None
-        subject.pauses.append(ModelPause(kind=profile.kind, due_at=due, gate=gate))
+        subject.pauses.append(ModelPause(kind=profile.kind, due_at=due, gate=gate, required=profile.required))
         subject.state = self.awaiting(subject)
+
+    def vote(self, subject: Subject, by: str) -> bool:
+        """One person's approval of a pause that needs several, audited on its own: True when it completes
+        the quorum (the caller then decides it), False when the pause still waits."""
+        pause = subject.pending
+        pause.votes.append(by)
+        pause.audit["hitl.vote"] += 1
+        return len(pause.votes) >= pause.required
 
     def decide(self, subject: Subject, verdict: str, by: str, now: datetime, *, here: bool) -> None:
         """PENDING -> RESOLVING, the subject running; continued here, or queued for the q-cluster."""
@@ -231,6 +247,7 @@ class Model:
             return
         pause.status, pause.verdict, pause.decided_by, pause.decided_at = PENDING, "", "", None
         pause.lease_until = None
+        pause.votes = []  # its quorum is gathered again
         retry = timedelta(seconds=30)  # approvals.timer_arming.FAILED_FIRE_RETRY
         pause.fire_held_until = now + retry if pause.due_at is not None and pause.due_at <= now else None
         pause.audit["hitl.restored"] += 1

@@ -35,10 +35,10 @@ from approvals.actors import actor_for_user
 from approvals.continuation_runs import claim_continuation, decide_and_continue
 from approvals.decision_input import DecisionInput
 from approvals.decisions import decide_pause
-from approvals.models import AuditEntry, Engine, Pause, SubjectType
+from approvals.models import AuditEntry, Engine, Pause, SubjectType, Vote
 from approvals.recovery import recover_expired_leases
 from approvals.timers import fire_due_batch, fire_timeout
-from common.errors import WrongState
+from common.errors import Conflict, WrongState
 from conversations import turns
 from conversations.agents import OnVersion
 from conversations.models import Conversation
@@ -124,12 +124,14 @@ class PauseStateMachine(RuleBasedStateMachine):
         """The conversation with its deployed version, in one query (as the say view reads it)."""
         return talk_on_version(self.fixtures.owner, subject.db_id)
 
-    def decision(self, subject: Subject, verdict: str, how: str) -> None:
-        """Decide the subject's pending pause as the approver: ``here`` (the deciding process continues it),
-        ``queued`` (handed to the q-cluster) or ``rest`` (POST …/resume or …/approve)."""
+    def decision(self, subject: Subject, verdict: str, how: str, *, second: bool = False) -> None:
+        """Decide the subject's pending pause as the approver (``second``: the other approver, a second
+        vote): ``here`` (the deciding process continues it), ``queued`` (handed to the q-cluster) or
+        ``rest`` (POST …/resume or …/approve; 202 for a vote that does not decide)."""
         fixtures = self.fixtures
+        approver = fixtures.second_approver if second else fixtures.approver
         if how == "rest":
-            client = fixtures.approver_client
+            client = fixtures.second_approver_client if second else fixtures.approver_client
             if subject.group:
                 response = client.post(
                     f"/groups/{subject.group_id}/conversations/{subject.db_id}/approve",
@@ -140,11 +142,11 @@ class PauseStateMachine(RuleBasedStateMachine):
                 response = client.post(f"/agents/{subject.db_id}/resume", {"verdict": verdict}, format="json")
             if response.status_code == 409:
                 raise WrongState(response.content.decode(), current_state=None)
-            assert response.status_code == 200, response.content
+            assert response.status_code in (200, 202), response.content
             return
         if subject.group:
             approve_discussion(
-                user=fixtures.approver,
+                user=approver,
                 group_id=subject.group_id,
                 discussion_id=subject.db_id,
                 body={"decision": {"verdict": verdict}},
@@ -157,7 +159,7 @@ class PauseStateMachine(RuleBasedStateMachine):
             subject_type=SubjectType.CONVERSATION,
             subject_id=subject.db_id,
             decision=DecisionInput(verdict=verdict),
-            actor=actor_for_user(fixtures.approver),
+            actor=actor_for_user(approver),
         )
 
     def continues_here(self, subject: Subject, how: str) -> bool:
@@ -267,15 +269,16 @@ class PauseStateMachine(RuleBasedStateMachine):
 
     def _decide(self, data: Any, verdict: str, how: str) -> None:
         subject = self.of(data, self._pending())
-        self.tick(verdict.lower(), f"{'group' if subject.group else subject.profile.kind}:{how}")
-        self.decision(subject, verdict, how)
-        self.model.decide(
-            subject,
-            verdict,
-            self.fixtures.approver.username,
-            self.now,
-            here=self.continues_here(subject, how),
-        )
+        pause = subject.pending
+        voting = verdict == APPROVED and pause.required > 1
+        second = voting and self.fixtures.approver.username in pause.votes
+        where = "group" if subject.group else subject.profile.kind
+        self.tick(verdict.lower(), f"{where}:{how}" + (f":vote {len(pause.votes) + 1}" if voting else ""))
+        self.decision(subject, verdict, how, second=second)
+        by = (self.fixtures.second_approver if second else self.fixtures.approver).username
+        if voting and not self.model.vote(subject, by):
+            return  # one approval of two: the pause still waits
+        self.model.decide(subject, verdict, by, self.now, here=self.continues_here(subject, how))
 
     @precondition(lambda self: self._pending())
     @rule(data=st.data(), how=st.sampled_from(DECIDING))
@@ -286,6 +289,23 @@ class PauseStateMachine(RuleBasedStateMachine):
     @rule(data=st.data(), how=st.sampled_from(DECIDING))
     def reject(self, data: Any, how: str) -> None:
         self._decide(data, REJECTED, how)
+
+    def _voted(self) -> list[Subject]:
+        return [s for s in self.model.subjects if s.pending is not None and s.pending.votes]
+
+    @precondition(lambda self: self._voted())
+    @rule(data=st.data(), how=st.sampled_from(("here", "rest")))
+    def vote_twice_is_refused(self, data: Any, how: str) -> None:
+        """The person who approved a pause that needs two approvals approves it again: refused (409),
+        nothing recorded, the pause still waits for someone else."""
+        subject = self.of(data, self._voted())
+        self.tick("vote_twice", how)
+        second = subject.pending.votes[0] == self.fixtures.second_approver.username
+        try:
+            self.decision(subject, APPROVED, how, second=second)
+        except (Conflict, WrongState):
+            return
+        raise AssertionError(f"a second vote of one person on {subject.label()} was taken")
 
     def _decided(self) -> list[Subject]:
         return [
@@ -466,9 +486,19 @@ class PauseStateMachine(RuleBasedStateMachine):
         with connection.cursor() as cursor:
             cursor.execute(PAUSES_SQL, [list(AUDITED), ids])
             pauses: dict[Any, list[tuple]] = {}
-            for subject_id, pause_id, kind, status, verdict, decided_by, due_at, audit in cursor.fetchall():
+            for (
+                subject_id,
+                pause_id,
+                kind,
+                status,
+                verdict,
+                decided_by,
+                due_at,
+                audit,
+                votes,
+            ) in cursor.fetchall():
                 pauses.setdefault(subject_id, []).append(
-                    (pause_id, (kind, status, verdict, decided_by, due_at), audit)
+                    (pause_id, (kind, status, verdict, decided_by, due_at), audit, votes)
                 )
             cursor.execute(STATES_SQL, [ids, ids, ids, list(AUDITED)])
             states = dict(cursor.fetchall())
@@ -482,7 +512,11 @@ class PauseStateMachine(RuleBasedStateMachine):
             if len(stored) != len(subject.pauses):
                 problems.append(f"{subject.label()}: {len(stored)} pauses, model {len(subject.pauses)}")
                 continue
-            for index, ((_, row, audit), modelled) in enumerate(zip(stored, subject.pauses, strict=True)):
+            for index, ((_, row, audit, votes), modelled) in enumerate(
+                zip(stored, subject.pauses, strict=True)
+            ):
+                if votes != len(modelled.votes):
+                    problems.append(f"{subject.label()} pause {index}: {votes} votes, model {modelled.votes}")
                 if row != modelled.row():
                     problems.append(f"{subject.label()} pause {index}: {row}, model {modelled.row()}")
                 if audit != dict(+modelled.audit):
@@ -503,6 +537,7 @@ def _sql(template: str) -> str:
         conversation=Conversation._meta.db_table,
         discussion=GroupConversation._meta.db_table,
         broker=OrmQ._meta.db_table,
+        vote=Vote._meta.db_table,
     )
 
 
@@ -512,7 +547,8 @@ PAUSES_SQL = _sql(
            COALESCE((SELECT json_object_agg(c.k, c.n) FROM (
                SELECT CASE WHEN a.verb = 'hitl.approval' THEN a.verb || ':' || a.verdict ELSE a.verb END AS k,
                       count(*) AS n
-               FROM {audit} a WHERE a.pause_id = p.id AND a.verb = ANY(%s) GROUP BY 1) c), '{{}}')
+               FROM {audit} a WHERE a.pause_id = p.id AND a.verb = ANY(%s) GROUP BY 1) c), '{{}}'),
+           (SELECT count(*) FROM {vote} v WHERE v.pause_id = p.id)
     FROM {pause} p WHERE p.subject_id = ANY(%s) ORDER BY p.paused_at
     """
 )
@@ -536,11 +572,10 @@ def make_fixtures(http_url: str) -> Fixtures:
     from harnesses.users import client_for, make_user
 
     owner, approver = make_user("sm-owner"), make_user("sm-approver", "approver")
+    second_approver = make_user("sm-approver-2", "approver")
     agents = {}
     for profile in CONVERSATION_PROFILES:
-        hitl = (
-            {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
-        )
+        hitl = _hitl(profile)
         if profile.kind == "TOOL_CALL":
             document = payments_agent(http_url, tool_approvals={"requireApproval": ["transfer_*"], **hitl})
         elif profile.quick:
@@ -555,9 +590,7 @@ def make_fixtures(http_url: str) -> Fixtures:
     ]
     groups = {}
     for profile in GROUP_PROFILES:
-        hitl = (
-            {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
-        )
+        hitl = _hitl(profile)
         document = {
             "name": profile.name,
             "members": [{"agentId": member, "role": "Optimist"}],
@@ -570,10 +603,22 @@ def make_fixtures(http_url: str) -> Fixtures:
         approver=approver,
         owner_client=client_for(owner),
         approver_client=client_for(approver),
+        second_approver=second_approver,
+        second_approver_client=client_for(second_approver),
         agents=agents,
         groups=groups,
         start=timezone.now().replace(microsecond=0),
     )
+
+
+def _hitl(profile: Profile) -> dict[str, Any]:
+    """A profile's hitlConfig: its timeout, and how many approvals it needs when more than one."""
+    hitl: dict[str, Any] = (
+        {"timeoutPolicy": profile.policy, "approvalTimeout": profile.timeout} if finite(profile) else {}
+    )
+    if profile.required > 1:
+        hitl["requiredApprovals"] = profile.required
+    return hitl
 
 
 def hits_report() -> str:
