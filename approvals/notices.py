@@ -114,12 +114,15 @@ def queue_due_notices(now: datetime | None = None) -> int:
 
 def send_notice(pause_id: str, event: str, step: int = 0) -> str:
     """Claim ``event`` of the pause and send its mail, in one transaction: "sent", "already sent",
-    "nobody to tell", or "not waiting" for a waiting event of a pause decided meanwhile."""
+    "nobody to tell", "not waiting" for a waiting event of a pause decided meanwhile, or "not yet" for
+    an escalation step or a reminder whose time has not come."""
     pause = Pause.objects.select_related("owner").filter(pk=uuid.UUID(str(pause_id))).first()
     if pause is None:
         return "gone"
     if event in WAITING_EVENTS and pause.status != PauseStatus.PENDING:
         return "not waiting"
+    if not _due(pause, event, step):
+        return "not yet"
     # a step without ``notify`` is claimed and heard by the other channels, but mails nobody
     mails = enabled() and (event != ESCALATED or _step_notifies(pause, step))
     people = recipients(pause, event, step) if mails else []
@@ -152,6 +155,17 @@ def _tell_listeners(pause: Pause, event: str, step: int) -> None:
             raise
         except Exception:  # another channel's failure never stops the mail
             logger.exception("notice listener %s failed for pause %s", listener, pause.id)
+
+
+def _due(pause: Pause, event: str, step: int) -> bool:
+    """An escalation step is told once it opened, a reminder once its time came (a task delivered early,
+    or a duplicate, waits for the sweep)."""
+    now = timezone.now()
+    if event == ESCALATED:
+        return PauseRoute.objects.filter(pause=pause, step=step, opens_at__lte=now).exists()
+    if event == REMINDER:
+        return pause.remind_at is not None and pause.remind_at <= now
+    return True
 
 
 def _step_notifies(pause: Pause, step: int) -> bool:

@@ -270,6 +270,8 @@ EMAIL_HOST_PASSWORD = _EMAIL.get("EMAIL_HOST_PASSWORD") or ""
 EMAIL_USE_TLS = bool(_EMAIL.get("EMAIL_USE_TLS"))
 EMAIL_USE_SSL = bool(_EMAIL.get("EMAIL_USE_SSL"))
 EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+if _EMAIL.get("EMAIL_FILE_PATH"):  # filemail:///path: each message written to a file there
+    EMAIL_FILE_PATH = "/" + _EMAIL["EMAIL_FILE_PATH"].lstrip("/")  # django-environ drops the root's slash
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="HITL approvals <hitl@localhost>")
 # Key of the request-pinning HMAC (derived from SECRET_KEY when empty).
 HITL_PINNING_KEY = env.str("HITL_PINNING_KEY", default="")
