@@ -45,7 +45,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from approval_requests.filing import file_approval_request
 from approval_requests.models import ApprovalRequest, RequestStatus
-from approvals.models import AuditEntry, Pause, PauseStatus, Verdict
+from approvals.models import AuditEntry, Pause, PauseStatus, Verdict, Vote
 from approvals.timers import fire_timeout
 from conversations import turns
 from conversations.selectors import talk_on_version
@@ -65,16 +65,20 @@ SIGNING_SECRET = "slack-signing-secret-for-the-races"
 INBOX = "/admin/approvals/pendingapproval/"
 RACERS = 8
 HEAD_START = 0.12  # seconds: in odd rounds, how much later than the round's favourite the others may start
-# the round's kind, by round number: of every five, two RULE pauses, a tool call, a group discussion and an
-# approval request
-KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP", "REQUEST")
-PAUSE_KIND = {"GROUP": "PHASE", "REQUEST": "ACTION"}
+# the round's kind, by round number: of every six, two RULE pauses, a tool call, a group discussion, an
+# approval request, and a RULE pause that needs two approvals (QUORUM: docs/approvals-routing.md)
+KINDS = ("RULE", "TOOL_CALL", "RULE", "GROUP", "REQUEST", "QUORUM")
+PAUSE_KIND = {"GROUP": "PHASE", "REQUEST": "ACTION", "QUORUM": "RULE"}
+QUORUM = {"requiredApprovals": 2}
 SERVICE_ACCOUNT = "refund-bot"
 
 # what each racer's answer may be: a decision won or lost; a cancel accepted (200: it ended the pending
 # pause, or the decided continuation before it started; the answer does not say which), a cancel request
 # (202, or a discussion told to stop: the decision came first), or lost (409)
 WON, LOST, CANCELLED, LATE_CANCEL = "won", "lost", "cancelled", "cancel-request"
+# of a pause that needs two approvals: an approval recorded as one vote of two, nothing decided (VOTED); an
+# approval the admin page accepted (a redirect either way: the database says whether it voted or decided)
+VOTED, ACCEPTED = "voted", "accepted"
 
 
 @dataclass
@@ -85,6 +89,7 @@ class World:
     users: dict[str, Any]
     rule_agent: str
     tool_agent: str
+    quorum_agent: str
     group_id: str
     slack_name: str
     slack: Any  # the fake Slack Web API the card updates go to (tests.slack_surface.conftest.FakeSlack)
@@ -103,6 +108,9 @@ class World:
         rule_document = account_bot()
         rule_document["hitlConfig"].update(TIMEOUT)
         rule_agent = deployed_agent(rule_document)
+        quorum_document = account_bot()
+        quorum_document["hitlConfig"].update(TIMEOUT | QUORUM)
+        quorum_agent = deployed_agent(quorum_document)
         tool_agent = deployed_agent(payments_agent(tool_server_url, hitl_config=TIMEOUT))
         group_id = group(
             [(answering("pat", "Ship it."), "Optimist")],
@@ -127,7 +135,7 @@ class World:
             ),
             creator=slack_admin,
         )
-        world = cls(owner, users, rule_agent, tool_agent, group_id, "races", slack)
+        world = cls(owner, users, rule_agent, tool_agent, quorum_agent, group_id, "races", slack)
         world.transport = InProcess(world)
         return world
 
@@ -155,13 +163,13 @@ def open_pause(world: World, kind: str) -> Target:
         assert discussion.state == "AWAITING_APPROVAL", discussion.state
         subject_id, group_id = str(discussion.pk), world.group_id
     else:
-        agent_id = world.rule_agent if kind == "RULE" else world.tool_agent
+        agent_id = {"RULE": world.rule_agent, "QUORUM": world.quorum_agent}.get(kind, world.tool_agent)
         started = turns.start_conversation(user=world.owner, agent_id=agent_id, environment="production")
         subject_id, group_id = str(started.conversation.pk), None
         said = turns.say(
             conversation=talk_on_version(world.owner, subject_id),
             user=world.owner,
-            user_input="please delete my account" if kind == "RULE" else "please transfer 100 to bob",
+            user_input="please transfer 100 to bob" if kind == "TOOL_CALL" else "please delete my account",
             context={},
         )
         assert said.conversation.state == "AWAITING_HUMAN", said.conversation.state
@@ -240,6 +248,8 @@ MCP_SERVICES = {
 def _rest(response: Any, *, cancel: bool = False) -> str:
     if response.status_code == 409 and response.json().get("code") == "WRONG_STATE":
         return LOST
+    if response.status_code == 202 and response.json().get("status") == "VOTE_RECORDED":
+        return VOTED
     if cancel and response.status_code == 202:
         return LATE_CANCEL  # the decision came first: the running continuation was told to stop
     if response.status_code == 200:
@@ -278,7 +288,7 @@ def admin_decide(world: World, target: Target) -> str:
         {"expected_pause_id": str(target.pause.pk), "verdict": "APPROVED", "note": "from the admin"},
     )
     if response.status_code == 302:
-        return WON
+        return ACCEPTED if target.kind == "QUORUM" else WON
     if response.status_code == 409:
         return LOST
     return f"admin HTTP {response.status_code}: {response.content[:300]!r}"
@@ -295,7 +305,7 @@ def _mcp(result: Any, *, cancel: bool = False) -> str:
     if result.is_error:
         return LOST if body.get("errorCode") in ("WRONG_STATE", "CONFLICT") else f"MCP error: {body}"
     if not cancel:
-        return WON
+        return VOTED if body.get("status") == "VOTE_RECORDED" else WON
     return {"CANCELLED": CANCELLED, "CANCEL_REQUESTED": LATE_CANCEL}.get(body.get("status"), f"MCP: {body}")
 
 
@@ -343,6 +353,8 @@ def slack_click(world: World, target: Target) -> str:
     texts = [u["text"] for u in world.slack.updates() if u.get("ts") == card]
     if texts == ["✅ Approved by <@USLACKER>"]:
         return WON
+    if len(texts) == 1 and texts[0].startswith("✅ <@USLACKER> approved: 1 of 2 approvals"):
+        return VOTED
     if texts == [ALREADY_RESOLVED]:
         return LOST
     return f"Slack card updates: {texts}"
@@ -530,7 +542,7 @@ class Round:
 
     @property
     def errors(self) -> list[str]:
-        clear = (WON, LOST, CANCELLED, LATE_CANCEL)
+        clear = (WON, LOST, CANCELLED, LATE_CANCEL, VOTED)
         return [f"{name}: {a}" for name, a in self.answers.items() if a not in clear]
 
     def problems(self) -> list[str]:
@@ -623,10 +635,40 @@ def judge(number: int, target: Target, answers: dict[str, str]) -> Round:
         .order_by("id")
         .values_list("actor", flat=True)
     )
+    if target.kind == "QUORUM":
+        answers, quorum = quorum_answers(target, verdict, decided_by, answers)
     judged = Round(number, target.kind, answers, status, decided_by)
     if target.kind == "REQUEST":
         judged.subject_problems = request_problems(target, verdict, answers)
+    if target.kind == "QUORUM":
+        judged.subject_problems = quorum
     return judged
+
+
+def quorum_answers(
+    target: Target, verdict: str, decided_by: list[str], answers: dict[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """A pause that needs two approvals: the admin page's accepted approval read from the database (the
+    vote or the decision it was), and what must hold: each vote is one racer's answered vote, or the
+    decision; an approval decided it only as the second vote; no more votes than two."""
+    votes = list(Vote.objects.filter(pause=target.pause).values_list("voter", flat=True))
+    actors = actors_of(target.kind)
+    if answers.get("admin decide") == ACCEPTED:
+        answers = {
+            **answers,
+            "admin decide": WON if decided_by == ["cid"] else VOTED if "cid" in votes else LOST,
+        }
+    found = []
+    voted = sorted(name for name, answer in answers.items() if answer == VOTED)
+    winner_votes = [voter for voter in votes if decided_by == [voter]]
+    expected = sorted(actors[voter] for voter in votes if voter not in winner_votes)
+    if voted != expected:
+        found.append(f"votes recorded {votes} (decided by {decided_by}), answered as votes {voted}")
+    if verdict == Verdict.APPROVED and decided_by and decided_by[0] != "system:timeout" and len(votes) != 2:
+        found.append(f"approved by {decided_by} with {len(votes)} votes")
+    if len(votes) > 2:
+        found.append(f"{len(votes)} votes for a quorum of two")
+    return answers, found
 
 
 # what an approval request's status must be after its pause's one decision (a withdrawal aside)
