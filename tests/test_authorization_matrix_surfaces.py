@@ -22,8 +22,9 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from approvals.models import Pause, PauseStatus
+from groups.models import GroupConversation
 from harnesses.authz_rest import World
-from harnesses.authz_table import ROLES, SERVICE_ACCOUNTS, differing, expected, expected_over_mcp
+from harnesses.authz_table import ROLES, ROUTED, SERVICE_ACCOUNTS, differing, expected, expected_over_mcp
 from harnesses.factories import paused_conversation
 from mcp_surface import conversation_tools, group_tools, request_tools
 from mcp_surface.identity import TokenRequired
@@ -127,6 +128,16 @@ def _mcp_outcome(result: Any) -> Any:
 
 
 CONV = ("pending", "decided", "unknown")
+# the deciding tools are asked again on a subject whose pause is routed to others (harnesses.authz_table.ROUTED)
+DECIDING = (*CONV, ROUTED)
+
+
+def _group_of(world: World, discussion_id: Any) -> str:
+    """The group a discussion runs in (the gated group for an id that does not exist)."""
+    found = GroupConversation.objects.filter(pk=discussion_id).values_list("group_id", flat=True).first()
+    return str(found) if found else world.gated_group
+
+
 # tool -> (rule, subject kind, states, the service and its arguments for a subject id)
 MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
     "list_pending_approvals": (
@@ -168,7 +179,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
     "resume_conversation": (
         "decider",
         "conversation",
-        CONV,
+        DECIDING,
         lambda w, s: (conversation_tools.resume_conversation, {"conversation_id": s, "verdict": "APPROVED"}),
     ),
     "cancel_conversation": (
@@ -195,10 +206,10 @@ MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
     "approve_group_phase": (
         "decider",
         "discussion",
-        CONV,
+        DECIDING,
         lambda w, s: (
             group_tools.approve_group_phase,
-            {"group_id": w.gated_group, "conversation_id": s, "verdict": "APPROVED"},
+            {"group_id": _group_of(w, s), "conversation_id": s, "verdict": "APPROVED"},
         ),
     ),
     "cancel_group_discussion": (
@@ -222,7 +233,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None, tuple[str, ...], Any]] = {
     "decide_approval_request": (
         "request reviewer",
         "approval request",
-        CONV,
+        DECIDING,
         lambda w, s: (request_tools.decide_approval_request, {"request_id": s, "verdict": "APPROVED"}),
     ),
     "cancel_approval_request": (
