@@ -262,7 +262,10 @@ HITL_SLACK_APPROVAL_REQUESTS_INTEGRATION = env.str("HITL_SLACK_APPROVAL_REQUESTS
 HITL_EMAIL_NOTIFICATIONS = env.bool("HITL_EMAIL_NOTIFICATIONS", default=True)
 HITL_PUBLIC_URL = env.str("HITL_PUBLIC_URL", default="http://127.0.0.1:8000")
 _EMAIL = env.email_url("EMAIL_URL", default="consolemail://")
-EMAIL_BACKEND = _EMAIL["EMAIL_BACKEND"]
+# another backend by its dotted path, e.g. django-anymail's "anymail.backends.postmark.EmailBackend"
+# (installed beside the service), with its ANYMAIL settings as JSON: {"POSTMARK_SERVER_TOKEN": "…"}
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=_EMAIL["EMAIL_BACKEND"])
+ANYMAIL = env.json("ANYMAIL", default={})
 EMAIL_HOST = _EMAIL.get("EMAIL_HOST") or "localhost"
 EMAIL_PORT = _EMAIL.get("EMAIL_PORT") or 25
 EMAIL_HOST_USER = _EMAIL.get("EMAIL_HOST_USER") or ""
