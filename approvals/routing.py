@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
@@ -272,9 +274,6 @@ def routing_warnings(config: object, field_path: str) -> list[FieldError]:
     than the people who could vote today."""
     if not isinstance(config, dict) or routing_errors(config, field_path):
         return []
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
     named = _named(config)
     users = {name for value in named for name in value.get("users") or []}
     groups = {name for value in named for name in value.get("groups") or []}
