@@ -253,6 +253,12 @@ def test_webhooks_are_delivered_by_the_work_cluster_and_verify(live_stack, peopl
             )
             assert approved.status_code == 200, approved.text
             eventually(lambda: len(receiver.received) == 2, timeout=30, what="the decision's webhook")
+            # the receiver answered before the work cluster recorded the answer: wait for the record
+            eventually(
+                lambda: not WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).exists(),
+                timeout=30,
+                what="both deliveries recorded as delivered",
+            )
         finally:
             clusters.stop_all()
 
