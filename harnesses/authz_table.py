@@ -157,7 +157,15 @@ SUBJECT_RULES = frozenset(
 # role is then just another user; an approval request made for no one), and a HITL job in the schedule store (docs/schedules.md: not listed
 # and read as 404 by non-admins; changing, deleting, enabling, disabling or firing it is a 403 for them).
 FULL_STATES = ("ownerless", "hitl job")
-_HITL_JOB = {**_ANON, "owner": 403, "other": 403, "staff": 403, "approver": 403, "admin": OK}
+_HITL_JOB = {
+    **_ANON,
+    "owner": 403,
+    "other": 403,
+    "staff": 403,
+    "approver": 403,
+    "admin": OK,
+    **_NO_SERVICE_ACCOUNT,
+}
 _HITL_JOB_READ = {**_HITL_JOB, "staff": 404, "approver": 404}
 
 
