@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils.translation import gettext_lazy as _
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
@@ -42,7 +42,32 @@ def _token_with_roles_sql() -> str:
     )
 
 
+# ``Authorization: Token <key>`` (DRF's keyword), and ``Bearer <key>`` as EDDI's clients send the same
+# key (docs/eddi-compatibility.md); either case.
+KEYWORDS = (b"token", b"bearer")
+
+
+def token_key(header: bytes) -> str | None:
+    """The key of an ``Authorization`` header that names one of ``KEYWORDS``; None for any other scheme.
+    Raises AuthenticationFailed for a malformed one, as DRF does."""
+    parts = header.split()
+    if not parts or parts[0].lower() not in KEYWORDS:
+        return None
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed(_("Invalid token header. No credentials provided."))
+    try:
+        return parts[1].decode()
+    except UnicodeError:
+        raise exceptions.AuthenticationFailed(
+            _("Invalid token header. Token string should not contain invalid characters.")
+        ) from None
+
+
 class TokenWithRolesAuthentication(TokenAuthentication):
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        key = token_key(get_authorization_header(request))
+        return None if key is None else self.authenticate_credentials(key)
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         if connection.vendor != "postgresql" or self.get_model() is not Token:
             return super().authenticate_credentials(key)

@@ -59,6 +59,7 @@ def inbox_row_from_values(row: dict[str, Any]) -> dict[str, Any]:
         "agentId": str(row["agent_id"]) if row["agent_id"] else None,
         "groupId": str(row["group_id"]) if row["group_id"] else None,
         "ownerId": row["owner__username"],
+        "userId": row["owner__username"],  # EDDI's name for the same
         "pausedAt": iso(row["paused_at"]),
         "deadline": iso(row["due_at"]),
         "pauseReason": row["reason"],

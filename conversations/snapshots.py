@@ -62,6 +62,7 @@ def snapshot(conversation: Conversation, *, steps: list[dict[str, Any]] | None =
         "agentVersion": conversation.agent_version,
         "environment": conversation.environment,
         "state": conversation.state,
+        "conversationState": conversation.state,  # EDDI's name: its chat UIs watch it for AWAITING_HUMAN
         "output": list(latest["output"]) if latest else [],
         "actions": list(latest["actions"]) if latest else [],
         "quickReplies": list(latest["quick_replies"]) if latest else [],

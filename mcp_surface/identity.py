@@ -22,11 +22,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from approvals.access import is_service_account
 from approvals.actors import Actor
-from approvals.authentication import TokenWithRolesAuthentication
+from approvals.authentication import TokenWithRolesAuthentication, token_key
 
 SCOPE_KEY = "hitl.user"
 ACTOR_PREFIX = "mcp:"
-KEYWORD = b"token"
 UNAUTHENTICATED = {
     "error": "Authentication credentials were not provided or are not valid: send 'Authorization: Token <key>'",
     "errorCode": "UNAUTHENTICATED",
@@ -50,16 +49,14 @@ def mcp_actor(user: Any) -> Actor:
 
 
 def _token_key(scope: Scope) -> str | None:
-    """The key of ``Authorization: Token <key>`` (keyword case-insensitive, as DRF reads it)."""
+    """The key of ``Authorization: Token <key>`` (or ``Bearer <key>``, as REST reads it:
+    approvals.authentication.token_key); None for anything else."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            parts = value.split()
-            if len(parts) == 2 and parts[0].lower() == KEYWORD:
-                try:
-                    return parts[1].decode()
-                except UnicodeDecodeError:
-                    return None
-            return None
+            try:
+                return token_key(value)
+            except exceptions.AuthenticationFailed:
+                return None
     return None
 
 

@@ -57,6 +57,9 @@ class CanaryResultView(APIView):
         durationSeconds = serializers.JSONField(  # the wire name
             required=False, default=None, allow_null=True, help_text="Seconds (a number >= 0)"
         )
+        durationMs = serializers.JSONField(  # EDDI's Manager sends milliseconds (docs/eddi-compatibility.md)
+            required=False, default=None, allow_null=True, help_text="Milliseconds (a number >= 0), instead"
+        )
 
         def validate_outcome(self, outcome: str) -> str:
             if (
@@ -69,6 +72,17 @@ class CanaryResultView(APIView):
         def validate_durationSeconds(self, value: Any) -> float | None:
             return _duration(value)
 
+        def validate_durationMs(self, value: Any) -> float | None:
+            milliseconds = _duration(value)
+            return None if milliseconds is None else milliseconds / 1000
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if "durationSeconds" in self.initial_data and "durationMs" in self.initial_data:
+                raise serializers.ValidationError(
+                    {"durationMs": "give durationSeconds or durationMs, not both"}
+                )
+            return attrs
+
     @extend_schema(
         summary="Report an operator canary's outcome (pass|fail|unknown) and duration in seconds",
         request=InputSerializer,
@@ -76,7 +90,8 @@ class CanaryResultView(APIView):
     )
     def post(self, request: Request) -> Response:
         body = validated_body(self.InputSerializer, request.data)
-        metrics.record_operator_canary(body["outcome"], body["durationSeconds"])
+        seconds = body["durationSeconds"] if body["durationSeconds"] is not None else body["durationMs"]
+        metrics.record_operator_canary(body["outcome"], seconds)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -28,6 +28,7 @@ INBOX_ROW = inline_serializer(
         "agentId": serializers.UUIDField(allow_null=True),
         "groupId": serializers.UUIDField(allow_null=True),
         "ownerId": serializers.CharField(allow_null=True),
+        "userId": serializers.CharField(allow_null=True, help_text="the same as ownerId, under EDDI's name"),
         "pausedAt": serializers.DateTimeField(),
         "deadline": serializers.DateTimeField(allow_null=True),
         "pauseReason": serializers.CharField(),
@@ -35,6 +36,9 @@ INBOX_ROW = inline_serializer(
         "timeoutPolicy": serializers.CharField(),
         "approvalTimeout": serializers.CharField(allow_null=True),
         "toolNames": serializers.ListField(child=serializers.CharField()),
+        "approvals": serializers.DictField(
+            required=False, help_text="a pause that needs several approvals: count, required, by"
+        ),
     },
     many=True,
 )

@@ -56,6 +56,9 @@ def _snapshot_fields() -> dict[str, serializers.Field]:
         "agentVersion": serializers.IntegerField(),
         "environment": serializers.CharField(),
         "state": serializers.ChoiceField(ConversationState.choices),
+        "conversationState": serializers.ChoiceField(
+            ConversationState.choices, help_text="the same as state, under EDDI's name"
+        ),
         "output": serializers.ListField(child=serializers.CharField()),
         "actions": serializers.ListField(child=serializers.CharField()),
         "quickReplies": serializers.ListField(child=serializers.DictField(), help_text="of the latest turn"),
