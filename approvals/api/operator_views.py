@@ -58,7 +58,10 @@ class CanaryResultView(APIView):
             required=False, default=None, allow_null=True, help_text="Seconds (a number >= 0)"
         )
         durationMs = serializers.JSONField(  # EDDI's Manager sends milliseconds (docs/eddi-compatibility.md)
-            required=False, default=None, allow_null=True, help_text="Milliseconds (a number >= 0), instead"
+            required=False,
+            default=None,
+            allow_null=True,
+            help_text="Milliseconds (a number >= 0), as EDDI's Manager sends it; durationSeconds wins if both",
         )
 
         def validate_outcome(self, outcome: str) -> str:
@@ -75,13 +78,6 @@ class CanaryResultView(APIView):
         def validate_durationMs(self, value: Any) -> float | None:
             milliseconds = _duration(value)
             return None if milliseconds is None else milliseconds / 1000
-
-        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            if "durationSeconds" in self.initial_data and "durationMs" in self.initial_data:
-                raise serializers.ValidationError(
-                    {"durationMs": "give durationSeconds or durationMs, not both"}
-                )
-            return attrs
 
     @extend_schema(
         summary="Report an operator canary's outcome (pass|fail|unknown) and duration in seconds",

@@ -77,6 +77,7 @@ def test_inbox_row_has_the_contract_fields(alice_client, approver_client):
         "agentId",
         "groupId",
         "ownerId",
+        "userId",
         "pausedAt",
         "deadline",
         "pauseReason",

@@ -125,10 +125,14 @@ def test_a_request_without_a_valid_token_is_refused_before_any_tool(live_stack, 
         assert wrong.status_code == 401 and wrong.json()["errorCode"] == "UNAUTHENTICATED"
         assert wrong.headers["www-authenticate"].startswith('Token realm="hitl", error="invalid_token"')
         assert http.get("/.well-known/oauth-protected-resource").status_code == 404  # no OAuth: docs/mcp.md
+        basic = http.post(
+            "/mcp", json=initialize, headers=accept | {"Authorization": f"Basic {tokens['alice']}"}
+        )
+        assert basic.status_code == 401  # another scheme, the key or not
         bearer = http.post(
             "/mcp", json=initialize, headers=accept | {"Authorization": f"Bearer {tokens['alice']}"}
         )
-        assert bearer.status_code == 401
+        assert bearer.status_code == 200  # the same key as EDDI's clients send it
         good = accept | {"Authorization": f"Token {tokens['alice']}"}
         assert http.post("/mcp", json=initialize, headers=good).status_code == 200
         rebound = http.post("/mcp", json=initialize, headers=good | {"Host": "evil.example"})

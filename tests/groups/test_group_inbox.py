@@ -26,6 +26,7 @@ ROW_FIELDS = {
     "agentId",
     "groupId",
     "ownerId",
+    "userId",
     "pausedAt",
     "deadline",
     "pauseReason",
