@@ -53,7 +53,7 @@ def transfers(server):
 
 
 def test_a_request_changed_after_approval_is_refused_audited_and_never_sent(
-    alice_client, approver_client, http_recorder
+    alice_client, approver_client, http_recorder, caplog
 ):
     agent_id, conversation_id, pause = paused(alice_client, http_recorder)
     version, call = transfer_call(agent_id)
@@ -72,6 +72,14 @@ def test_a_request_changed_after_approval_is_refused_audited_and_never_sent(
         "callId": "call-1",
         "reason": "the request changed after it was approved",
     }
+    # the WARN line operators of EDDI alert on: its marker, never the request
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("hitl.tool.request_changed")]
+    assert line.levelname == "WARNING"
+    assert (
+        line.getMessage()
+        == f"hitl.tool.request_changed tool='transfer_funds' callId='call-1' pauseId={pause.id}"
+    )
+    assert "mallory" not in caplog.text
 
 
 def test_an_unchanged_pinned_request_runs_exactly_once(alice_client, approver_client, http_recorder):

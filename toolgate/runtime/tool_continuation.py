@@ -80,11 +80,7 @@ def execute_approved(
         return dict(TRUNCATED)
     refusal = pre_execution_refusal(call, decision, toolset, context)
     if refusal is not None:
-        _audit(
-            pause,
-            "hitl.tool.request_changed",
-            {"tool": call.tool_name, "callId": call.call_id, "reason": refusal},
-        )
+        _request_changed(pause, call, refusal)
         return {"status": "NOT_EXECUTED", "reason": refusal}
     if not journal.claim(
         conversation_id=pause.subject_id,
@@ -108,17 +104,24 @@ def execute_approved(
     if decision.amended is not None:
         result = {"status": "EXECUTED", "argsAmendedByReviewer": True, "result": result}
     elif result == {"status": "NOT_EXECUTED", "reason": CHANGED}:
-        _audit(
-            pause,
-            "hitl.tool.request_changed",
-            {"tool": call.tool_name, "callId": call.call_id, "reason": CHANGED},
-        )
+        _request_changed(pause, call, CHANGED)
     journal.mark_executed(
         pause_epoch=pause.epoch,
         call_id=call.call_id,
         result=json.dumps(result, ensure_ascii=False, default=str),
     )
     return result
+
+
+def _request_changed(pause: Pause, call: PendingToolCall, reason: str) -> None:
+    """An approved call refused because its request changed: the ledger entry, and the WARN line EDDI's
+    operators alert on (its marker; the tool, call and pause only, quoted: the names are the model's)."""
+    logger.warning(
+        "hitl.tool.request_changed tool=%r callId=%r pauseId=%s", call.tool_name, call.call_id, pause.id
+    )
+    _audit(
+        pause, "hitl.tool.request_changed", {"tool": call.tool_name, "callId": call.call_id, "reason": reason}
+    )
 
 
 def _stored_result(text: str) -> Any:
