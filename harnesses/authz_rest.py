@@ -294,6 +294,7 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
     "GET /api/schema/": Endpoint("public", "/api/schema/"),
     "GET /api/docs/": Endpoint("public", "/api/docs/"),
     "GET /metrics": Endpoint("public", "/metrics"),
+    "GET /q/metrics": Endpoint("public", "/q/metrics"),
     "GET /agentstore/agents": Endpoint("signed in", "/agentstore/agents"),
     "POST /agentstore/agents": Endpoint("admin", "/agentstore/agents", body=account_bot(name="authz-new")),
     "GET /agentstore/agents/{agent_id}": Endpoint("signed in", "/agentstore/agents/{a}"),

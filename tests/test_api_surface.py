@@ -446,6 +446,7 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
         format="json",
     )
     call(admin, "get", "/metrics", 200)
+    call(admin, "get", "/q/metrics", 200)
     saved = call(admin, "post", "/agentstore/agents", 201, data=account_bot(name="schema-bot"), format="json")
     new_agent = saved.json()["id"]
     call(admin, "get", "/agentstore/agents", 200)

@@ -100,3 +100,26 @@ def test_the_operator_canary_takes_duration_ms_as_the_manager_sends_it(admin_use
         "/administration/operator/canary-result", {"outcome": "pass", "durationMinutes": 1}, format="json"
     )
     assert unknown.status_code == 400  # anything else is still refused
+
+
+def _samples(text: str, name: str) -> dict[str, float]:
+    """The samples of ``name`` in Prometheus text: labels -> value."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels, _, value = line.rpartition(" ")
+            found[labels[len(name) :]] = float(value)
+    return found
+
+
+def test_the_metrics_are_served_under_eddis_names_at_its_path(alice, anon_client):
+    paused_conversation(client_for(alice))
+    ours = anon_client.get("/metrics").content.decode()
+    eddis = anon_client.get("/q/metrics")
+    assert eddis.status_code == 200 and eddis["Content-Type"].startswith("text/plain")
+    text = eddis.content.decode()
+    pauses = _samples(text, "eddi_hitl_pause_count_total")
+    assert pauses and pauses == _samples(ours, "hitl_pauses_total")  # the same samples, renamed
+    assert pauses['{surface="regular"}'] >= 1
+    assert _samples(text, "eddi_operator_gate_verified") == _samples(ours, "hitl_operator_gate_verified")
+    assert "hitl_pauses_total" not in text and "http_requests_total" not in text  # ours stay at /metrics
