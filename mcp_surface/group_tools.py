@@ -4,9 +4,11 @@ discussion view."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from approvals.votes import vote_answer
+from common.errors import BadRequest
 from common.throttles import WRITES, count_request
 from groups.discussion_decisions import approve_discussion, cancel_discussion
 from groups.discussion_status import approval_status_in_detail, pending_group_approvals
@@ -49,6 +51,24 @@ def get_group_approval_status(
     return approval_status_in_detail(discussion, user=user, detail=detail)
 
 
+def _task_approvals_from_json(task_approvals: Any, text: Any) -> Any:
+    """``taskApprovalsJson`` parsed: an object, given instead of ``taskApprovals``; else a 400 naming it."""
+    field = "taskApprovalsJson"
+    if task_approvals is not None:
+        raise BadRequest(
+            f"{field}: give taskApprovals or taskApprovalsJson, not both",
+            errors=[{"field": field, "message": "give taskApprovals or taskApprovalsJson, not both"}],
+        )
+    try:
+        parsed = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        message = 'must be a JSON object as text, e.g. "{"t1": "APPROVED"}"'
+        raise BadRequest(f"{field}: {message}", errors=[{"field": field, "message": message}])
+    return parsed
+
+
 def approve_group_phase(
     user: Any,
     *,
@@ -57,11 +77,15 @@ def approve_group_phase(
     verdict: Any,
     note: Any = None,
     task_approvals: Any = None,
+    task_approvals_json: Any = None,
 ) -> dict[str, Any]:
     """REST's approve: the decision and the resumed discussion, run to its end or next gate before the
-    answer (queued for the q-cluster in a q-cluster-only deployment)."""
+    answer (queued for the q-cluster in a q-cluster-only deployment). ``task_approvals_json``: the task
+    verdicts as EDDI's clients send them, a JSON string (one of the two)."""
     require_mutations_enabled()
     count_request(user=user, scope=WRITES)
+    if task_approvals_json is not None:
+        task_approvals = _task_approvals_from_json(task_approvals, task_approvals_json)
     decision: dict[str, Any] = {"verdict": verdict}
     if note is not None:
         decision["note"] = note

@@ -67,6 +67,10 @@ TaskApprovals = Annotated[
         "omitted or {} approves every awaiting task"
     ),
 ]
+TaskApprovalsJson = Annotated[
+    str | None,
+    Field(description="The same as taskApprovals, as a JSON string (EDDI's argument); give one of the two"),
+]
 RequestId = Annotated[str, Field(description="The approval request's id (a UUID)")]
 RequestStatus = Annotated[
     str | None,
@@ -227,6 +231,7 @@ def _add_group_tools(server: MCPServer) -> None:
         verdict: Verdict,
         note: Note = None,
         taskApprovals: TaskApprovals = None,
+        taskApprovalsJson: TaskApprovalsJson = None,
     ) -> CallToolResult:
         """Decide a paused discussion; it resumes before the answer, which is the resumed discussion."""
         return await _run(
@@ -237,6 +242,7 @@ def _add_group_tools(server: MCPServer) -> None:
             verdict=verdict,
             note=note,
             task_approvals=taskApprovals,
+            task_approvals_json=taskApprovalsJson,
         )
 
     @server.tool(annotations=ENDS)

@@ -123,3 +123,33 @@ def test_the_metrics_are_served_under_eddis_names_at_its_path(alice, anon_client
     assert pauses['{surface="regular"}'] >= 1
     assert _samples(text, "eddi_operator_gate_verified") == _samples(ours, "hitl_operator_gate_verified")
     assert "hitl_pauses_total" not in text and "http_requests_total" not in text  # ours stay at /metrics
+
+
+def test_mcp_approve_group_phase_takes_task_approvals_as_a_json_string(alice, approver, monkeypatch):
+    import json
+
+    from groups.models import GroupConversation
+    from mcp_surface import group_tools
+    from mcp_surface.server import _call
+    from tests.groups.test_admin_group_pages import task_discussion
+
+    monkeypatch.setattr("mcp_surface.server.close_old_connections", lambda: None)
+    body = task_discussion(alice, on_rejection="FAIL")
+    ids = {"group_id": body["groupId"], "conversation_id": body["discussionId"]}
+
+    def approve(**arguments):
+        result = _call(group_tools.approve_group_phase, approver, {**ids, "verdict": "APPROVED", **arguments})
+        return result.is_error, json.loads(result.content[0].text)
+
+    is_error, refused = approve(task_approvals_json="[1, 2]")
+    assert is_error and refused["errorCode"] == "BAD_REQUEST"
+    assert refused["details"]["errors"][0]["field"] == "taskApprovalsJson"
+    is_error, refused = approve(task_approvals_json="{}", task_approvals={})
+    assert is_error and "not both" in refused["details"]["errors"][0]["message"]
+
+    is_error, resumed = approve(task_approvals_json=json.dumps({"a": "APPROVED", "b": "REJECTED"}))
+    assert not is_error, resumed
+    tasks = {
+        task["id"]: task["status"] for task in GroupConversation.objects.get(pk=body["discussionId"]).tasks
+    }
+    assert tasks == {"a": "COMPLETED", "b": "FAILED"}
