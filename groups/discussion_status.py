@@ -39,9 +39,26 @@ NO_PAUSE_FIELDS: dict[str, None] = dict.fromkeys(
 )
 
 
+# EDDI's names of the summary's fields, carried beside ours (docs/eddi-compatibility.md)
+EDDI_NAMES = {
+    "discussionId": "groupConversationId",
+    "phaseName": "pausedPhaseName",
+    "reason": "pauseReason",
+    "awaitingTaskIds": "awaitingApprovalTaskIds",
+}
+
+
+def with_eddi_names(summary: dict[str, Any]) -> dict[str, Any]:
+    return summary | {eddi: summary[ours] for ours, eddi in EDDI_NAMES.items() if ours in summary}
+
+
 def approval_status(discussion: GroupConversation) -> dict[str, Any]:
-    """The pause summary; unless the discussion awaits approval every pause field is null, and
-    ``lastDecision`` shows its newest pause's decision instead."""
+    """The pause summary (with EDDI's names beside ours); unless the discussion awaits approval every
+    pause field is null, and ``lastDecision`` shows its newest pause's decision instead."""
+    return with_eddi_names(_approval_status(discussion))
+
+
+def _approval_status(discussion: GroupConversation) -> dict[str, Any]:
     pause = current_pause_of(SubjectType.DISCUSSION, discussion.id)
     awaiting = (
         discussion.state == DiscussionState.AWAITING_APPROVAL

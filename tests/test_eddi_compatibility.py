@@ -153,3 +153,18 @@ def test_mcp_approve_group_phase_takes_task_approvals_as_a_json_string(alice, ap
         task["id"]: task["status"] for task in GroupConversation.objects.get(pk=body["discussionId"]).tasks
     }
     assert tasks == {"a": "COMPLETED", "b": "FAILED"}
+
+
+def test_the_group_approval_status_carries_eddis_names_beside_ours(alice, approver):
+    from tests.groups.test_admin_group_pages import task_discussion
+
+    body = task_discussion(alice)
+    status = (
+        client_for(approver)
+        .get(f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approval-status")
+        .json()
+    )
+    assert status["groupConversationId"] == status["discussionId"] == body["discussionId"]
+    assert status["pausedPhaseName"] == status["phaseName"] == "Build"
+    assert status["pauseReason"] == status["reason"] == "Requires human approval (TASK) — phase: Build"
+    assert status["awaitingApprovalTaskIds"] == status["awaitingTaskIds"] == ["a", "b"]

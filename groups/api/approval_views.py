@@ -62,6 +62,13 @@ APPROVAL_STATUS = inline_serializer(
         "discussion": serializers.DictField(
             required=False, help_text="the discussion with its transcript and tasks; only with detail=full"
         ),
+        # EDDI's names of the same values (docs/eddi-compatibility.md)
+        "groupConversationId": serializers.UUIDField(help_text="the same as discussionId"),
+        "pausedPhaseName": serializers.CharField(allow_null=True, help_text="the same as phaseName"),
+        "pauseReason": serializers.CharField(allow_null=True, help_text="the same as reason"),
+        "awaitingApprovalTaskIds": serializers.ListField(
+            child=serializers.CharField(), allow_null=True, help_text="the same as awaitingTaskIds"
+        ),
     },
 )
 LIMIT = OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 200")

@@ -35,8 +35,13 @@ SUMMARY_FIELDS = {
     "awaitingTaskIds",
     "pauseDetails",
     "lastDecision",
+    # EDDI's names of discussionId, phaseName, reason and awaitingTaskIds (docs/eddi-compatibility.md)
+    "groupConversationId",
+    "pausedPhaseName",
+    "pauseReason",
+    "awaitingApprovalTaskIds",
 }
-PAUSE_FIELDS = SUMMARY_FIELDS - {"discussionId", "groupId", "state", "lastDecision"}
+PAUSE_FIELDS = SUMMARY_FIELDS - {"discussionId", "groupId", "state", "lastDecision", "groupConversationId"}
 
 
 def status_url(body: dict[str, Any], detail: str = "") -> str:
