@@ -67,7 +67,7 @@ def one_cycle(group_id: str, alice: Any, approver: Any, results: Results) -> Non
     if body["phaseIndex"] != GATE_INDEX:
         raise RuntimeError(f"start: paused at phase {body['phaseIndex']}, expected {GATE_INDEX}")
     approved = approver.post(
-        f"/groups/{group_id}/conversations/{body['discussionId']}/approve",
+        f"/groups/{group_id}/conversations/{body['discussionId']}/approve?wait=60",
         json={"decision": {"verdict": "APPROVED", "note": "bench"}},
     )
     t2 = time.perf_counter()

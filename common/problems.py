@@ -45,7 +45,37 @@ def problem_response(status: int, code: str, title: str, detail: str, **extra: A
     return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
-def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | HttpResponse:
+    """The error as problem details; as its ``detail`` alone, in plain text, for a client that prefers
+    text (``prefers_plain_text``), as EDDI's clients read its errors."""
+    problem = _problem(exc)
+    request = context.get("request")
+    if request is not None and prefers_plain_text(request.META.get("HTTP_ACCEPT", "")):
+        return plain_text(problem)
+    return problem
+
+
+def prefers_plain_text(accept: str) -> bool:
+    """The first media range of ``accept`` is ``text/plain`` (``text/plain, application/json;q=0.9``:
+    text errors, JSON answers). A request that accepts only text/plain is refused (406) before any view
+    runs, as every answer here is JSON."""
+    first = accept.split(",", 1)[0].split(";", 1)[0].strip().lower()
+    return first == "text/plain"
+
+
+def plain_text(problem: Response) -> HttpResponse:
+    text = HttpResponse(
+        str(problem.data.get("detail", "")),
+        status=problem.status_code,
+        content_type="text/plain; charset=utf-8",
+    )
+    for header in ("WWW-Authenticate", "Allow", "Retry-After"):
+        if header in problem:
+            text[header] = problem[header]
+    return text
+
+
+def _problem(exc: Exception) -> Response:
     if isinstance(exc, ApplicationError):
         return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
     if isinstance(exc, OperationalError | InterfaceError):
@@ -71,7 +101,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = drf_exceptions.PermissionDenied()
-    response = drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, {})
     if response is None:
         logger.exception("unhandled error", exc_info=exc)
         return problem_response(500, "INTERNAL", "Internal error", "An internal error occurred.")

@@ -10,6 +10,7 @@ from approvals.access import require_full_status, sees_what_runs
 from approvals.models import PauseStatus, SubjectType
 from approvals.pause_summaries import NO_PAUSE_FIELDS, decision_summary, pause_details, pause_fields
 from approvals.selectors import current_pause_of, latest_pause_of
+from conversations.eddi_fields import eddi_snapshot
 from conversations.models import Conversation, ConversationState
 from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.step_store import newest_live
@@ -101,7 +102,8 @@ def approval_status(conversation: Conversation, *, user: Any = None) -> dict[str
 
 def approval_status_in_detail(conversation: Conversation, *, user: Any, detail: str | None) -> dict[str, Any]:
     """``approval_status``; ``detail="full"`` adds the snapshot (the redacted view: no tool arguments
-    beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint), for whom
+    beyond pauseDetails' redacted ones, no frozen transcript, no fingerprint) as ``conversation`` and,
+    beside the summary's fields, EDDI's (conversations.eddi_fields), for whom
     ``approvals.access.require_full_status`` allows it."""
     summary = approval_status(conversation, user=user)
     if detail == "full":
@@ -111,5 +113,13 @@ def approval_status_in_detail(conversation: Conversation, *, user: Any, detail: 
             awaiting=conversation.state == ConversationState.AWAITING_HUMAN,
             subject="conversation",
         )
-        summary["conversation"] = snapshot(conversation)
+        shown = snapshot(conversation)
+        summary["conversation"] = shown
+        pending = (
+            current_pause_of(SubjectType.CONVERSATION, conversation.id)
+            if summary["pauseId"] is not None
+            else None
+        )
+        owner = conversation.owner.get_username() if conversation.owner_id is not None else None
+        summary |= eddi_snapshot(shown, owner=owner, pending=pending)
     return summary

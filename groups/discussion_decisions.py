@@ -200,7 +200,7 @@ def cancel_discussion(
     with transaction.atomic():
         # The pending pause first, then the discussion: the order a decision locks them in. Locking the
         # discussion first deadlocked with a decision (a reviewer's or the timer's) committing meanwhile.
-        if _cancel_pending(discussion.pk, actor):
+        if cancel_pending_of(discussion.pk, actor):
             discussion.refresh_from_db()
             return discussion
         locked = GroupConversation.objects.select_for_update().get(pk=discussion.pk)
@@ -209,7 +209,7 @@ def cancel_discussion(
                 f"Nothing to cancel: the discussion already ended (current state: {locked.state})",
                 current_state=locked.state,
             )
-        if not _cancel_pending(locked.pk, actor):  # a gate the discussion reached since the first look
+        if not cancel_pending_of(locked.pk, actor):  # a gate the discussion reached since the first look
             now = timezone.now()
             GroupConversation.objects.filter(pk=locked.pk, cancel_requested_at__isnull=True).update(
                 cancel_requested_at=now, cancel_requested_by=actor.name
@@ -230,6 +230,7 @@ def cancel_discussion(
     return discussion
 
 
-def _cancel_pending(discussion_id: Any, actor: Actor) -> bool:
+def cancel_pending_of(discussion_id: Any, actor: Actor) -> bool:
+    """Cancel the discussion's pending pause, if it has one, through the audited cancel path."""
     pause = open_pause_of(SubjectType.DISCUSSION, discussion_id)
     return pause is not None and cancel_pending_pause(pause=pause, actor=actor)

@@ -17,6 +17,7 @@ from approvals.pause_summaries import (
     shown_approval_timeout,
 )
 from approvals.selectors import current_pause_of, latest_pause_of, pending_inbox_rows
+from groups.eddi_fields import eddi_group_conversation
 from groups.models import DiscussionState, GroupConversation
 from groups.selectors import live_group
 from groups.snapshots import discussion_snapshot
@@ -94,8 +95,9 @@ def _approval_status(discussion: GroupConversation) -> dict[str, Any]:
 def approval_status_in_detail(
     discussion: GroupConversation, *, user: Any, detail: str | None
 ) -> dict[str, Any]:
-    """``approval_status``; ``detail="full"`` adds the discussion with its transcript and tasks, for whom
-    ``approvals.access.require_full_status`` allows it."""
+    """``approval_status``; ``detail="full"`` adds the discussion with its transcript and tasks as
+    ``discussion`` and, beside the summary's fields, EDDI's group conversation (groups.eddi_fields), for
+    whom ``approvals.access.require_full_status`` allows it."""
     summary = approval_status(discussion)
     if detail == "full":
         require_full_status(
@@ -104,7 +106,11 @@ def approval_status_in_detail(
             awaiting=discussion.state == DiscussionState.AWAITING_APPROVAL,
             subject="discussion",
         )
-        summary["discussion"] = discussion_snapshot(discussion)
+        eddi = eddi_group_conversation(discussion)
+        summary["discussion"] = (
+            discussion_snapshot(discussion) | eddi
+        )  # as groups.snapshots.discussion_answer
+        summary = eddi | summary
     return summary
 
 

@@ -1,11 +1,13 @@
-"""Reads of groups: the list, one version of a group's document, and a discussion behind its access rule."""
+"""Reads of groups: the list, one version of a group's document, a discussion behind its access rule, and a
+group's discussions."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from approvals.access import require_decider
+from approvals.access import is_admin, require_decider
 from common.errors import NotFound
 from groups.models import Group, GroupConversation, GroupVersion
 
@@ -92,3 +94,13 @@ def latest_pause_reason(discussion: GroupConversation) -> str | None:
         if entry.get("member") is None:
             return entry.get("note")
     return None
+
+
+def discussions_of_group(*, user: Any, group_id: object, index: int, limit: int) -> list[GroupConversation]:
+    """A live group's discussions, newest first, ``limit`` of them from ``index``: an admin's every one, anyone
+    else's their own (the owner scope is in the query, before the limit)."""
+    group = live_group(group_id=group_id)
+    discussions = GroupConversation.objects.filter(group=group).select_related("owner")
+    if not is_admin(user):
+        discussions = discussions.filter(owner_id=user.pk)
+    return list(discussions.order_by("-created_at", "-id")[index : index + limit])

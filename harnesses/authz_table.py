@@ -80,7 +80,7 @@ ACCESS: dict[str, dict[str, Any]] = {
         "admin": OK,
         **_NO_SERVICE_ACCOUNT,
     },
-    # say, undo, redo, endConversation
+    # say, undo, redo, endConversation; delete a discussion
     "owner or admin": {
         **_ANON,
         "owner": OK,

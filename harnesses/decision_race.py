@@ -267,7 +267,7 @@ def rest_resume(verdict: str, who: str) -> Callable[[World, Target], str]:
     def decide(world: World, target: Target) -> str:
         if target.kind == "GROUP":
             body: dict[str, Any] = {"decision": {"verdict": verdict}}
-            return _rest(world.transport.post_json(who, f"{_subject_path(target)}/approve", body))
+            return _rest(world.transport.post_json(who, f"{_subject_path(target)}/approve?wait=60", body))
         return _rest(world.transport.post_json(who, f"{_subject_path(target)}/resume", {"verdict": verdict}))
 
     return decide

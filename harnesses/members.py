@@ -74,7 +74,7 @@ PHASES = [
 
 def approve(client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200) -> Any:
     response = client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
         decision if decision is not None else {"decision": {"verdict": "APPROVED"}},
         format="json",
     )

@@ -134,7 +134,7 @@ class PauseStateMachine(RuleBasedStateMachine):
             client = fixtures.second_approver_client if second else fixtures.approver_client
             if subject.group:
                 response = client.post(
-                    f"/groups/{subject.group_id}/conversations/{subject.db_id}/approve",
+                    f"/groups/{subject.group_id}/conversations/{subject.db_id}/approve?wait=60",
                     {"decision": {"verdict": verdict}},
                     format="json",
                 )

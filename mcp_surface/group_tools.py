@@ -21,7 +21,7 @@ from mcp_surface.conversation_tools import required_id
 from mcp_surface.identity import mcp_actor
 from mcp_surface.inbox_rows import what_is_asked
 
-INBOX_DEFAULT = 100  # EDDI's MCP default (REST: 200)
+INBOX_DEFAULT = 100  # EDDI's default, as on REST
 
 
 def list_group_pending_approvals(user: Any, *, group_id: Any, limit: Any = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ DRF's test client with the header EDDI's clients send, the MCP gate over httpx's
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -168,3 +169,242 @@ def test_the_group_approval_status_carries_eddis_names_beside_ours(alice, approv
     assert status["pausedPhaseName"] == status["phaseName"] == "Build"
     assert status["pauseReason"] == status["reason"] == "Requires human approval (TASK) — phase: Build"
     assert status["awaitingApprovalTaskIds"] == status["awaitingTaskIds"] == ["a", "b"]
+
+
+# --- what detail=full, approve and cancel answer -------------------------------------------------------
+
+
+def test_the_1to1_full_status_carries_eddis_snapshot_with_the_pending_tool_calls_sanitized(alice, approver):
+    from approvals.models import Pause, SubjectType
+    from harnesses.factories import store_tool_batch
+
+    conversation_id = paused_conversation(client_for(alice))
+    pause = Pause.objects.get(subject_type=SubjectType.CONVERSATION, subject_id=conversation_id)
+    secret = "sk-live-0123456789abcdef0123456789abcdef"
+    store_tool_batch(
+        pause,
+        [
+            {
+                "callId": "c1",
+                "toolName": "transfer_funds",
+                "source": "http",
+                "arguments": {"amount": 10, "apiKey": secret},
+                "gateReason": "transfer_funds",
+                "request": {
+                    "method": "POST",
+                    "url": "https://bank.test/v1/transfers",
+                    "body": '{"amount": 10}',
+                },
+            }
+        ],
+    )
+
+    full = bearer(approver).get(f"/agents/{conversation_id}/approval-status?detail=full")
+
+    assert full.status_code == 200, full.content
+    body = full.json()
+    assert body["conversation"]["conversationId"] == conversation_id  # ours, unchanged
+    assert body["conversationState"] == body["state"] == "AWAITING_HUMAN"
+    assert body["userId"] == alice.username and body["agentId"] == body["conversation"]["agentId"]
+    assert body["conversationOutputs"][-1]["input"] == "please delete my account"
+    assert all(item["type"] == "text" for item in body["conversationOutputs"][-1]["output"])
+    assert body["hitlPauseType"] == "TOOL_CALL" and body["hitlPauseReason"] == body["pauseReason"]
+    assert body["hitlPausedAt"] == body["pausedAt"]
+    batch = body["hitlPendingToolCalls"]
+    assert batch["chatTranscriptJson"] is None and batch["traceSoFar"] is None
+    (call,) = batch["calls"]
+    assert call["callId"] == "c1" and call["toolName"] == "transfer_funds"
+    assert call["argumentsRaw"] is None and call["requestFingerprint"] == "<REDACTED>"
+    assert call["requestPinned"] is True
+    assert secret not in json.dumps(batch)  # EDDI's sanitized view, even for the reviewer
+
+
+def test_the_1to1_full_status_of_a_conversation_not_paused_has_an_empty_bookmark(alice):
+    conversation_id = paused_conversation(client_for(alice))
+    client_for(alice).post(f"/agents/{conversation_id}/cancel")
+
+    body = bearer(alice).get(f"/agents/{conversation_id}/approval-status?detail=full").json()
+
+    assert body["conversationState"] == "EXECUTION_INTERRUPTED"
+    assert body["hitlPausedAt"] is None and body["hitlPendingToolCalls"] is None
+
+
+def test_the_group_full_status_is_eddis_group_conversation_beside_the_summary(alice, approver):
+    from tests.groups.test_admin_group_pages import task_discussion
+
+    body = task_discussion(alice)
+    path = f"/groups/{body['groupId']}/conversations/{body['discussionId']}"
+
+    full = bearer(approver).get(f"{path}/approval-status?detail=full").json()
+
+    assert full["discussion"]["discussionId"] == body["discussionId"]  # ours, unchanged
+    assert full["id"] == full["groupConversationId"] == body["discussionId"]
+    assert full["originalQuestion"] == "Draft the release notes" and full["userId"] == alice.username
+    assert full["hitlPauseType"] == "TASK" and full["pausedAtPhaseIndex"] == 1
+    assert full["pausedPhaseName"] == "Build" and full["hitlPauseReason"] == full["pauseReason"]
+    assert [t["id"] for t in full["taskList"]["tasks"]] == ["a", "b"]
+    assert full["taskList"]["tasks"][0]["assignedAgentId"] == body["tasks"][0]["assignee"]
+    entry = full["transcript"][0]
+    assert entry["speakerAgentId"] == entry["member"] and entry["phaseName"] == entry["phase"] == "Ideas"
+    assert entry["type"] == "OPINION" and entry["errorReason"] is None
+
+
+def test_approve_and_cancel_answer_the_group_conversation_under_eddis_names(alice, approver):
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    paused, other = phase_discussion(alice), phase_discussion(alice)
+    path = f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}"
+
+    approved = bearer(approver).post(
+        f"{path}/approve?wait=60", {"decision": {"verdict": "APPROVED"}}, format="json"
+    )
+    cancelled = bearer(alice).post(f"/groups/{other['groupId']}/conversations/{other['discussionId']}/cancel")
+
+    assert approved.status_code == 200, approved.content
+    done = approved.json()
+    assert done["id"] == done["discussionId"] and done["state"] == "COMPLETED"
+    assert done["synthesizedAnswer"] == done["transcript"][-1]["content"]
+    assert done["pausedAtPhaseIndex"] == -1 and done["hitlPauseType"] is None
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "CANCELLED"
+    assert cancelled.json()["originalQuestion"] == other["question"]
+
+
+# --- status codes a client branches on --------------------------------------------------------------
+
+
+def test_group_approve_answers_once_decided_and_the_continuation_runs_on_the_q_cluster(alice, approver):
+    from groups.models import GroupConversation
+    from harnesses.queue_drain import run_queued_tasks
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    paused = phase_discussion(alice)
+    path = f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}"
+
+    answered = bearer(approver).post(f"{path}/approve", {"decision": {"verdict": "APPROVED"}}, format="json")
+
+    assert answered.status_code == 200, answered.content
+    assert answered.json()["state"] == "IN_PROGRESS"  # decided; no member turn ran in the request
+    assert [e["phase"] for e in answered.json()["transcript"]] == ["Opinions"]
+    assert run_queued_tasks() >= 1
+    assert GroupConversation.objects.get(pk=paused["discussionId"]).state == "COMPLETED"
+
+
+def test_group_drift_without_wait_is_a_200_and_the_pause_comes_back_with_an_error_entry(alice, approver):
+    import copy
+
+    from approvals.models import Pause, PauseStatus, SubjectType
+    from groups.models import GroupConversation, GroupVersion
+    from groups.store import update_group
+    from harnesses.queue_drain import run_queued_tasks
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    paused = phase_discussion(alice)
+    renamed = copy.deepcopy(GroupVersion.objects.get(group_id=paused["groupId"]).document)
+    renamed["phases"][0]["name"] = "Views"
+    update_group(group_id=paused["groupId"], document=renamed)
+    path = f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}"
+
+    answered = bearer(approver).post(f"{path}/approve", {"decision": {"verdict": "APPROVED"}}, format="json")
+    run_queued_tasks()
+
+    assert answered.status_code == 200, answered.content
+    discussion = GroupConversation.objects.get(pk=paused["discussionId"])
+    assert discussion.state == "AWAITING_APPROVAL" and discussion.transcript[-1]["status"] == "ERROR"
+    assert "Resume aborted" in discussion.transcript[-1]["note"]
+    pause = Pause.objects.filter(subject_type=SubjectType.DISCUSSION, subject_id=paused["discussionId"]).get()
+    assert pause.status == PauseStatus.PENDING
+    waited = bearer(approver).post(
+        f"{path}/approve?wait=60", {"decision": {"verdict": "APPROVED"}}, format="json"
+    )
+    assert waited.status_code == 409 and waited.json()["code"] == "RESUME_NOT_STARTED"
+
+
+# --- the group discussions EDDI lists and deletes ----------------------------------------------------
+
+
+def test_a_group_lists_its_discussions_newest_first_to_their_owner(alice, approver):
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    first = phase_discussion(alice)
+    listed = bearer(alice).get(f"/groups/{first['groupId']}/conversations?index=0&limit=5")
+
+    assert listed.status_code == 200
+    assert [d["id"] for d in listed.json()] == [first["discussionId"]]
+    assert bearer(approver).get(f"/groups/{first['groupId']}/conversations").json() == []  # not theirs
+    refused = bearer(alice).get(f"/groups/{first['groupId']}/conversations?limit=many")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "limit"
+
+
+def test_deleting_a_paused_discussion_cancels_its_pause_audited_and_removes_it_and_its_members(
+    alice, approver
+):
+    from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
+    from conversations.models import Conversation
+    from groups.models import GroupConversation
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    paused = phase_discussion(alice)
+    discussion = GroupConversation.objects.get(pk=paused["discussionId"])
+    members = list(discussion.member_conversations.values())
+    path = f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}"
+
+    assert bearer(approver).delete(path).status_code == 403  # an approver decides; it does not own
+    deleted = bearer(alice).delete(path)
+
+    assert deleted.status_code == 200, deleted.content
+    assert not GroupConversation.objects.filter(pk=paused["discussionId"]).exists()
+    assert members and not Conversation.objects.filter(pk__in=members).exists()
+    pause = Pause.objects.get(subject_type=SubjectType.DISCUSSION, subject_id=paused["discussionId"])
+    assert pause.status == PauseStatus.CANCELLED and pause.decided_by == alice.username
+    verbs = list(
+        AuditEntry.objects.filter(subject_id=paused["discussionId"])
+        .order_by("sequence")
+        .values_list("verb", flat=True)
+    )
+    assert verbs[-2:] == ["hitl.approval", "hitl.discussion.deleted"]
+    assert bearer(alice).get(path).status_code == 403  # gone: refused like anyone else's
+    assert (
+        bearer(approver)
+        .post(f"{path}/approve", {"decision": {"verdict": "APPROVED"}}, format="json")
+        .status_code
+        == 404
+    )
+
+
+def test_a_running_discussion_is_not_deleted(alice):
+    from approvals.models import Pause, PauseStatus
+    from groups.models import GroupConversation
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    paused = phase_discussion(alice)  # then its continuation runs: the pause RESOLVING, the discussion on
+    Pause.objects.filter(subject_id=paused["discussionId"]).update(status=PauseStatus.RESOLVING)
+    GroupConversation.objects.filter(pk=paused["discussionId"]).update(state="IN_PROGRESS")
+    refused = bearer(alice).delete(f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}")
+
+    assert refused.status_code == 409 and refused.json()["currentState"] == "IN_PROGRESS"
+    assert GroupConversation.objects.filter(pk=paused["discussionId"]).exists()
+
+
+# --- error bodies -----------------------------------------------------------------------------------
+
+
+def test_an_error_is_eddis_message_in_plain_text_for_a_client_that_prefers_text(alice, approver):
+    conversation_id = paused_conversation(client_for(alice))
+    said = bearer(alice).post(
+        f"/agents/{conversation_id}",
+        {"input": "again"},
+        format="json",
+        HTTP_ACCEPT="text/plain, application/json;q=0.9",
+    )
+    as_problem = bearer(alice).post(f"/agents/{conversation_id}", {"input": "again"}, format="json")
+
+    assert said.status_code == as_problem.status_code == 409
+    assert said["Content-Type"] == "text/plain; charset=utf-8"
+    assert said.content.decode() == as_problem.json()["detail"]
+    assert as_problem["Content-Type"] == "application/problem+json"
+    denied = bearer(approver).post(
+        f"/agents/{conversation_id}", {"input": "hi"}, format="json", HTTP_ACCEPT="text/plain, */*"
+    )
+    assert denied.status_code == 403 and denied.content.decode().startswith("Access denied")
+    answered = bearer(alice).get(f"/agents/{conversation_id}", HTTP_ACCEPT="text/plain, application/json")
+    assert answered.status_code == 200 and answered.json()["conversationState"] == "AWAITING_HUMAN"

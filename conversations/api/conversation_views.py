@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from drf_spectacular.utils import (
@@ -19,13 +18,14 @@ from rest_framework.views import APIView
 
 from approvals.access import may_read_turns
 from approvals.actors import actor_for_user
+from approvals.api.continuation_wait import clamp_wait, wait_until_settled
 from approvals.api.inbox_query import inbox_limit
 from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
 from approvals.continuation_runs import QUEUED
 from approvals.decision_input import DecisionBodySerializer
-from approvals.models import Engine, PauseStatus
+from approvals.models import Engine
 from approvals.pause_summaries import inbox_row_from_values
-from approvals.selectors import pause_status, pending_inbox_rows
+from approvals.selectors import pending_inbox_rows
 from approvals.votes import vote_answer
 from common.body_rules import context_size_problem
 from common.errors import BadRequest, Forbidden
@@ -302,7 +302,7 @@ class ResumeView(APIView):
             )
         if wait > 0:
             if continued.outcome == QUEUED:  # inline continuations are off: wait here for the q-cluster
-                _wait_until_settled(pause.id, wait)
+                wait_until_settled(pause.id, wait)
             return Response(continued_snapshot(continued))
         return ThenRun(
             continued.then,
@@ -335,25 +335,6 @@ class ThenRun(Response):
             super().close()
 
 
-def clamp_wait(value: Any) -> float:
-    try:
-        return max(0.0, min(60.0, float(value)))
-    except (TypeError, ValueError):
-        return 0.0
-
-
-def _continuation_settled(pause_id: Any) -> bool:
-    return pause_status(pause_id=pause_id) != PauseStatus.RESOLVING
-
-
-def _wait_until_settled(pause_id: Any, wait: float) -> None:
-    """Poll until the q-cluster has run the continuation or ``wait`` seconds passed; the request's
-    worker (or, under ASGI, its thread) waits with it."""
-    deadline = time.monotonic() + wait
-    while not _continuation_settled(pause_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 APPROVAL_STATUS = inline_serializer(
     "ApprovalStatus",
     {
@@ -375,6 +356,31 @@ APPROVAL_STATUS = inline_serializer(
         "lastDecision": LastDecisionSerializer(allow_null=True),
         "conversation": serializers.DictField(
             required=False, help_text="the snapshot; only with detail=full"
+        ),
+        # with detail=full: EDDI's snapshot fields, beside the summary (conversations.eddi_fields)
+        "agentId": serializers.UUIDField(required=False),
+        "agentVersion": serializers.IntegerField(required=False),
+        "userId": serializers.CharField(required=False, allow_null=True, help_text="the owner's username"),
+        "environment": serializers.CharField(required=False),
+        "conversationState": serializers.ChoiceField(
+            ConversationState.choices, required=False, help_text="the same as state"
+        ),
+        "conversationOutputs": serializers.ListField(
+            child=serializers.DictField(),
+            required=False,
+            help_text="the snapshot's steps: {input, actions, output: [{type: text, text}]}",
+        ),
+        "conversationProperties": serializers.DictField(required=False),
+        "hitlPausedAt": serializers.DateTimeField(required=False, allow_null=True),
+        "hitlPauseReason": serializers.CharField(required=False, allow_null=True),
+        "hitlTimeoutPolicy": serializers.CharField(required=False, allow_null=True),
+        "hitlApprovalTimeout": serializers.CharField(required=False, allow_null=True),
+        "hitlPauseType": serializers.CharField(required=False, allow_null=True),
+        "hitlPendingToolCalls": serializers.DictField(
+            required=False,
+            allow_null=True,
+            help_text="a TOOL_CALL pause's calls, redacted: no raw arguments, transcript or trace; a pinned "
+            'request\'s fingerprint only as "<REDACTED>"',
         ),
     },
 )

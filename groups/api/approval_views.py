@@ -8,8 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.api.inbox_query import inbox_limit
+from approvals.api.inbox_query import GROUP_INBOX_DEFAULT_LIMIT, inbox_limit
 from approvals.api.pause_serializers import INBOX_ROW, LastDecisionSerializer
+from groups.api.discussion_views import eddi_discussion_fields
 from groups.discussion_status import approval_status_in_detail, pending_group_approvals
 from groups.models import DiscussionState
 from groups.selectors import discussion_for_owner
@@ -69,9 +70,18 @@ APPROVAL_STATUS = inline_serializer(
         "awaitingApprovalTaskIds": serializers.ListField(
             child=serializers.CharField(), allow_null=True, help_text="the same as awaitingTaskIds"
         ),
+        # with detail=full: EDDI's group conversation, beside the summary
+        **{
+            name: f
+            for name, f in eddi_discussion_fields(required=False).items()
+            if name not in ("pausedAt", "pausedPhaseName")  # the summary's own, the same values
+        },
+        "transcript": serializers.ListField(
+            child=serializers.DictField(), required=False, help_text="with detail=full: as the discussion's"
+        ),
     },
 )
-LIMIT = OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 200")
+LIMIT = OpenApiParameter("limit", int, required=False, description="1..1000 (clamped), default 100")
 
 
 class DiscussionApprovalStatusView(APIView):
@@ -98,7 +108,11 @@ class GroupPendingApprovalsView(APIView):
     )
     def get(self, request: Request, group_id: str) -> Response:
         return Response(
-            pending_group_approvals(request.user, limit=inbox_limit(request.query_params), group_id=group_id)
+            pending_group_approvals(
+                request.user,
+                limit=inbox_limit(request.query_params, default=GROUP_INBOX_DEFAULT_LIMIT),
+                group_id=group_id,
+            )
         )
 
 
@@ -109,4 +123,8 @@ class AllGroupsPendingApprovalsView(APIView):
         responses=INBOX_ROW,
     )
     def get(self, request: Request) -> Response:
-        return Response(pending_group_approvals(request.user, limit=inbox_limit(request.query_params)))
+        return Response(
+            pending_group_approvals(
+                request.user, limit=inbox_limit(request.query_params, default=GROUP_INBOX_DEFAULT_LIMIT)
+            )
+        )

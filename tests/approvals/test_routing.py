@@ -219,7 +219,7 @@ def test_a_group_gate_needs_its_two_approvals(alice):
         hitlConfig={"requiredApprovals": 2},
     )
     body = discuss(client_for(alice), group_id)
-    url = f"/groups/{group_id}/conversations/{body['discussionId']}/approve"
+    url = f"/groups/{group_id}/conversations/{body['discussionId']}/approve?wait=60"
     ann, ben = approver_in("ann"), approver_in("ben")
     first = client_for(ann).post(url, {"decision": {"verdict": "APPROVED"}}, format="json")
     assert first.status_code == 202, first.content

@@ -210,7 +210,7 @@ def _send(request: Request, client) -> None:
             allowed = {200, 409}
         else:
             response = client.post(
-                f"{base}/approve", {"decision": {"verdict": request.action}}, format="json"
+                f"{base}/approve?wait=60", {"decision": {"verdict": request.action}}, format="json"
             )
             request.won, allowed = response.status_code in (200, 202), {200, 202, 409}
     request.status = response.status_code

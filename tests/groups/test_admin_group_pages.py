@@ -85,7 +85,7 @@ def task_fields(response) -> dict[str, str]:
 
 
 def approve_rest(reviewer: User, body: dict[str, Any], decision: dict[str, Any]) -> Any:
-    url = f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve"
+    url = f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60"
     return client_for(reviewer).post(url, decision, format="json")
 
 

@@ -57,7 +57,7 @@ def status_of(client, body: dict[str, Any], detail: str = "", expected: int = 20
 
 def approve(client, body: dict[str, Any], verdict: str = "APPROVED") -> dict[str, Any]:
     response = client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
         {"decision": {"verdict": verdict, "note": "looks fine"}},
         format="json",
     )

@@ -64,7 +64,7 @@ def test_two_approvers_approving_the_same_discussion_at_once_exactly_one_wins():
     group_id = group([(answering("pat", "Ship it."), "Optimist")], PHASES)
     for _ in range(ROUNDS):
         paused = discuss(client_for(alice), group_id)
-        url = f"/groups/{group_id}/conversations/{paused['discussionId']}/approve"
+        url = f"/groups/{group_id}/conversations/{paused['discussionId']}/approve?wait=60"
 
         responses = race([lambda c=client, u=url: c.post(u, APPROVE, format="json") for client in approvers])
 
@@ -91,7 +91,7 @@ def test_an_approval_racing_the_timeout_is_decided_once():
     for _ in range(ROUNDS):
         paused = discuss(client_for(alice), group_id)
         pause = pause_of(paused["discussionId"])
-        url = f"/groups/{group_id}/conversations/{paused['discussionId']}/approve"
+        url = f"/groups/{group_id}/conversations/{paused['discussionId']}/approve?wait=60"
 
         human, timer = race(
             [
@@ -130,7 +130,10 @@ def test_cancel_racing_a_decision_never_deadlocks():
         mcp_cancel = {"group_id": group_id, "conversation_id": paused["discussionId"]}
 
         answers = race(
-            [lambda c=client, p=path: c.post(f"{p}/approve", APPROVE, format="json") for client in approvers]
+            [
+                lambda c=client, p=path: c.post(f"{p}/approve?wait=60", APPROVE, format="json")
+                for client in approvers
+            ]
             + [
                 lambda p=path: owner.post(f"{p}/cancel"),
                 lambda a=mcp_cancel: _call(group_tools.cancel_group_discussion, alice, a),

@@ -214,7 +214,7 @@ def test_abort_cancels_the_discussion_at_once_audited_as_system_timeout(alice_cl
 def test_a_human_decision_disarms_the_timer_and_a_late_fire_decides_nothing(alice_client, approver_client):
     body, pause = paused_discussion(alice_client, timed("AUTO_REJECT"))
     approved = approver_client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
         {"decision": {"verdict": "APPROVED"}},
         format="json",
     )
@@ -296,7 +296,7 @@ def test_a_human_approval_of_the_same_task_pause_grants_a_fresh_budget(alice_cli
     body = discuss(alice_client, budget_group(**timed("AUTO_APPROVE")))
 
     response = approver_client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
         {"decision": {"verdict": "APPROVED"}},
         format="json",
     )
@@ -373,7 +373,7 @@ def test_a_human_rejection_fails_the_discussion_even_with_a_member_undeployed(
     assert admin_client.post(f"/administration/production/undeploy/{member}").status_code == 200
 
     response = approver_client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
         {"decision": {"verdict": "REJECTED", "note": "no"}},
         format="json",
     )

@@ -126,7 +126,9 @@ def test_decided_and_cancelled_discussions_leave_the_inboxes(alice_client, appro
     base = f"/groups/{group_id}/conversations"
     approve = {"decision": {"verdict": "APPROVED"}}
     assert (
-        approver_client.post(f"{base}/{decided['discussionId']}/approve", approve, format="json").status_code
+        approver_client.post(
+            f"{base}/{decided['discussionId']}/approve?wait=60", approve, format="json"
+        ).status_code
         == 200
     )
     assert alice_client.post(f"{base}/{cancelled['discussionId']}/cancel").status_code == 200

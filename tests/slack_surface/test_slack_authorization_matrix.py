@@ -45,7 +45,7 @@ def _subject(kind: str, state: str, integration: Any, bob: Any, admin: Any) -> s
     started = bob.post(f"/groups/{group.group_id}/conversations", {"question": "Ship?"}, format="json").json()
     if state == "decided":
         admin.post(
-            f"/groups/{group.group_id}/conversations/{started['discussionId']}/approve",
+            f"/groups/{group.group_id}/conversations/{started['discussionId']}/approve?wait=60",
             {"decision": {"verdict": "REJECTED"}},
             format="json",
         )

@@ -172,7 +172,7 @@ def test_a_decision_by_rest_posts_the_notices_once_and_closes_the_card(slack, an
     discussion = the_discussion()
 
     response = approver_client.post(
-        f"/groups/{setup.group_id}/conversations/{discussion.id}/approve",
+        f"/groups/{setup.group_id}/conversations/{discussion.id}/approve?wait=60",
         {"decision": {"verdict": "REJECTED", "note": "Not this week."}},
         format="json",
     )
