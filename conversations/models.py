@@ -124,3 +124,38 @@ class ConversationStep(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.index} of {self.conversation_id}"
+
+
+class AgentTrigger(models.Model):
+    """EDDI's agent trigger: an intent and the agent deployments a managed conversation for it starts
+    with (one picked at random when there are several). ``agent_deployments`` holds them as EDDI writes
+    them: ``[{"environment", "agentId", "initialContext": {name: {"type", "value"}}}]``."""
+
+    intent = models.CharField(max_length=100, unique=True)
+    agent_deployments = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"trigger {self.intent}"
+
+
+class ManagedConversation(models.Model):
+    """The one conversation of a user for an intent (EDDI's user conversation): started from the intent's
+    trigger, replaced once it has ended. ``conversation`` is null once that conversation was deleted."""
+
+    intent = models.CharField(max_length=100)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "user"], name="managed_conversation_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.intent} of user {self.user_id}: {self.conversation_id}"

@@ -174,6 +174,9 @@ BUSINESS_RULE_BODIES = [
     "PUT /schedulestore/schedules/{schedule_id}",
     "POST /integrationstore/slack",
     "PUT /integrationstore/slack/{name}",
+    # an agent trigger: each agentId names an existing agent, and a PUT's intent, if given, is the path's
+    "POST /AgentTriggerStore/agenttriggers",
+    "PUT /AgentTriggerStore/agenttriggers/{intent}",
     # onBehalfOf names an active user; the pinned request is checked whole (an absolute http(s) URL
     # without credentials, header names, secretHeaders among the headers); a finite policy needs its
     # duration; a key, name or reason of blanks is refused

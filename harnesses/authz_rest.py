@@ -22,6 +22,7 @@ from rest_framework.test import APIClient
 
 from conversations.agent_archive import export_agent
 from conversations.agents import create_agent, deploy_agent
+from conversations.managed import trigger_create
 from groups.demo_group import demo_member_document
 from groups.store import create_group
 from harnesses.authz_table import NO_SUBJECT, OK, ROLES, ROUTED, expected, outcome_of
@@ -191,7 +192,7 @@ def _discussion(world: World, state: str) -> str:
         GroupConversation.objects.filter(pk=discussion_id).update(owner=None)
     if state == "decided":
         decided = world.clients["admin"].post(
-            f"/groups/{world.gated_group}/conversations/{discussion_id}/approve",
+            f"/groups/{world.gated_group}/conversations/{discussion_id}/approve?wait=60",
             {"decision": {"verdict": "APPROVED"}},
             **JSON,
         )
@@ -252,6 +253,15 @@ def _archive(world: World, state: str) -> bytes:
     return export_agent(agent_id=world.agent_id, version=None)[1]
 
 
+def _trigger(world: World, state: str) -> str:
+    """An agent trigger of a new intent, to the world's agent: its intent."""
+    intent = f"authz-{uuid.uuid4().hex[:8]}"
+    trigger_create(
+        intent=intent, agent_deployments=[{"environment": "production", "agentId": world.agent_id}]
+    )
+    return intent
+
+
 MAKERS: dict[str, Callable[[World, str], Any]] = {
     "conversation": _conversation,
     "discussion": _discussion,
@@ -261,6 +271,7 @@ MAKERS: dict[str, Callable[[World, str], Any]] = {
     "secret": _secret,
     "integration": _integration,
     "archive": _archive,
+    "trigger": _trigger,
     "approval request": _approval_request,
 }
 
@@ -286,6 +297,9 @@ GROUP_DECISION = {"decision": {"verdict": "APPROVED"}}
 SSE = {"HTTP_ACCEPT": "text/event-stream"}
 D = "/groups/{g}/conversations/{s}"
 R = "/approval-requests/{s}"
+T = "/AgentTriggerStore/agenttriggers/{s}"
+M = "/agents/managed/{s}/{me}"
+TRIGGER = {"agentDeployments": [{"environment": "production", "agentId": "{a}"}]}
 
 # "METHOD /template" as the schema names it (plus a query where one changes who may call) -> the call.
 REST_ENDPOINTS: dict[str, Endpoint] = {
@@ -350,6 +364,24 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
     "POST /agents/{conversation_id}/redo": Endpoint(
         "owner or admin", "/agents/{s}/redo", "conversation", fresh=True, states=CONV
     ),
+    "GET /AgentTriggerStore/agenttriggers": Endpoint("admin", "/AgentTriggerStore/agenttriggers"),
+    "POST /AgentTriggerStore/agenttriggers": Endpoint(
+        "admin", "/AgentTriggerStore/agenttriggers", body={"intent": "authz-new", **TRIGGER}
+    ),
+    "GET /AgentTriggerStore/agenttriggers/{intent}": Endpoint("admin", T, "trigger"),
+    "PUT /AgentTriggerStore/agenttriggers/{intent}": Endpoint("admin", T, "trigger", body=TRIGGER),
+    "DELETE /AgentTriggerStore/agenttriggers/{intent}": Endpoint("admin", T, "trigger", fresh=True),
+    # {me} is the caller's own user name: another's is refused to everyone (tests/conversations/
+    # test_managed_conversations.py); in this order each caller's conversation has a step to undo and redo
+    "GET /agents/managed/{intent}/{user_id}": Endpoint("signed in", M, "trigger"),
+    "POST /agents/managed/{intent}/{user_id}": Endpoint("signed in", M, "trigger", body={"input": "hello"}),
+    "GET /agents/managed/{intent}/{user_id}/undo": Endpoint("signed in", M + "/undo", "trigger"),
+    "POST /agents/managed/{intent}/{user_id}/undo": Endpoint("signed in", M + "/undo", "trigger"),
+    "GET /agents/managed/{intent}/{user_id}/redo": Endpoint("signed in", M + "/redo", "trigger"),
+    "POST /agents/managed/{intent}/{user_id}/redo": Endpoint("signed in", M + "/redo", "trigger"),
+    "POST /agents/managed/{intent}/{user_id}/endConversation": Endpoint(
+        "signed in", M + "/endConversation", "trigger"
+    ),
     "GET /groupstore/groups": Endpoint("signed in", "/groupstore/groups"),
     "POST /groupstore/groups": Endpoint(
         "admin",
@@ -395,6 +427,10 @@ REST_ENDPOINTS: dict[str, Endpoint] = {
     ),
     "POST /groups/{group_id}/conversations/{discussion_id}/cancel": Endpoint(
         "decider", D + "/cancel", "discussion", fresh=True, states=CONV
+    ),
+    "GET /groups/{group_id}/conversations": Endpoint("signed in", "/groups/{g}/conversations"),
+    "DELETE /groups/{group_id}/conversations/{discussion_id}": Endpoint(
+        "owner or admin", D, "discussion", fresh=True, states=CONV
     ),
     "GET /audit/entries": Endpoint("staff", "/audit/entries"),
     "GET /audit/export": Endpoint("staff", "/audit/export?format=jsonl"),
@@ -524,6 +560,7 @@ def run_cell(world: World, name: str, endpoint: Endpoint, role: str, state: str)
     subject = world.subject(endpoint.subject, state, fresh=False, user=user) if endpoint.subject else None
     path = endpoint.path.replace("{a}", world.agent_id).replace("{g}", world.group_of(state))
     path = path.replace("{s}", str(subject)) if endpoint.subject not in (None, "archive") else path
+    path = path.replace("{me}", world.users[role].username if role in world.users else role)
     if name == "POST /auth/token":
         cache.clear()  # the login throttle counts per client
     response = getattr(world.clients[role], method)(path, **call_kwargs(endpoint, world, subject))

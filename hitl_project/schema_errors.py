@@ -105,13 +105,22 @@ STATE_CHECKED = frozenset(
         "POST /groups/{group_id}/conversations",
         "POST /groups/{group_id}/conversations/{discussion_id}/approve",
         "POST /groups/{group_id}/conversations/{discussion_id}/cancel",
+        "DELETE /groups/{group_id}/conversations/{discussion_id}",
         "POST /integrationstore/slack",
         "POST /schedulestore/schedules/{schedule_id}/fire",
+        # managed conversations: a start refused (NOT_DEPLOYED, LIMIT_REACHED), a paused or running one,
+        # an intent that already has a trigger
+        "GET /agents/managed/{intent}/{user_id}",
+        "POST /agents/managed/{intent}/{user_id}/undo",
+        "POST /agents/managed/{intent}/{user_id}/redo",
+        "POST /agents/managed/{intent}/{user_id}/endConversation",
+        "POST /AgentTriggerStore/agenttriggers",
     }
 )
 EXTRA = {
     "POST /auth/token": (400, 401, 429),
     "DELETE /secretstore/secrets/{name}": (400,),  # a name outside the secret store's pattern
+    "GET /agents/managed/{intent}/{user_id}": (429,),  # a read that starts a conversation counts as a turn
 }
 # bodies that take more than their fields (docs/rest-api.md): the login's, and Slack's own payloads
 LENIENT_BODIES = frozenset({"Credentials", "SlackEventBody", "SlackInteractionBody"})

@@ -265,6 +265,10 @@ ERROR_CASES = [
         "WRONG_STATE",
     ),
     ("alice", "post", "/agents/{undeployed}/start", {}, 409, "NOT_DEPLOYED"),
+    ("alice", "get", "/agents/managed/support/bob", {}, 403, "FORBIDDEN"),
+    ("admin", "get", "/agents/managed/support/bob", {}, 403, "FORBIDDEN"),
+    ("alice", "get", "/agents/managed/no-such-intent/alice", {}, 404, "NOT_FOUND"),
+    ("alice", "get", "/AgentTriggerStore/agenttriggers", {}, 403, "FORBIDDEN"),
     ("alice", "delete", "/auth/token", {}, 405, None),
     ("alice", "get", "/agents/pending-approvals", {"HTTP_ACCEPT": "application/xml"}, 406, None),
 ]
@@ -533,7 +537,7 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     approved = call(
         approver,
         "post",
-        f"/groups/{gated_group}/conversations/{for_approve['discussionId']}/approve",
+        f"/groups/{gated_group}/conversations/{for_approve['discussionId']}/approve?wait=60",
         200,
         data={"decision": {"verdict": "APPROVED", "note": "ok"}, "taskApprovals": {}},
         format="json",
@@ -583,13 +587,15 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(
         approver,
         "post",
-        f"{discussions}/{paused}/approve",
+        f"{discussions}/{paused}/approve?wait=60",
         200,
         data={"decision": {"verdict": "APPROVED", "note": "ok"}, "taskApprovals": {"note": "APPROVED"}},
         format="json",
     )
     call(bob, "get", f"{discussions}/{paused}/approval-status?detail=full", 200)
     call(bob, "post", f"{discussions}/{to_cancel_discussion}/cancel", 200)
+    call(bob, "get", f"{discussions}?index=0&limit=5", 200)
+    call(bob, "delete", f"{discussions}/{to_cancel_discussion}", 200)
 
     call(admin, "put", "/secretstore/secrets/payments.key", 200, data={"value": "s3cret"}, format="json")
     call(admin, "get", "/secretstore/secrets", 200)
@@ -646,6 +652,31 @@ def test_every_endpoint_returns_what_its_schema_documents(world, settings):
     call(bob, "get", f"/agents/{conversation}", 200)
     call(bob, "post", f"/agents/{conversation}/undo", 200)
     call(bob, "post", f"/agents/{conversation}/redo", 200)
+    # Managed conversations: an agent trigger, bob's conversation for its intent (started by the read),
+    # undone, redone and ended, then the trigger deleted
+    trigger = {
+        "intent": "support",
+        "agentDeployments": [
+            {
+                "environment": "production",
+                "agentId": agent_id,
+                "initialContext": {"channel": {"type": "string", "value": "web"}},
+            }
+        ],
+    }
+    call(admin, "post", "/AgentTriggerStore/agenttriggers", 201, data=trigger, format="json")
+    call(admin, "get", "/AgentTriggerStore/agenttriggers", 200)
+    call(admin, "get", "/AgentTriggerStore/agenttriggers/support", 200)
+    call(admin, "put", "/AgentTriggerStore/agenttriggers/support", 200, data=trigger, format="json")
+    managed = "/agents/managed/support/bob"
+    call(bob, "get", managed, 200)
+    call(bob, "post", managed, 200, data={"input": "hello", "context": {"channel": "web"}}, format="json")
+    call(bob, "get", f"{managed}/undo", 200)
+    call(bob, "post", f"{managed}/undo", 200)
+    call(bob, "get", f"{managed}/redo", 200)
+    call(bob, "post", f"{managed}/redo", 200)
+    call(bob, "post", f"{managed}/endConversation", 200)
+    call(admin, "delete", "/AgentTriggerStore/agenttriggers/support", 200)
     call(approver, "get", "/agents/pending-approvals", 200)
     call(approver, "get", f"/agents/{world.paused_id}/approval-status", 200)
     call(bob, "get", f"/agents/{world.paused_id}/approval-status?detail=full", 200)

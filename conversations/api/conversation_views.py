@@ -228,7 +228,7 @@ class RedoView(APIView):
         return Response(snapshot(undo_redo.redo(conversation=conversation)))
 
 
-def _cancel_answer(result: CancelResult) -> dict[str, Any]:
+def cancel_answer(result: CancelResult) -> dict[str, Any]:
     """The snapshot; ``cancelRequested`` {by, at} when a running turn was told to stop and still runs."""
     body = snapshot(result.conversation)
     if (requested := result.cancel_request()) is not None:
@@ -246,7 +246,7 @@ class EndView(APIView):
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_for_talk(request.user, conversation_id)
         ended = turns.end_conversation(conversation=conversation, actor=actor_for_user(request.user))
-        return Response(_cancel_answer(ended))
+        return Response(cancel_answer(ended))
 
 
 class CancelView(APIView):
@@ -261,7 +261,7 @@ class CancelView(APIView):
         result = turns.cancel_conversation(conversation=conversation, actor=actor_for_user(request.user))
         still_running = result.outcome == REQUESTED
         return Response(
-            _cancel_answer(result), status=status.HTTP_202_ACCEPTED if still_running else status.HTTP_200_OK
+            cancel_answer(result), status=status.HTTP_202_ACCEPTED if still_running else status.HTTP_200_OK
         )
 
 

@@ -2,6 +2,7 @@ from django.urls import path
 
 from conversations.api import agent_views as a
 from conversations.api import conversation_views as c
+from conversations.api import managed_views as m
 
 urlpatterns = [
     path("agentstore/agents", a.AgentListView.as_view(), name="agents"),
@@ -17,6 +18,17 @@ urlpatterns = [
     ),
     path("backup/import", a.ImportView.as_view(), name="backup-import"),
     path("backup/export/<str:agent_id>", a.ExportView.as_view(), name="backup-export"),
+    path("AgentTriggerStore/agenttriggers", m.TriggerListView.as_view(), name="agent-triggers"),
+    path("AgentTriggerStore/agenttriggers/<str:intent>", m.TriggerDetailView.as_view(), name="agent-trigger"),
+    # before agents/<str:conversation_id>/...: "managed" is no conversation id
+    path("agents/managed/<str:intent>/<str:user_id>", m.ManagedConversationView.as_view(), name="managed"),
+    path(
+        "agents/managed/<str:intent>/<str:user_id>/endConversation",
+        m.ManagedEndView.as_view(),
+        name="managed-end",
+    ),
+    path("agents/managed/<str:intent>/<str:user_id>/undo", m.ManagedUndoView.as_view(), name="managed-undo"),
+    path("agents/managed/<str:intent>/<str:user_id>/redo", m.ManagedRedoView.as_view(), name="managed-redo"),
     path("agents/pending-approvals", c.PendingApprovalsView.as_view(), name="pending-approvals"),
     path("agents/<str:agent_id>/start", c.StartView.as_view(), name="start"),
     path("agents/<str:conversation_id>/resume", c.ResumeView.as_view(), name="resume"),

@@ -183,12 +183,12 @@ def test_a_limit_that_is_not_one_integer_is_a_400_naming_limit_like_the_1_1_inbo
         assert [error["field"] for error in body["errors"]] == ["limit"]
 
 
-def test_the_default_limit_is_200(approver, approver_client):
+def test_the_default_limit_is_100_as_in_eddi(approver, approver_client):
     group_id = uuid.UUID(gated_group())
-    group_pauses(approver, 205, group_id=group_id)
+    group_pauses(approver, 105, group_id=group_id)
 
-    assert len(inbox(approver_client, str(group_id))) == 200
-    assert len(inbox(approver_client)) == 200
+    assert len(inbox(approver_client, str(group_id))) == 100
+    assert len(inbox(approver_client)) == 100
 
 
 def test_an_unknown_malformed_or_deleted_group_is_404_for_everyone_alike(
