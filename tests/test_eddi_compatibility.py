@@ -408,3 +408,43 @@ def test_an_error_is_eddis_message_in_plain_text_for_a_client_that_prefers_text(
     assert denied.status_code == 403 and denied.content.decode().startswith("Access denied")
     answered = bearer(alice).get(f"/agents/{conversation_id}", HTTP_ACCEPT="text/plain, application/json")
     assert answered.status_code == 200 and answered.json()["conversationState"] == "AWAITING_HUMAN"
+
+
+# --- managed conversations --------------------------------------------------------------------------
+
+
+def test_a_managed_conversation_works_as_eddis_clients_drive_it(alice, admin_user):
+    from harnesses.factories import deployed_agent
+
+    trigger = {
+        "intent": "support",
+        "agentDeployments": [
+            {
+                "environment": "production",
+                "agentId": deployed_agent(),
+                "initialContext": {"channel": {"type": "string", "value": "web"}},
+            }
+        ],
+    }
+    assert (
+        bearer(admin_user).post("/AgentTriggerStore/agenttriggers", trigger, format="json").status_code == 201
+    )
+    assert bearer(admin_user).get("/AgentTriggerStore/agenttriggers/support").json()["intent"] == "support"
+    managed = f"/agents/managed/support/{alice.username}"
+
+    loaded = bearer(alice).get(managed)
+    paused = bearer(alice).post(managed, {"input": "please delete my account"}, format="json")
+    refused = bearer(alice).post(managed, {"input": "hello"}, format="json")
+    again = bearer(alice).get(managed)
+
+    assert loaded.status_code == 200 and loaded.json()["conversationState"] == "READY"
+    assert paused.json()["conversationState"] == "AWAITING_HUMAN"
+    assert paused.json()["conversationId"] == loaded.json()["conversationId"]
+    assert refused.status_code == 409  # while paused, the mapping stays on the paused conversation
+    assert again.json()["conversationId"] == loaded.json()["conversationId"]
+    assert bearer(alice).post(f"{managed}/endConversation").status_code == 200
+    fresh = bearer(alice).get(managed).json()
+    assert (
+        fresh["conversationId"] != loaded.json()["conversationId"] and fresh["conversationState"] == "READY"
+    )
+    assert bearer(admin_user).get("/agents/managed/support/someone-else").status_code == 403
