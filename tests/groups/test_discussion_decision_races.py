@@ -145,3 +145,36 @@ def test_cancel_racing_a_decision_never_deadlocks():
         assert all(r.status_code in (200, 409) for r in rest), [(r.status_code, r.content) for r in rest]
         assert not mcp.is_error or '"WRONG_STATE"' in mcp.content[0].text, mcp.content[0].text
         assert len(decisions_of(pause_of(paused["discussionId"]))) == 1
+
+
+def test_a_delete_racing_an_approval_ends_with_one_decision_and_no_error():
+    """The owner deletes a paused discussion while an approver approves it. Either the delete cancels the
+    gate first (the approval loses: 409, or 404 once the discussion is gone) or the approval wins (the
+    delete meets a running discussion: 409, or deletes it once it completed and the approval's answer is
+    a 404). Never a 500, never two decisions; a deleted discussion leaves its ledger entries."""
+    alice = make_user("alice")
+    approver = client_for(make_user("approver", "approver"))
+    owner = client_for(alice)
+    group_id = group([(answering("pat", "Ship it."), "Optimist")], PHASES)
+    for _ in range(ROUNDS * 2):
+        paused = discuss(owner, group_id)
+        path = f"/groups/{group_id}/conversations/{paused['discussionId']}"
+
+        approved, deleted = race(
+            [
+                lambda p=path: approver.post(f"{p}/approve?wait=60", APPROVE, format="json"),
+                lambda p=path: owner.delete(p),
+            ]
+        )
+
+        assert not isinstance(approved, BaseException) and not isinstance(deleted, BaseException)
+        assert approved.status_code in (200, 404, 409), approved.content
+        assert deleted.status_code in (200, 409), deleted.content
+        gone = not GroupConversation.objects.filter(pk=paused["discussionId"]).exists()
+        assert gone == (deleted.status_code == 200)
+        assert len(decisions_of(pause_of(paused["discussionId"]))) == 1
+        if gone:
+            verbs = AuditEntry.objects.filter(subject_id=paused["discussionId"]).values_list(
+                "verb", flat=True
+            )
+            assert "hitl.discussion.deleted" in verbs
