@@ -9,6 +9,7 @@ import json
 
 import httpx
 import pytest
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -336,7 +337,7 @@ def test_a_group_lists_its_discussions_newest_first_to_their_owner(alice, approv
 
 
 def test_deleting_a_paused_discussion_cancels_its_pause_audited_and_removes_it_and_its_members(
-    alice, approver
+    alice, approver, admin_user
 ):
     from approvals.models import AuditEntry, Pause, PauseStatus, SubjectType
     from conversations.models import Conversation
@@ -363,6 +364,12 @@ def test_deleting_a_paused_discussion_cancels_its_pause_audited_and_removes_it_a
     )
     assert verbs[-2:] == ["hitl.approval", "hitl.discussion.deleted"]
     assert bearer(alice).get(path).status_code == 403  # gone: refused like anyone else's
+    staff = Client()
+    staff.force_login(admin_user)
+    admin_page = staff.get(f"/admin/approvals/pendingapproval/{pause.id}/change/")
+    assert (
+        admin_page.status_code == 200 and b"Cancelled by" in admin_page.content
+    )  # its decision stays readable
     assert (
         bearer(approver)
         .post(f"{path}/approve", {"decision": {"verdict": "APPROVED"}}, format="json")
