@@ -455,3 +455,22 @@ def test_a_managed_conversation_works_as_eddis_clients_drive_it(alice, admin_use
         fresh["conversationId"] != loaded.json()["conversationId"] and fresh["conversationState"] == "READY"
     )
     assert bearer(admin_user).get("/agents/managed/support/someone-else").status_code == 403
+
+
+def test_the_status_codes_kept_on_purpose_answer_as_documented(alice, approver):
+    """Row 9's kept answers (the 202 of a cancel of a running turn is
+    tests/conversations/test_cancel_running_turns.py's): a plain user's wrong {groupId} is the 403 of any
+    discussion not theirs; an unsigned Slack request is 401."""
+    from tests.groups.test_admin_group_pages import phase_discussion
+
+    mallory = make_user("mallory")
+    paused, other_group = phase_discussion(alice), phase_discussion(alice)
+    wrong = f"/groups/{other_group['groupId']}/conversations/{paused['discussionId']}"
+
+    for method, suffix in (("get", "/approval-status"), ("post", "/cancel"), ("get", "")):
+        assert getattr(bearer(alice), method)(f"{wrong}{suffix}").status_code == 403
+        assert getattr(bearer(approver), method)(f"{wrong}{suffix}").status_code == 404
+    right = f"/groups/{paused['groupId']}/conversations/{paused['discussionId']}"
+    assert bearer(mallory).get(right).status_code == bearer(mallory).get(wrong).status_code == 403
+    unsigned = APIClient().post("/integrations/slack/interactive", {"payload": "{}"})
+    assert unsigned.status_code == 401
