@@ -21,9 +21,8 @@ from common.errors import NotFound, WrongState
 from conversations.models import Conversation, ConversationState
 from groups.discussion_decisions import cancel_pending_of
 from groups.models import TERMINAL_STATES, GroupConversation
-from groups.selectors import discussion_for_owner
+from groups.selectors import GONE, discussion_for_owner
 
-GONE = "Group conversation not found."
 # member conversations left alone: one awaiting a decision or running a turn is not the discussion's to end
 KEPT_STATES = (ConversationState.AWAITING_HUMAN, ConversationState.IN_PROGRESS)
 

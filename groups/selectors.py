@@ -11,6 +11,8 @@ from approvals.access import is_admin, require_decider
 from common.errors import NotFound
 from groups.models import Group, GroupConversation, GroupVersion
 
+GONE = "Group conversation not found."
+
 
 def live_group(*, group_id: uuid.UUID | str) -> Group:
     """The group if it exists and is not deleted; NotFound otherwise (a malformed id included)."""
@@ -84,6 +86,15 @@ def discussion_for_owner(*, user: object, group_id: object, discussion_id: objec
         what="discussion",
     )
     assert discussion is not None  # nosec B101  # type narrowing: require_decider refused a missing one
+    return discussion
+
+
+def discussion_decided(discussion_id: object) -> GroupConversation:
+    """The discussion a decision was just taken on, read afresh: 404 if it was deleted meanwhile (a
+    discussion is deleted only once it stopped: groups.deletion)."""
+    discussion = GroupConversation.objects.filter(pk=discussion_id).first()
+    if discussion is None:
+        raise NotFound(GONE)
     return discussion
 
 

@@ -14,7 +14,7 @@ from groups.discussion_decisions import approve_discussion, cancel_discussion
 from groups.discussion_status import approval_status_in_detail, pending_group_approvals
 from groups.errors import ResumeNotStarted
 from groups.models import DiscussionState, GroupConversation
-from groups.selectors import discussion_for_owner, latest_pause_reason
+from groups.selectors import discussion_decided, discussion_for_owner, latest_pause_reason
 from groups.snapshots import discussion_snapshot
 from mcp_surface.answers import require_mutations_enabled
 from mcp_surface.conversation_tools import required_id
@@ -99,7 +99,7 @@ def approve_group_phase(
         body=body,
         actor=mcp_actor(user),
     )
-    discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    discussion = discussion_decided(continued.pause.subject_id)
     if continued.tally is not None:  # one approval of several: nothing decided yet
         return vote_answer(continued.pause, continued.tally) | {"discussion": discussion_snapshot(discussion)}
     if continued.outcome == "restored":

@@ -3,8 +3,6 @@ cancel and delete them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -14,18 +12,22 @@ from rest_framework.views import APIView
 from approvals.api.continuation_wait import clamp_wait, wait_until_settled
 from approvals.continuation_runs import QUEUED, RESTORED, Continued
 from approvals.votes import vote_answer
-from common.errors import NotFound
 from common.query_params import QueryParams
 from common.request_bodies import BodySerializer, TextField, validated_body
 from common.throttles import TurnRateThrottle
 from conversations.api.conversation_views import json_body
 from groups import task_list
-from groups.deletion import GONE, delete_discussion
+from groups.deletion import delete_discussion
 from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion, cancel_discussion
 from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
-from groups.models import DiscussionState, GroupConversation
-from groups.selectors import discussion_for_owner, discussions_of_group, latest_pause_reason
+from groups.models import DiscussionState
+from groups.selectors import (
+    discussion_decided,
+    discussion_for_owner,
+    discussions_of_group,
+    latest_pause_reason,
+)
 from groups.snapshots import discussion_answer
 
 QUESTION_MAX = 16_384
@@ -196,14 +198,6 @@ class DiscussionView(APIView):
         return Response(status=status.HTTP_200_OK)
 
 
-def _decided(pause_subject_id: Any) -> GroupConversation:
-    """The discussion a decision was for, read afresh: 404 if it was deleted meanwhile (it had ended)."""
-    discussion = GroupConversation.objects.filter(pk=pause_subject_id).first()
-    if discussion is None:
-        raise NotFound(GONE)
-    return discussion
-
-
 def continued_answer(continued: Continued, *, wait: float = 0.0) -> Response:
     """The discussion as the decision left it. Without ``?wait``: 200 once decided, its
     continuation queued for the q-cluster (the discussion is IN_PROGRESS; a continuation that cannot
@@ -212,14 +206,14 @@ def continued_answer(continued: Continued, *, wait: float = 0.0) -> Response:
     409 when it could not start (the pause is pending again). Either way 202 with ``vote`` when the
     decision was one approval of several (the approvals so far; the discussion still waits)."""
     if continued.tally is not None:  # one approval of several: nothing decided yet
-        discussion = _decided(continued.pause.subject_id)
+        discussion = discussion_decided(continued.pause.subject_id)
         body = discussion_answer(discussion) | {"vote": vote_answer(continued.pause, continued.tally)}
         return Response(body, status=status.HTTP_202_ACCEPTED)
     if wait > 0 and continued.outcome == QUEUED:
         outcome = wait_until_settled(continued.pause.id, wait)
     else:
         outcome = continued.outcome
-    discussion = _decided(continued.pause.subject_id)
+    discussion = discussion_decided(continued.pause.subject_id)
     if wait > 0 and outcome == RESTORED:
         raise ResumeNotStarted(
             latest_pause_reason(discussion) or "the resumed discussion could not start",

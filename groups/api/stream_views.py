@@ -31,8 +31,7 @@ from groups.api.discussion_views import DiscussionListView
 from groups.discussion_decisions import GroupDecisionBodySerializer, approve_discussion
 from groups.discussions import start_discussion
 from groups.errors import ResumeNotStarted
-from groups.models import GroupConversation
-from groups.selectors import discussion_for_owner, latest_pause_reason, live_group
+from groups.selectors import discussion_decided, discussion_for_owner, latest_pause_reason, live_group
 
 NO_OUTCOME = "the discussion ended without telling its outcome"
 QUEUED_MESSAGE = (
@@ -88,7 +87,7 @@ class DiscussionStartStreamView(APIView):
 def closing_of(continued: Continued) -> sse.Event:
     """The closing event of a decision whose continuation sent none: ``queued`` for the q-cluster, or the
     ``group_error`` of a continuation that could not start (the pause is pending again)."""
-    discussion = GroupConversation.objects.get(pk=continued.pause.subject_id)
+    discussion = discussion_decided(continued.pause.subject_id)
     where = {"discussionId": str(discussion.pk), "state": discussion.state}
     if continued.outcome == "queued":
         return ev.QUEUED, where | {"pauseId": str(continued.pause.pk), "message": QUEUED_MESSAGE}
