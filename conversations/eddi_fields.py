@@ -4,8 +4,9 @@
 EDDI answers ``detail=full`` with the sanitized snapshot itself: its state, outputs, properties and the
 pause bookmark (``hitlPausedAt``, ``hitlPauseReason``, …, ``hitlPendingToolCalls``). Here the same fields
 sit at the top level of the answer, beside the summary and ``conversation`` (our snapshot). The pending
-tool calls are the redacted view, as EDDI sanitizes them: no raw arguments, no frozen transcript, no
-trace, and a pinned request's fingerprint only as the marker ``"<REDACTED>"``.
+tool calls are the redacted view, sanitized further than EDDI does: EDDI sets the raw arguments, the
+frozen transcript and the trace to null, here they are absent (no key names them); a pinned request's
+fingerprint is only the marker ``"<REDACTED>"``, as in EDDI.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ def _pending_tool_calls(pause: Pause) -> dict[str, Any]:
                 "callId": call["callId"],
                 "toolName": call["toolName"],
                 "source": call["source"],
-                "argumentsRaw": None,
                 "argumentsRedacted": call["arguments"],
                 "argsTruncated": call["argsTruncated"],
                 "gateReason": call["gateReason"],
@@ -55,8 +55,6 @@ def _pending_tool_calls(pause: Pause) -> dict[str, Any]:
             for call in details.get("calls", [])
         ],
         "executedUngatedCallNames": list(details.get("executedUngatedCalls", [])),
-        "chatTranscriptJson": None,
-        "traceSoFar": None,
     }
 
 
