@@ -114,8 +114,11 @@ def _samples(text: str, name: str) -> dict[str, float]:
     return found
 
 
-def test_the_metrics_are_served_under_eddis_names_at_its_path(alice, anon_client):
-    paused_conversation(client_for(alice))
+def test_the_metrics_are_served_under_eddis_names_at_its_path(
+    alice, anon_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):  # a pause is counted once it commits
+        paused_conversation(client_for(alice))
     ours = anon_client.get("/metrics").content.decode()
     eddis = anon_client.get("/q/metrics")
     assert eddis.status_code == 200 and eddis["Content-Type"].startswith("text/plain")
