@@ -12,7 +12,7 @@ from approvals.selectors import pause_by_id, pending_inbox_rows
 from approvals.votes import vote_answer
 from common.errors import BadRequest
 from common.throttles import TURNS, WRITES, count_request
-from conversations import turns
+from conversations import managed, turns
 from conversations.conversation_decisions import decide_conversation
 from conversations.models import ConversationState
 from conversations.nested_agents import talk_result
@@ -164,16 +164,36 @@ def talk_to_agent(
     )
 
 
-def chat_managed(user: Any, *, agent_id: Any, message: Any, environment: Any = None) -> dict[str, Any]:
-    """The caller's one running conversation with an agent, kept by the server: it continues the newest
-    one that has not ended (pinned while it awaits approval) or starts one (off with the kill switch). It
-    counts against the caller's turn rate as REST's start and say do."""
+def chat_managed(
+    user: Any,
+    *,
+    message: Any,
+    agent_id: Any = None,
+    environment: Any = None,
+    intent: Any = None,
+    user_id: Any = None,
+) -> dict[str, Any]:
+    """The caller's one running conversation, kept by the server (off with the kill switch; it counts
+    against the caller's turn rate as REST's start and say do). With ``agent_id``: with that agent, the
+    newest that has not ended (pinned while it awaits approval), or a new one. With ``intent`` (EDDI's
+    form): the caller's managed conversation for the intent (conversations.managed), ``user_id`` only the
+    caller's own user name."""
     require_mutations_enabled()
     count_request(user=user, scope=TURNS)
     text = _message(message)
+    if intent is not None:
+        if agent_id is not None:
+            raise BadRequest(
+                "name an 'agentId' or an 'intent', not both",
+                errors=[{"field": "intent", "message": "not with agentId"}],
+            )
+        if user_id is not None:
+            managed.require_own_user_id(user, required_id(user_id, "userId"))
+        current = managed.current_conversation(user=user, intent=required_id(intent, "intent"))
+        return _talk(user, str(current.conversation.pk), text)
     agent = required_id(agent_id, "agentId")
     where = _environment(environment)
-    current = managed_conversation(user=user, agent_id=agent, environment=where)
-    if current is not None:
-        return _talk(user, str(current.pk), text)
+    current_with = managed_conversation(user=user, agent_id=agent, environment=where)
+    if current_with is not None:
+        return _talk(user, str(current_with.pk), text)
     return _start_and_talk(user, agent, where, text)

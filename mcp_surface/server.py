@@ -284,14 +284,25 @@ def _add_talk_tools(server: MCPServer) -> None:
     @server.tool(annotations=TALK)
     async def chat_managed(
         ctx: Context,
-        agentId: Annotated[str, Field(description="The agent to chat with")],
         message: Message,
+        agentId: Annotated[str | None, Field(description="The agent to chat with")] = None,
         environment: Environment = None,
+        intent: Annotated[
+            str | None, Field(description="Instead of agentId: an intent of the agent triggers (as EDDI's)")
+        ] = None,
+        userId: Annotated[str | None, Field(description="With intent: your own user name, if given")] = None,
     ) -> CallToolResult:
-        """Chat with an agent in your one running conversation with it (kept by the server: the newest
-        that has not ended, pinned while it awaits approval). Answers like talk_to_agent."""
+        """Chat in your one running conversation, kept by the server: with an agent (the newest that has
+        not ended, pinned while it awaits approval), or for an intent (your managed conversation for it).
+        Answers like talk_to_agent."""
         return await _run(
-            ctx, conversations.chat_managed, agent_id=agentId, message=message, environment=environment
+            ctx,
+            conversations.chat_managed,
+            agent_id=agentId,
+            message=message,
+            environment=environment,
+            intent=intent,
+            user_id=userId,
         )
 
 

@@ -477,3 +477,30 @@ def test_the_status_codes_kept_on_purpose_answer_as_documented(alice, approver):
     assert bearer(mallory).get(right).status_code == bearer(mallory).get(wrong).status_code == 403
     unsigned = APIClient().post("/integrations/slack/interactive", {"payload": "{}"})
     assert unsigned.status_code == 401
+
+
+def test_mcp_chat_managed_takes_an_intent_and_a_user_id_as_eddis(alice, monkeypatch):
+    from conversations.managed import trigger_create
+    from harnesses.factories import deployed_agent
+    from mcp_surface import conversation_tools
+    from mcp_surface.server import _call
+
+    monkeypatch.setattr("mcp_surface.server.close_old_connections", lambda: None)
+    trigger_create(
+        intent="support", agent_deployments=[{"environment": "production", "agentId": deployed_agent()}]
+    )
+
+    def chat(**arguments):
+        result = _call(
+            conversation_tools.chat_managed, alice, {"message": "please delete my account", **arguments}
+        )
+        return result.is_error, json.loads(result.content[0].text)
+
+    is_error, paused = chat(intent="support", user_id=alice.username)
+    assert not is_error and paused["status"] == "PAUSED_FOR_APPROVAL", paused
+    is_error, again = chat(intent="support")
+    assert again["conversationId"] == paused["conversationId"]  # the intent's one conversation, still paused
+    is_error, refused = chat(intent="support", user_id="someone-else")
+    assert is_error and refused["errorCode"] == "FORBIDDEN"
+    is_error, refused = chat(intent="support", agent_id="a1")
+    assert is_error and refused["details"]["errors"][0]["field"] == "intent"
