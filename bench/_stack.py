@@ -57,7 +57,7 @@ PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 DEFAULT_DB = "hitl_bench"
 NODELAY_PROTOCOL = "hitl_project.uvicorn_protocol:NoDelayH11Protocol"
 USERS = (("admin", "admin"), ("approver", "approver"), ("alice", "user"))
-SERVERS = ("uvicorn", "gunicorn")
+SERVERS = ("uvicorn", "uvicorn-fast", "gunicorn")
 
 
 # --- latency figures ---------------------------------------------------------------------------
@@ -220,7 +220,8 @@ def add_stack_args(
         "--server",
         choices=SERVERS,
         default=server,
-        help=f"uvicorn (ASGI) or gunicorn (WSGI, sync workers); default {server}",
+        help="uvicorn (ASGI, h11), uvicorn-fast (on uvloop and httptools, as ./scripts/start runs it) or "
+        f"gunicorn (WSGI, sync workers); default {server}",
     )
     group.add_argument(
         "--q-workers",
@@ -408,13 +409,18 @@ class Stack:
             "warning",
             "--no-access-log",
         ]
-        if self.nodelay:
+        if self.server == "uvicorn-fast":
+            # no delayed-ACK stall on uvloop with --workers (measured), so no NoDelay protocol
+            argv += ["--loop", "uvloop", "--http", "httptools"]
+        elif self.nodelay:
             argv += ["--http", NODELAY_PROTOCOL]
         return argv
 
     def describe_server(self) -> str:
         if self.server == "gunicorn":
             return f"gunicorn --workers {self.workers} (sync, WSGI)"
+        if self.server == "uvicorn-fast":
+            return f"uvicorn --workers {self.workers} (uvloop, httptools)"
         return f"uvicorn --workers {self.workers}{' +TCP_NODELAY' if self.nodelay else ''}"
 
     def start_qcluster(self) -> None:

@@ -13,9 +13,10 @@
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
 
-Ours runs on each of --servers (default: gunicorn, the sync WSGI workers docs/operations.md recommends
-for the REST API, and uvicorn, the one ASGI server for everything), W workers each (uvicorn with
-TCP_NODELAY when W > 1), and a q-cluster with --q-workers; the peer `uvicorn --workers W` (bench/peer/server.py:
+Ours runs on each of --servers (default: gunicorn, sync WSGI workers, and uvicorn-fast, uvicorn on uvloop
+and httptools as ./scripts/start runs it: the one server for everything, the REST API through Django's
+WSGI handler on its thread pool; "uvicorn" is the same on h11, with TCP_NODELAY when W > 1), W workers
+each, and a q-cluster with --q-workers; the peer `uvicorn --workers W` (bench/peer/server.py:
 a saver per request thread, TCP_NODELAY). Nothing is asserted: it prints. About 4-5 minutes with the defaults.
 
     .venv/bin/python bench/compare_peer.py                        # 4 clients, 15 s, 2 rounds
@@ -198,13 +199,14 @@ def main() -> int:
     )
     parser.add_argument(
         "--servers",
-        default="gunicorn,uvicorn",
-        help="our web servers over HTTP, comma-separated (default gunicorn,uvicorn)",
+        default="gunicorn,uvicorn-fast",
+        help="our web servers over HTTP, comma-separated: gunicorn, uvicorn-fast (what ./scripts/start runs: "
+        "uvloop, httptools), uvicorn (h11) (default gunicorn,uvicorn-fast)",
     )
     args = parser.parse_args()
     servers = [name.strip() for name in args.servers.split(",") if name.strip()]
-    if not servers or set(servers) - {"gunicorn", "uvicorn"}:
-        parser.error("--servers takes gunicorn and/or uvicorn")
+    if not servers or set(servers) - {"gunicorn", "uvicorn", "uvicorn-fast"}:
+        parser.error("--servers takes gunicorn, uvicorn-fast and/or uvicorn")
     order = scenarios(servers)
 
     set_up_peer(args.peer_venv, args.setup)
@@ -232,6 +234,7 @@ def main() -> int:
     described = {
         "gunicorn": f"gunicorn --workers {args.workers} (sync)",
         "uvicorn": f"uvicorn --workers {args.workers}{nodelay}",
+        "uvicorn-fast": f"uvicorn --workers {args.workers} (uvloop, httptools: ./scripts/start's)",
     }
     print(
         f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "

@@ -66,7 +66,8 @@ def database_url() -> str:
 
 
 def uvicorn_command(port: int) -> list[str]:
-    """The one web process of the live tests: uvicorn on loopback ``port``, quiet."""
+    """The one web process of the live tests: uvicorn on loopback ``port``, quiet, as ./scripts/start runs
+    it (uvloop, httptools)."""
     return [
         sys.executable,
         "-m",
@@ -76,6 +77,10 @@ def uvicorn_command(port: int) -> list[str]:
         "127.0.0.1",
         "--port",
         str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
         "--log-level",
         "warning",
         "--no-access-log",

@@ -207,6 +207,9 @@ HITL_LEASE_SWEEP_SECONDS = env.float("HITL_LEASE_SWEEP_SECONDS", default=5.0)
 # The SSE streams of group discussions send a ": keep-alive" comment after this many idle seconds, so a
 # proxy or client does not time a stream out during a slow member turn (groups/sse.py).
 HITL_SSE_KEEPALIVE_SECONDS = env.float("HITL_SSE_KEEPALIVE_SECONDS", default=15.0)
+# Threads per ASGI server process that serve the REST API through Django's WSGI handler
+# (hitl_project/serving.py); each holds a database connection while it serves a request.
+HITL_WSGI_THREADS = env.int("HITL_WSGI_THREADS", default=8)
 
 # No secret in any log line (toolgate.outbound.log_redaction): every record is redacted as it is created, the
 # console handler filters again, and httpx/httpcore, which log each request's full URL, stay at WARNING.
