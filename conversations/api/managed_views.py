@@ -8,7 +8,7 @@ from typing import Any
 from django.core.validators import RegexValidator
 from django.http import HttpResponse, JsonResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -303,39 +303,43 @@ class ManagedEndView(APIView):
         return Response(cancel_answer(ended))
 
 
-class ManagedUndoView(APIView):
-    @extend_schema(
-        summary="Whether an undo would succeed now (JSON true or false)", responses=OpenApiTypes.BOOL
-    )
+class _ManagedStepView(APIView):
+    """Undo or redo of the caller's conversation for an intent: ``GET`` whether it would succeed now,
+    ``POST`` doing it. ``available`` and ``move`` are the services (conversations.managed)."""
+
+    available: Any
+    move: Any
+
     def get(self, request: Request, intent: str, user_id: str) -> Response:
         managed.require_own_user_id(request.user, user_id)
-        return Response(managed.undo_available(user=request.user, intent=intent))
+        return Response(type(self).available(user=request.user, intent=intent))
 
-    @extend_schema(
-        summary="Undo the last step (404 without a conversation for the intent; 409 while awaiting "
-        "approval or running)",
-        request=None,
-        responses=SNAPSHOT,
-    )
     def post(self, request: Request, intent: str, user_id: str) -> Response:
         managed.require_own_user_id(request.user, user_id)
-        return Response(snapshot(managed.undo_for_intent(user=request.user, intent=intent)))
+        return Response(snapshot(type(self).move(user=request.user, intent=intent)))
 
 
-class ManagedRedoView(APIView):
-    @extend_schema(
-        summary="Whether a redo would succeed now (JSON true or false)", responses=OpenApiTypes.BOOL
+def _step_schema(step: str) -> Any:
+    return extend_schema_view(
+        get=extend_schema(
+            summary=f"Whether {step} would succeed now (JSON true or false)", responses=OpenApiTypes.BOOL
+        ),
+        post=extend_schema(
+            summary=f"{step.capitalize()} (404 without a conversation for the intent; 409 while awaiting "
+            "approval or running)",
+            request=None,
+            responses=SNAPSHOT,
+        ),
     )
-    def get(self, request: Request, intent: str, user_id: str) -> Response:
-        managed.require_own_user_id(request.user, user_id)
-        return Response(managed.redo_available(user=request.user, intent=intent))
 
-    @extend_schema(
-        summary="Redo the last undone step (404 without a conversation for the intent; 409 while "
-        "awaiting approval or running)",
-        request=None,
-        responses=SNAPSHOT,
-    )
-    def post(self, request: Request, intent: str, user_id: str) -> Response:
-        managed.require_own_user_id(request.user, user_id)
-        return Response(snapshot(managed.redo_for_intent(user=request.user, intent=intent)))
+
+@_step_schema("an undo of the last step")
+class ManagedUndoView(_ManagedStepView):
+    available = staticmethod(managed.undo_available)
+    move = staticmethod(managed.undo_for_intent)
+
+
+@_step_schema("a redo of the last undone step")
+class ManagedRedoView(_ManagedStepView):
+    available = staticmethod(managed.redo_available)
+    move = staticmethod(managed.redo_for_intent)
