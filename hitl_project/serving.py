@@ -4,9 +4,10 @@ through its WSGI handler on a thread pool (docs/decisions/0012-rest-through-wsgi
 Django's ASGI handler runs a synchronous view through ``sync_to_async``: every request hops onto the one
 thread all synchronous code of the process shares, with a context copied in and out, and pays about
 twice the CPU of the same request under a WSGI server. The REST API is synchronous, so it is served by
-``django.core.handlers.wsgi.WSGIHandler`` on a2wsgi's thread pool (``HITL_WSGI_THREADS`` threads, each
-with its own database connection, from the pool with ``HITL_DB_POOL``): the WSGI handler's cost, under
-the ASGI server that also serves ``/mcp`` and the event streams. A response's ``close()`` (where
+``django.core.handlers.wsgi.WSGIHandler`` on a thread pool (``hitl_project.wsgi_bridge``:
+``HITL_WSGI_THREADS`` threads, each with its own database connection, from the pool with
+``HITL_DB_POOL``): the WSGI handler's cost, under the ASGI server that also serves ``/mcp`` and the event
+streams. A response's ``close()`` (where
 ``conversations.api.conversation_views.ThenRun`` runs a continuation once the answer is out) runs on the
 request's thread after the last byte was handed to the server, as under a WSGI server.
 
@@ -20,10 +21,11 @@ Django, the same URLs): the choice is about cost and streams, never about what i
 
 from __future__ import annotations
 
-from a2wsgi import WSGIMiddleware
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from hitl_project.wsgi_bridge import ThreadPoolWSGI
 
 STREAM_SUFFIXES = ("/stream", "/events")
 STREAM_PATHS = frozenset({"/audit/export"})
@@ -35,7 +37,7 @@ def on_asgi(path: str) -> bool:
 
 
 def rest_through_wsgi(asgi_django: ASGIApp) -> ASGIApp:
-    threaded = WSGIMiddleware(WSGIHandler(), workers=settings.HITL_WSGI_THREADS)
+    threaded = ThreadPoolWSGI(WSGIHandler(), workers=settings.HITL_WSGI_THREADS)
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not on_asgi(scope["path"]):

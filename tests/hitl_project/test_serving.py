@@ -5,19 +5,23 @@ answer is out. Real PostgreSQL; the application over httpx's ASGI transport."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import httpx
 import pytest
 from django.core.asgi import get_asgi_application
 from django.core.handlers.wsgi import WSGIHandler
+from django.http import HttpResponse
 from rest_framework.authtoken.models import Token
 
 from approvals.models import Pause, PauseStatus, SubjectType
 from conversations.models import Conversation
 from harnesses.factories import paused_conversation
 from harnesses.users import client_for
+from hitl_project import wsgi_bridge
 from hitl_project.serving import rest_through_wsgi
+from hitl_project.wsgi_bridge import ThreadPoolWSGI
 from mcp_surface.asgi import with_mcp
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,3 +84,102 @@ def test_a_decision_without_wait_answers_first_and_its_continuation_still_runs(a
     pause = Pause.objects.get(subject_type=SubjectType.CONVERSATION, subject_id=conversation_id)
     assert pause.status == PauseStatus.RESOLVED  # run after the answer, on the request's thread
     assert Conversation.objects.get(pk=conversation_id).state == "READY"
+
+
+# The bridge itself (hitl_project/wsgi_bridge.py), around small WSGI applications
+
+
+def served(app: Any, request: Any) -> httpx.Response:
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=ThreadPoolWSGI(app, workers=2))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=10) as client:
+            return await request(client)
+
+    return asyncio.run(run())
+
+
+class Recorded:
+    """A WSGI application that answers what it read, and records the thread it ran and was closed on."""
+
+    def __init__(self, *, streamed: bool) -> None:
+        self.streamed = streamed
+        self.threads: dict[str, int] = {}
+        self.read = b""
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        self.threads["ran"] = threading.get_ident()
+        self.read = environ["wsgi.input"].read()
+        start_response("201 Created", [("Content-Type", "text/plain"), ("X-Read", str(len(self.read)))])
+        if self.streamed:
+            return Closing(self, [b"one ", b"two"])
+        response = HttpResponse(b"read " + self.read, status=201)
+        response.close = lambda: self.threads.__setitem__("closed", threading.get_ident())
+        return response
+
+
+class Closing(list):
+    def __init__(self, app: Recorded, chunks: list[bytes]) -> None:
+        super().__init__(chunks)
+        self.app = app
+
+    def close(self) -> None:
+        self.app.threads["closed"] = threading.get_ident()
+
+
+async def chunks(*parts: bytes) -> Any:
+    for part in parts:
+        yield part
+
+
+@pytest.fixture
+def hand_overs(monkeypatch) -> list[list[str]]:
+    batches: list[list[str]] = []
+    original = wsgi_bridge.hand_over
+
+    def recorded(loop, send, messages):
+        batches.append([message["type"] for message in messages])
+        return original(loop, send, messages)
+
+    monkeypatch.setattr(wsgi_bridge, "hand_over", recorded)
+    return batches
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_small_answer_goes_back_in_one_hop_and_is_closed_on_its_thread(hand_overs):
+    app = Recorded(streamed=False)
+
+    answer = served(app, lambda client: client.post("/x", content=b"hello"))
+
+    assert (answer.status_code, answer.content) == (201, b"read hello")
+    assert hand_overs == [["http.response.start", "http.response.body"]]
+    assert app.threads["closed"] == app.threads["ran"]
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_streamed_answer_goes_back_chunk_by_chunk(hand_overs):
+    app = Recorded(streamed=True)
+
+    answer = served(app, lambda client: client.get("/x"))
+
+    assert (answer.status_code, answer.content) == (201, b"one two")
+    assert len(hand_overs) == 4  # the start, two chunks, the end
+    assert app.threads["closed"] == app.threads["ran"]
+
+
+@pytest.mark.django_db(transaction=False)
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(lambda: chunks(b"chunked ", b"body"), id="chunked"),
+        pytest.param(lambda: b"x" * (wsgi_bridge.BUFFERED_BODY_LIMIT + 1), id="over the limit"),
+    ],
+)
+def test_a_body_without_a_length_or_over_the_limit_streams_to_the_thread(body, hand_overs):
+    app = Recorded(streamed=False)
+    content = body()
+    expected = content if isinstance(content, bytes) else b"chunked body"
+
+    answer = served(app, lambda client: client.post("/x", content=content))
+
+    assert answer.status_code == 201 and app.read == expected
+    assert hand_overs == []  # a2wsgi's path
