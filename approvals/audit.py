@@ -10,6 +10,7 @@ TRUNCATE; a superuser can still bypass triggers, and only the chain detects that
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import hmac
 import itertools
@@ -23,10 +24,10 @@ from typing import Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from approvals.models import AuditEntry, AuditHead, SubjectType
+from common import rows
 
 GENESIS_HASH = "0" * 64
 
@@ -113,22 +114,25 @@ def append_audit_entry(
     return entry
 
 
-_ADVANCE_HEAD_SQL = (
-    "WITH new_entry AS ({insert} RETURNING id) "
-    "UPDATE {head} SET last_sequence = %s, last_hash = %s WHERE id = %s RETURNING (SELECT id FROM new_entry)"
-)
+@functools.cache
+def _advance_head_sql() -> str:
+    """The entry's INSERT (``common.rows.insert_sql``: every field but the key, which comes back) and the
+    head's move to it, as one statement."""
+    insert = rows.insert_sql(AuditEntry, True)
+    head = connection.ops.quote_name(AuditHead._meta.db_table)
+    return (
+        f"WITH new_entry AS ({insert}) "
+        f"UPDATE {head} SET last_sequence = %s, last_hash = %s WHERE id = %s RETURNING (SELECT id FROM new_entry)"
+    )
 
 
 def _insert_and_advance(entry: AuditEntry, head: AuditHead) -> None:
-    """Insert the entry and move its subject's head to it in one statement (the INSERT compiled by
-    Django, so every field is stored as ``entry.save()`` stores it)."""
-    fields = [field for field in AuditEntry._meta.local_concrete_fields if not field.primary_key]
-    query = InsertQuery(AuditEntry)
-    query.insert_values(fields, [entry])
-    [(insert, params)] = query.get_compiler(connection=connection).as_sql()
-    sql = _ADVANCE_HEAD_SQL.format(insert=insert, head=connection.ops.quote_name(AuditHead._meta.db_table))
+    """Insert the entry and move its subject's head to it in one statement (each field prepared as
+    ``entry.save()`` prepares it, ``common.rows.insert_values``)."""
+    fields = [field for field in AuditEntry._meta.concrete_fields if not field.primary_key]
+    params = rows.insert_values(entry, fields)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, entry.sequence, entry.entry_hash, head.pk])
+        cursor.execute(_advance_head_sql(), [*params, entry.sequence, entry.entry_hash, head.pk])
         row = cursor.fetchone()
     if row is None:  # the head row is locked by this transaction: it cannot have gone
         raise RuntimeError(f"audit head {head.pk} vanished while locked")

@@ -23,7 +23,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 M = TypeVar("M", bound=Model)
@@ -31,8 +31,14 @@ M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
 
 
+def current() -> Any:
+    """This thread's connection itself: ``django.db.connection`` is a proxy that looks it up again on
+    every attribute, and preparing a row's values reads it many times."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def on_postgresql() -> bool:
-    return connection.vendor == "postgresql"
+    return current().vendor == "postgresql"
 
 
 def table(model: type[Model]) -> str:
@@ -70,10 +76,11 @@ def instance(model: type[M], values: Sequence[Any], without: tuple[str, ...] = (
     """The instance the ORM would build from ``values`` (one per selected field, in field order)."""
     names, converters = _loading(model, without)
     row = list(values)
+    db = current()
     for i, found in converters:
         for convert in found:
-            row[i] = convert(row[i], None, connection)
-    return model.from_db(connection.alias, names, row)
+            row[i] = convert(row[i], None, db)
+    return model.from_db(db.alias, names, row)
 
 
 def instances(model: type[M], rows: Sequence[Sequence[Any]], without: tuple[str, ...] = ()) -> list[M]:
@@ -118,17 +125,27 @@ def insert(obj: Model) -> None:
     meta = model._meta
     generated = meta.pk if meta.pk.db_returning and getattr(obj, meta.pk.attname) is None else None
     fields = [field for field in meta.concrete_fields if field is not generated]
-    values = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(model, generated is not None), values)
+    values = insert_values(obj, fields)
+    db = current()
+    with db.cursor() as cursor:
+        cursor.execute(insert_sql(model, generated is not None), values)
         if generated is not None:
             setattr(obj, generated.attname, cursor.fetchone()[0])
     obj._state.adding = False
-    obj._state.db = connection.alias
+    obj._state.db = db.alias
+
+
+def insert_values(obj: Model, fields: Sequence[Any]) -> list[Any]:
+    """The values an INSERT of ``obj`` stores in ``fields``: each field's ``pre_save`` (``auto_now_add``)
+    and database preparation, as the ORM does them."""
+    db = current()
+    return [field.get_db_prep_save(field.pre_save(obj, True), db) for field in fields]
 
 
 @functools.cache
-def _insert_sql(model: type[Model], returns_key: bool) -> str:
+def insert_sql(model: type[Model], returns_key: bool) -> str:
+    """The INSERT of every concrete field of ``model`` (but an auto-increment key, read back with
+    RETURNING, when ``returns_key``), built once."""
     meta = model._meta
     fields = [field for field in meta.concrete_fields if not (returns_key and field is meta.pk)]
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
@@ -141,10 +158,10 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
     values, with the SQL built once per shape; how many rows changed."""
     if not on_postgresql():
         return model.objects.filter(**_orm_filter(where)).update(**values)
-    meta = model._meta
-    params = [meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
+    meta, db = model._meta, current()
+    params = [meta.get_field(name).get_db_prep_save(value, db) for name, value in values.items()]
     params += _where_params(model, where)
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(_update_sql(model, tuple(values), _where_shape(where)), params)
         return cursor.rowcount
 
@@ -162,6 +179,19 @@ def delete(model: type[Model], *, where: dict[str, Any]) -> int:
         return cursor.rowcount
 
 
+def exists(model: type[Model], *, where: dict[str, Any]) -> bool:
+    """``model.objects.filter(**where).exists()`` for equality filters (None: IS NULL), with the SQL
+    built once per shape."""
+    if not on_postgresql():
+        return model.objects.filter(**_orm_filter(where)).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table(model)} WHERE {_where_sql(model, _where_shape(where))} LIMIT 1",  # nosec B608  # identifiers from model metadata, values are parameters
+            _where_params(model, where),
+        )
+        return cursor.fetchone() is not None
+
+
 WhereShape = tuple[tuple[str, str], ...]
 
 
@@ -175,9 +205,9 @@ def _where_shape(where: dict[str, Any]) -> WhereShape:
 
 
 def _where_params(model: type[Model], where: dict[str, Any]) -> list[Any]:
-    meta = model._meta
+    meta, db = model._meta, current()
     return [
-        meta.get_field(key.partition("__")[0]).get_db_prep_value(value, connection)
+        meta.get_field(key.partition("__")[0]).get_db_prep_value(value, db)
         for key, value in where.items()
         if value is not None
     ]

@@ -23,6 +23,7 @@ from django_q.tasks import async_task, schedule
 
 from approvals.models import Engine, Pause, PauseStatus, SubjectType
 from approvals.selectors import current_pause_of
+from common import rows
 from conversations.models import Conversation, ConversationState
 from conversations.snapshots import snapshot
 from slack_surface import messages
@@ -40,7 +41,7 @@ def on_pause_settled(pause: Pause) -> None:
     """The settlement listener (in the settling transaction): queue the push of a Slack thread's conversation."""
     if pause.surface != Engine.REGULAR:
         return
-    if SlackThread.objects.filter(conversation_id=pause.subject_id).exists():
+    if rows.exists(SlackThread, where={"conversation_id": pause.subject_id}):
         async_task(PUSH_TASK, str(pause.id), task_name=f"slack-push-{pause.id}", group="slack")
 
 

@@ -7,6 +7,7 @@ characters (``delete_*`` matches ``delete_account``).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -28,11 +29,21 @@ class ExpressionSyntaxError(ValueError):
     pass
 
 
+# The patterns of an agent's rules are parsed on every turn: a short text's parse is kept (expressions
+# are immutable), a long one (a user's input may be long) is parsed each time.
+REMEMBERED_TEXT_LENGTH = 256
+
+
 def parse_expressions(text: str) -> list[Expression]:
     """Parse a comma-separated list of expressions; raise ExpressionSyntaxError on bad syntax."""
-    parser = _Parser(text)
-    result = parser.parse_list(top_level=True)
-    return result
+    if len(text) <= REMEMBERED_TEXT_LENGTH:
+        return list(_remembered(text))
+    return _Parser(text).parse_list(top_level=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered(text: str) -> tuple[Expression, ...]:
+    return tuple(_Parser(text).parse_list(top_level=True))
 
 
 class _Parser:
