@@ -516,13 +516,13 @@ class Stack:
 def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:
     """harnesses.factories.account_bot(): importing it needs Django set up (it imports the services).
 
-    Django is set up in this process against the bench database ``db`` (no pool), so scripts may
-    also use the ORM or Django's test client afterwards.
+    Django is set up in this process against the bench database ``db`` (with the connection pool, as
+    the servers run it), so scripts may also use the ORM or Django's request handler afterwards.
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl_project.settings.base")
     os.environ["DATABASE_URL"] = database_url(db)
     os.environ.update(UNTHROTTLED)  # the in-process runs drive this process's own views and services
-    os.environ.pop("HITL_DB_POOL", None)
+    os.environ["HITL_DB_POOL"] = "true"  # as the servers run (the in-process client returns it per request)
     os.environ.setdefault(
         "LOG_LEVEL", "WARNING"
     )  # else httpx logs every request through Django's root logger

@@ -6,9 +6,9 @@
    (it installs from the package index);
 2. runs, --rounds times (default 2), each scenario as its own script with the same clients and
    duration: peer over HTTP, ours over HTTP (once per --servers entry), peer in process, ours in process
-   through DRF's test client and through the services the views call (cycles.py --services: no HTTP and
-   no DRF, the level of the peer's graph.invoke) (peer_cycles.py under the peer's python, cycles.py
-   under ours; each stops what it started);
+   through Django's WSGI handler (the REST views, no HTTP) and through the services the views call
+   (cycles.py --services: no HTTP and no DRF, the level of the peer's graph.invoke) (peer_cycles.py
+   under the peer's python, cycles.py under ours; each stops what it started);
 3. prints every figure of every run with the 1-minute load average at its end, and the ratios
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
@@ -238,7 +238,7 @@ def main() -> int:
     }
     print(
         f"ours: commit {commit}, over HTTP on {' and on '.join(described[s] for s in servers)}, "
-        f"in process through the test client and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}"
+        f"in process through Django's WSGI handler (the REST views) and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}"
     )
     print(
         f"peer: {peer_versions(args.peer_venv)}; uvicorn --workers {args.workers} (bench/peer/server.py), "

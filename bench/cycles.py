@@ -11,9 +11,10 @@ back to back for D seconds.
 no routing, authentication per request, DRF or middleware): the level of the peer's in-process
 ``graph.invoke``. See _services.py.
 
---in-process sends the same requests through DRF's test client inside this process (no HTTP, no
-ASGI server; each thread its own persistent database connection), against the same database and
-the same q-cluster; the web server still runs (it creates the agent) but serves nothing during the run.
+--in-process sends the same requests through Django's WSGI handler inside this process, called as a
+WSGI server calls it (no HTTP, no server; the connection pool as the servers run it), against the same
+database and the same q-cluster; the web server still runs (it creates the agent) but serves nothing
+during the run.
 
 Besides cycles/s and latencies it prints, per cycle: PostgreSQL transactions (the database's
 `pg_stat_database.xact_commit` delta) and CPU (web server + q-cluster process groups, this process when
@@ -22,7 +23,7 @@ in process, PostgreSQL), with the 1-minute load average (see CostMeter in _cost.
     .venv/bin/python bench/cycles.py                          # 4 clients, 20 s, 2 gunicorn sync workers
     .venv/bin/python bench/cycles.py --server uvicorn         # 2 uvicorn workers +TCP_NODELAY
     .venv/bin/python bench/cycles.py --workers 1              # one worker
-    .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the test client
+    .venv/bin/python bench/cycles.py -c 4 -d 15 --in-process  # through the WSGI handler, no HTTP
     .venv/bin/python bench/cycles.py -c 4 -d 15 --services    # the services the views call
 """
 
@@ -120,7 +121,9 @@ def main() -> int:
     parser.add_argument("-d", "--duration", type=float, default=20.0, help="seconds of cycles (default 20)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed cycles per client first (default 2)")
     parser.add_argument(
-        "--in-process", action="store_true", help="through DRF's test client in this process instead of HTTP"
+        "--in-process",
+        action="store_true",
+        help="through Django's WSGI handler in this process instead of HTTP",
     )
     parser.add_argument(
         "--services",
@@ -158,7 +161,7 @@ def main() -> int:
     where = (
         "IN PROCESS (the services the views call: no HTTP, no DRF)"
         if args.services
-        else "IN PROCESS (DRF test client, no HTTP)"
+        else "IN PROCESS (Django's WSGI handler, no HTTP)"
         if args.in_process
         else stack.describe_server()
     )

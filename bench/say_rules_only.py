@@ -9,37 +9,79 @@ started every --per-conversation says (a say reads and returns a bounded window 
     .venv/bin/python bench/say_rules_only.py                      # 500 says, 1 client, 1 worker
     .venv/bin/python bench/say_rules_only.py --workers 2          # two uvicorn workers
     .venv/bin/python bench/say_rules_only.py --workers 2 --nodelay --clients 2
-    .venv/bin/python bench/say_rules_only.py --in-process     # same says through Django's test client
+    .venv/bin/python bench/say_rules_only.py --in-process     # same says through Django's WSGI handler
 
---in-process sends the says through Django's test client inside this process (no HTTP, no ASGI, one
-persistent database connection) against the same database, to show what HTTP + uvicorn + ASGI add.
+--in-process sends the says through Django's WSGI handler inside this process, called as a WSGI server
+calls it (no HTTP, no server; the connection pool as the servers run it), against the same database, to
+show what HTTP and the server add.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import threading
 import time
+from json import dumps, loads
+from typing import Any
+from urllib.parse import urlencode
 
 from _stack import Stack, add_stack_args, machine_line, print_latency, start_conversation
 
 
+class Answer:
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content, self.text = status_code, content, content.decode()
+
+    def json(self) -> Any:
+        return loads(self.content)
+
+
 class InProcessClient:
-    """The part of httpx.Client's interface the bench uses, over DRF's test client (no HTTP, no ASGI)."""
+    """The part of httpx.Client's interface the bench uses, over Django's WSGI handler in this process,
+    called as a WSGI server calls it (no HTTP, no server; the connection pool as the servers run it).
+
+    Not DRF's test client: that adds bookkeeping of its own to every request (signal receivers connected
+    and disconnected, a cookie jar, the request kept on the response) that no deployment runs."""
 
     def __init__(self, token: str) -> None:
-        from rest_framework.test import APIClient
+        from django.core.handlers.wsgi import WSGIHandler
 
-        self.client = APIClient()
-        self.client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        self.handler = WSGIHandler()
+        self.authorization = f"Token {token}"
 
-    def post(self, url: str, json: dict | None = None, params: dict | None = None):
-        if params:
-            url += "?" + "&".join(f"{k}={v}" for k, v in params.items())
-        response = self.client.post(url, json, format="json")
-        response.text = response.content.decode()
-        return response
+    def post(self, url: str, json: dict | None = None, params: dict | None = None) -> Answer:
+        body = dumps(json or {}).encode()
+        query = urlencode(params or {})
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "SCRIPT_NAME": "",
+            "PATH_INFO": url,
+            "QUERY_STRING": query,
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "80",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": self.authorization,
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.url_scheme": "http",
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+        }
+        status: list[int] = []
+        response = self.handler(environ, lambda line, headers, exc_info=None: status.append(int(line[:3])))
+        try:
+            content = b"".join(response)
+        finally:
+            response.close()  # request_finished: the connection goes back to the pool, as under a server
+        return Answer(status[0], content)
 
 
 def run_client(
@@ -96,7 +138,7 @@ def main() -> int:
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="through Django's test client in this process instead of HTTP (one client)",
+        help="through Django's WSGI handler in this process instead of HTTP (one client)",
     )
     add_stack_args(parser, qcluster=False)
     args = parser.parse_args()
@@ -131,7 +173,7 @@ def main() -> int:
     server = (
         f"uvicorn --workers {args.workers}{' +TCP_NODELAY' if args.nodelay else ''}"
         if not args.in_process
-        else "IN PROCESS (Django test client, no HTTP/ASGI)"
+        else "IN PROCESS (Django's WSGI handler, no HTTP)"
     )
     print(
         f"say 'hello' (rules only): {args.requests} requests, {args.clients} client(s), {server}, "
