@@ -121,7 +121,7 @@ def _advance_head_sql() -> str:
     insert = rows.insert_sql(AuditEntry, True)
     head = connection.ops.quote_name(AuditHead._meta.db_table)
     return (
-        f"WITH new_entry AS ({insert}) "
+        f"WITH new_entry AS ({insert}) "  # nosec B608  # identifiers from model metadata, values are parameters
         f"UPDATE {head} SET last_sequence = %s, last_hash = %s WHERE id = %s RETURNING (SELECT id FROM new_entry)"
     )
 
