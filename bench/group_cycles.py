@@ -10,7 +10,9 @@ C clients (one thread each, keep-alive connections) each run --warmup untimed cy
 to back for D seconds.
 
 It prints cycles/s, p50/p95/p99 of the cycle and of each step, PostgreSQL transactions and CPU per cycle
-(CostMeter in _cost.py, as cycles.py), each with the 1-minute load average before -> after the run.
+(CostMeter in _cost.py, as cycles.py) and per member turn (a cycle's figures over its 9 member turns, so the
+discussion's own work, its start, gate, approval and end, is shared among them), each with the 1-minute
+load average before -> after the run. --json adds the per-turn figures (``*_per_member_turn``).
 No q-cluster by default: an approval continues the discussion in the request (``HITL_CONTINUE_INLINE``),
 and a 202 (queued) counts as an error.
 
@@ -125,6 +127,16 @@ def run_ours(args: argparse.Namespace, json_path: str | None) -> None:
         print(format_latency(f"  {name}", samples) + f" {load}")
     for line in meter.lines(cycles):
         print(line)
+    per_turn = {
+        "xact_per_member_turn": meter.figures["xact_per_cycle"] / TURNS_IN_ALL,
+        "cpu_ms_per_member_turn": meter.figures["cpu_ms_per_cycle"] / TURNS_IN_ALL,
+    }
+    meter.figures.update(per_turn)
+    print(
+        f"per member turn: {per_turn['xact_per_member_turn']:.1f} transactions, "
+        f"{per_turn['cpu_ms_per_member_turn']:.1f} ms CPU (a cycle's over its {TURNS_IN_ALL} member turns, "
+        f"the discussion's start, gate, approval and end shared among them) {load}"
+    )
     report_figures(
         errors=results.errors,
         cycles=cycles,

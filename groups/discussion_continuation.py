@@ -100,60 +100,81 @@ def resume_discussion(pause: Pause, events: ev.EventSink | None = None) -> Group
     if pause.verdict == Verdict.REJECTED:
         return _fail_rejected(discussion, pause, events)
     try:
-        version = group_version(group_id=discussion.group_id)
-    except ApplicationError as exc:  # the group was deleted while the discussion waited
-        message = f"Resume failed — {exc.detail}"
-        events(
-            ev.GROUP_ERROR,
-            {
-                "discussionId": str(discussion.pk),
-                "state": DiscussionState.AWAITING_APPROVAL,
-                "message": message,
-            },
-        )
-        raise ContinuationNotStarted(message) from None
-    run = Run(discussion, version.document, events)
-    index, name = int(pause.bookmark.get("phaseIndex", 0)), str(pause.bookmark.get("phaseName", ""))
-    if (drift := drift_message(version.document, index, name)) is not None:
-        raise _not_started(run, drift)
-    try:
-        require_deployed_members(version.document)
-    except ApplicationError as exc:
-        raise _not_started(
-            run, f"Resume failed — the discussion remains awaiting approval; retry. ({exc.detail})"
-        ) from None
-    on_rejection = (version.document.get("hitlConfig") or {}).get("onTaskRejection") or FAIL
-    with transaction.atomic():
-        discussion.group_version = version.version
-        changed = (
-            apply_task_approvals(discussion, pause, on_rejection=on_rejection, note=pause.note)
-            if pause.kind == PauseKind.TASK
-            else []
-        )
-        if pause.kind == PauseKind.TASK and not pause.automated:
-            discussion.budget_base = discussion.turn_count  # a human's approval grants a fresh turn budget
-        run.save()
-        finish_pause(pause=pause, outcome="completed")
-        append_audit_entry(
-            subject_type=SubjectType.DISCUSSION,
-            subject_id=discussion.pk,
-            verb="hitl.discussion.resumed",
-            actor=pause.decided_by,
-            automated=pause.automated,
-            pause_id=pause.id,
-            epoch=pause.epoch,
-            detail={
-                "phaseIndex": index,
-                "phaseName": name,
-                "groupVersion": version.version,
-                "tasks": {task["id"]: task["status"] for task in changed},
-            },
-        )
+        with transaction.atomic():  # the checks read in the transaction that applies the decision
+            run, index, changed = _apply_approval(discussion, pause, events)
+    except _Refused as refused:  # nothing was written: say why, and the core restores the pause
+        if refused.run is None:
+            events(
+                ev.GROUP_ERROR,
+                {
+                    "discussionId": str(discussion.pk),
+                    "state": DiscussionState.AWAITING_APPROVAL,
+                    "message": refused.message,
+                },
+            )
+            raise ContinuationNotStarted(refused.message) from None
+        raise _not_started(refused.run, refused.message) from None
     run.emit(ev.HITL_RESUME, verdict=pause.verdict, note=pause.note, decidedBy=pause.decided_by)
     for task in changed:
         run.task_changed(task)
     run_from(run, index if pause.kind == PauseKind.TASK else index + 1)
     return discussion
+
+
+class _Refused(Exception):
+    """The resumed leg cannot start: ``message`` says why (``run``: None when the group is gone)."""
+
+    def __init__(self, message: str, run: Run | None = None) -> None:
+        super().__init__(message)
+        self.message, self.run = message, run
+
+
+def _apply_approval(
+    discussion: GroupConversation, pause: Pause, events: ev.EventSink
+) -> tuple[Run, int, list[dict[str, Any]]]:
+    """Check the group still fits (see the module; else ``_Refused``), then apply the decision: the task
+    verdicts, the latest version, the pause finished, audited. The caller's transaction holds it all."""
+    try:
+        version = group_version(group_id=discussion.group_id)
+    except ApplicationError as exc:  # the group was deleted while the discussion waited
+        raise _Refused(f"Resume failed — {exc.detail}") from None
+    run = Run(discussion, version.document, events)
+    index, name = int(pause.bookmark.get("phaseIndex", 0)), str(pause.bookmark.get("phaseName", ""))
+    if (drift := drift_message(version.document, index, name)) is not None:
+        raise _Refused(drift, run)
+    try:
+        require_deployed_members(version.document)
+    except ApplicationError as exc:
+        raise _Refused(
+            f"Resume failed — the discussion remains awaiting approval; retry. ({exc.detail})", run
+        ) from None
+    on_rejection = (version.document.get("hitlConfig") or {}).get("onTaskRejection") or FAIL
+    discussion.group_version = version.version
+    changed = (
+        apply_task_approvals(discussion, pause, on_rejection=on_rejection, note=pause.note)
+        if pause.kind == PauseKind.TASK
+        else []
+    )
+    if pause.kind == PauseKind.TASK and not pause.automated:
+        discussion.budget_base = discussion.turn_count  # a human's approval grants a fresh turn budget
+    run.save()
+    finish_pause(pause=pause, outcome="completed")
+    append_audit_entry(
+        subject_type=SubjectType.DISCUSSION,
+        subject_id=discussion.pk,
+        verb="hitl.discussion.resumed",
+        actor=pause.decided_by,
+        automated=pause.automated,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail={
+            "phaseIndex": index,
+            "phaseName": name,
+            "groupVersion": version.version,
+            "tasks": {task["id"]: task["status"] for task in changed},
+        },
+    )
+    return run, index, changed
 
 
 def _cancel_unstarted(discussion: GroupConversation, pause: Pause, events: ev.EventSink) -> GroupConversation:

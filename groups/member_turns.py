@@ -6,6 +6,9 @@ PAUSE_CONVERSATION is not supported inside a discussion (its pause is cancelled 
 the turn is SKIPPED), and a member's gated tool call is rejected as ``system:group`` (``inGroupTurns:
 REJECT``) so the member answers without the tool; if that answer pauses again or fails, the turn is
 SKIPPED and the member's pause cancelled. Every such decision goes through the audited core.
+
+A turn first reads the member's ``Seat`` (its conversation and the version it runs on, in one statement),
+which tells whether the turn is quick enough to run inside the discussion's transaction (groups.discussions).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from approvals.decisions import open_pause_of
 from approvals.models import Engine, PauseKind, SubjectType, Verdict
 from common.errors import ApplicationError
 from conversations import turns
+from conversations.agents import OnVersion, conversation_and_its_version, newest_deployed_version
 from conversations.cancels import cancel_conversation
-from conversations.models import Conversation, ConversationState
+from conversations.local_turns import runs_in_one_transaction
+from conversations.models import AgentVersion, Conversation, ConversationState
 from conversations.selectors import reread_conversation
 from conversations.snapshots import snapshot
 
@@ -52,24 +57,58 @@ class Answer:
     skipped_pause: bool = False
 
 
-def _talk(*, owner: Any, known: str | None, agent_id: str, prompt: str) -> tuple[turns.TurnResult, str]:
-    """The member's turn in its own conversation, started (as the discussion's owner) on its first turn;
-    returns the turn and the conversation's id."""
+@dataclass(frozen=True)
+class Seat:
+    """A member as its next turn finds it, read in one statement: its conversation with the deployed version
+    that turn runs on, or on its first turn the newest version deployed (``talks``: None), or why the turn
+    cannot start (``refused``)."""
+
+    agent_id: str
+    talks: OnVersion | None = None
+    newest: AgentVersion | None = None
+    refused: str = ""
+
+    @property
+    def in_one_transaction(self) -> bool:
+        """Whether the member's turn is quick enough for the discussion's transaction: every task of its agent
+        local (conversations.local_turns). A turn refused before it starts writes nothing either way."""
+        version = self.talks.version if self.talks is not None else self.newest
+        return version is None or runs_in_one_transaction(version.document)
+
+
+def seat_of(*, conversations: dict[str, str], agent_id: str) -> Seat:
+    """Read what the member's next turn needs (``conversations``: {agentId: conversationId})."""
+    known = conversations.get(agent_id)
+    if known is not None:
+        return Seat(agent_id, talks=conversation_and_its_version(known))
+    try:
+        return Seat(agent_id, newest=newest_deployed_version(agent_id=agent_id, environment=ENVIRONMENT))
+    except ApplicationError as exc:
+        return Seat(agent_id, refused=exc.detail)
+
+
+def _talk(*, owner: Any, seat: Seat, prompt: str) -> turns.TurnResult:
+    """The member's turn in its own conversation, started (as the discussion's owner) on its first turn."""
     # Not checked against the caps of pending pauses: the discussion's start was, and a member's own pause
     # never stays open (it is cancelled or its calls rejected at once, below).
-    if known is None:
+    talks = seat.talks
+    if talks is None:
         started = turns.start_conversation(
-            user=owner, agent_id=agent_id, environment=ENVIRONMENT, check_pause_caps=False
+            user=owner, agent_id=seat.agent_id, environment=ENVIRONMENT, check_pause_caps=False
         )
         if started.conversation.state == ConversationState.AWAITING_HUMAN:
-            return started, str(started.conversation.id)
+            return started
         conversation = started.conversation
-    else:
-        conversation = reread_conversation(conversation_id=known)
-    said = turns.say(
-        conversation=conversation, user=owner, user_input=prompt, context={}, check_pause_caps=False
+        # the version the seat read is the one the conversation started on: no need to read it again
+        same = seat.newest is not None and seat.newest.version == conversation.agent_version
+        talks = OnVersion(conversation, seat.newest) if same else None
+    return turns.say(
+        conversation=talks if talks is not None else conversation,
+        user=owner,
+        user_input=prompt,
+        context={},
+        check_pause_caps=False,
     )
-    return said, str(conversation.id)
 
 
 def _answer_of(result: turns.TurnResult) -> str:
@@ -110,18 +149,18 @@ def _reject_tool_calls(conversation: Conversation) -> Answer:
     return Answer(OK, content=_answer_of(turns.TurnResult(after)), tool_rejected=True)
 
 
-def member_turn(*, owner: Any, conversations: dict[str, str], agent_id: str, prompt: str) -> Answer:
+def member_turn(*, owner: Any, conversations: dict[str, str], seat: Seat, prompt: str) -> Answer:
     """OK with the member's output joined; SKIPPED when the member paused (see the module); ERROR when
     the turn raised or ended in ERROR. ``conversations`` ({agentId: conversationId}) gains the member's
     conversation on its first turn."""
+    if seat.refused:
+        return Answer(ERROR, note=seat.refused)
     try:
-        result, conversation_id = _talk(
-            owner=owner, known=conversations.get(agent_id), agent_id=agent_id, prompt=prompt
-        )
+        result = _talk(owner=owner, seat=seat, prompt=prompt)
     except ApplicationError as exc:
         return Answer(ERROR, note=exc.detail)
-    conversations[agent_id] = conversation_id
     conversation = result.conversation
+    conversations[seat.agent_id] = str(conversation.id)
     if conversation.state == ConversationState.AWAITING_HUMAN:
         pause = open_pause_of(SubjectType.CONVERSATION, conversation.pk)
         if pause is not None and pause.kind == PauseKind.TOOL_CALL:

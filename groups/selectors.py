@@ -24,15 +24,15 @@ def live_group(*, group_id: uuid.UUID | str) -> Group:
 
 
 def group_version(*, group_id: uuid.UUID | str, version: int | None = None) -> GroupVersion:
-    """One version of a live group's document, the latest without ``version``."""
-    group = live_group(group_id=group_id)
-    versions = GroupVersion.objects.filter(group=group)
-    row = (
-        versions.filter(version=version).first()
-        if version is not None
-        else versions.order_by("-version").first()
-    )
+    """One version of a live group's document, the latest without ``version``, in one query; NotFound as
+    ``live_group`` for an unknown or deleted group."""
+    key = _as_uuid(group_id)
+    versions = GroupVersion.objects.filter(group_id=key, group__deleted_at__isnull=True)
+    if version is not None:
+        versions = versions.filter(version=version)
+    row = versions.order_by("-version").first() if key is not None else None
     if row is None:
+        live_group(group_id=group_id)  # unknown, malformed or deleted: NotFound
         raise NotFound(f"Group {group_id} has no version {version}.")
     return row
 
@@ -92,7 +92,7 @@ def discussion_for_owner(*, user: object, group_id: object, discussion_id: objec
 def discussion_decided(discussion_id: object) -> GroupConversation:
     """The discussion a decision was just taken on, read afresh: 404 if it was deleted meanwhile (a
     discussion is deleted only once it stopped: groups.deletion)."""
-    discussion = GroupConversation.objects.filter(pk=discussion_id).first()
+    discussion = GroupConversation.objects.select_related("owner").filter(pk=discussion_id).first()
     if discussion is None:
         raise NotFound(GONE)
     return discussion
