@@ -76,14 +76,17 @@ def start_conversation(
     environment: str,
     context: dict[str, Any] | None = None,
     check_pause_caps: bool = True,
+    version: AgentVersion | None = None,
 ) -> TurnResult:
-    """Start on the newest version deployed in ``environment``; the conversation stays on it.
+    """Start on the newest version deployed in ``environment``; the conversation stays on it. ``version``:
+    that version, when the caller just read it (``newest_deployed_version``) in its own transaction.
 
     Refused (409 LIMIT_REACHED) with nothing created while the user or the agent is at its cap of pending
     pauses (approvals.pause_caps); ``check_pause_caps=False`` only for a group member's turn, whose pause
     never stays open. An agent whose tasks are all local starts in one transaction
     (conversations.local_turns): the conversation and its first step commit together, or neither does."""
-    version = newest_deployed_version(agent_id=agent_id, environment=environment)
+    if version is None:
+        version = newest_deployed_version(agent_id=agent_id, environment=environment)
     if check_pause_caps:
         require_room_for_a_pause(owner_id=user.pk, agent_id=version.agent_id)
 

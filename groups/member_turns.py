@@ -94,16 +94,18 @@ def _talk(*, owner: Any, seat: Seat, prompt: str) -> turns.TurnResult:
     talks = seat.talks
     if talks is None:
         started = turns.start_conversation(
-            user=owner, agent_id=seat.agent_id, environment=ENVIRONMENT, check_pause_caps=False
+            user=owner,
+            agent_id=seat.agent_id,
+            environment=ENVIRONMENT,
+            check_pause_caps=False,
+            version=seat.newest,
         )
         if started.conversation.state == ConversationState.AWAITING_HUMAN:
             return started
-        conversation = started.conversation
-        # the version the seat read is the one the conversation started on: no need to read it again
-        same = seat.newest is not None and seat.newest.version == conversation.agent_version
-        talks = OnVersion(conversation, seat.newest) if same else None
+        # the conversation started on the version the seat read: no need to read it again
+        talks = OnVersion(started.conversation, seat.newest)
     return turns.say(
-        conversation=talks if talks is not None else conversation,
+        conversation=talks,
         user=owner,
         user_input=prompt,
         context={},
