@@ -199,3 +199,14 @@ def test_an_update_is_a_compare_and_set_and_a_delete_takes_only_its_rows(alice_c
     )
     assert gone == 1
     assert sorted(ConversationStep.objects.values_list("index", flat=True)) == indexes[:-1]
+
+
+@pytest.mark.parametrize("status", [PauseStatus.PENDING, PauseStatus.RESOLVED])
+def test_exists_by_sql_is_what_the_orm_answers(monkeypatch, alice_client, status):
+    paused_conversation(alice_client)
+    pause = Pause.objects.get()
+    where = {"subject_id": pause.subject_id, "status": status, "resolved_at": None}
+
+    found = by_sql_and_by_orm(monkeypatch, lambda: rows.exists(Pause, where=where))
+
+    assert found == (status == PauseStatus.PENDING,) * 2
