@@ -7,8 +7,10 @@ each. Every such hop wakes the loop and switches threads: on the approval cycle'
 requests, about a tenth of the web process's CPU. Here, a request whose body's length is known
 (``Content-Length`` up to ``BUFFERED_BODY_LIMIT``, or no body) is read whole on the loop before its
 thread starts, and an answer that is not streamed (Django's ``HttpResponse``) goes back in one hop: the
-status line and the body together. A streamed answer goes back chunk by chunk. A chunked or larger body
-takes a2wsgi's path, on the same threads.
+status line and the body together. A streamed answer goes back chunk by chunk. A chunked body is read
+whole on the loop too, up to Django's limit on a body (``DATA_UPLOAD_MAX_MEMORY_SIZE``; Django answers 413
+beyond it), and handed over with the length it turned out to have: a WSGI application reads only
+``CONTENT_LENGTH`` bytes. A larger body of known length takes a2wsgi's path, on the same threads.
 
 As under a WSGI server, the response's ``close()`` runs on the request's thread once the last byte is
 handed to the server: Django's ``request_finished`` (which gives the thread's database connection back),
@@ -25,6 +27,7 @@ from typing import Any
 
 from a2wsgi import WSGIMiddleware
 from a2wsgi.wsgi import build_environ
+from django.conf import settings
 from django.http import HttpResponse
 from starlette.types import Message, Receive, Scope, Send
 
@@ -54,14 +57,19 @@ class ThreadPoolWSGI:
         self.executor = self.streamed.executor  # one pool: a2wsgi's path runs on the same threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        length = declared_length(scope) if scope["type"] == "http" else None
-        if length is None or length > BUFFERED_BODY_LIMIT:
+        if scope["type"] != "http":
             await self.streamed(scope, receive, send)
             return
-        body = await read_body(receive)
+        length = declared_length(scope)
+        if length is not None and length > BUFFERED_BODY_LIMIT:
+            await self.streamed(scope, receive, send)
+            return
+        body = await read_body(receive, up_to=chunked_body_limit() + 1 if length is None else length)
         loop = asyncio.get_running_loop()
         environ = build_environ(scope, io.BytesIO(body))  # type: ignore[arg-type]  # any file-like object
         environ["wsgi.errors"] = sys.stderr
+        if length is None:  # a WSGI application reads CONTENT_LENGTH bytes: a chunked body says its own
+            environ["CONTENT_LENGTH"] = str(len(body))
         await loop.run_in_executor(self.executor, self._serve, environ, loop, send)
 
     def _serve(self, environ: dict[str, Any], loop: asyncio.AbstractEventLoop, send: Send) -> None:
@@ -97,13 +105,21 @@ class ThreadPoolWSGI:
                 close()
 
 
-async def read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
+def chunked_body_limit() -> int:
+    """How much of a chunked body is read: Django's own limit on a body (over it, Django answers 413)."""
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE or BUFFERED_BODY_LIMIT
+
+
+async def read_body(receive: Receive, *, up_to: int) -> bytes:
+    """The request's body, or its first ``up_to`` bytes and a little more when it is longer."""
+    chunks, read = [], 0
+    while read < up_to:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        read += len(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)

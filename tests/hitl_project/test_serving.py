@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from approvals.models import Pause, PauseStatus, SubjectType
 from conversations.models import Conversation
-from harnesses.factories import paused_conversation
+from harnesses.factories import account_bot, deployed_agent, paused_conversation, start
 from harnesses.users import client_for
 from hitl_project import wsgi_bridge
 from hitl_project.serving import rest_through_wsgi
@@ -108,7 +108,7 @@ class Recorded:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         self.threads["ran"] = threading.get_ident()
-        self.read = environ["wsgi.input"].read()
+        self.read = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))  # as WSGI reads
         start_response("201 Created", [("Content-Type", "text/plain"), ("X-Read", str(len(self.read)))])
         if self.streamed:
             return Closing(self, [b"one ", b"two"])
@@ -167,19 +167,43 @@ def test_a_streamed_answer_goes_back_chunk_by_chunk(hand_overs):
 
 
 @pytest.mark.django_db(transaction=False)
-@pytest.mark.parametrize(
-    "body",
-    [
-        pytest.param(lambda: chunks(b"chunked ", b"body"), id="chunked"),
-        pytest.param(lambda: b"x" * (wsgi_bridge.BUFFERED_BODY_LIMIT + 1), id="over the limit"),
-    ],
-)
-def test_a_body_without_a_length_or_over_the_limit_streams_to_the_thread(body, hand_overs):
+def test_a_chunked_body_is_read_on_the_loop_and_handed_over_with_its_length(hand_overs):
     app = Recorded(streamed=False)
-    content = body()
-    expected = content if isinstance(content, bytes) else b"chunked body"
 
-    answer = served(app, lambda client: client.post("/x", content=content))
+    answer = served(app, lambda client: client.post("/x", content=chunks(b"chunked ", b"body")))
 
-    assert answer.status_code == 201 and app.read == expected
+    assert answer.status_code == 201 and app.read == b"chunked body"
+    assert answer.headers["X-Read"] == str(len(b"chunked body"))
+    assert hand_overs == [["http.response.start", "http.response.body"]]
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_body_over_the_limit_streams_to_the_thread(hand_overs):
+    app = Recorded(streamed=False)
+    body = b"x" * (wsgi_bridge.BUFFERED_BODY_LIMIT + 1)
+
+    answer = served(app, lambda client: client.post("/x", content=body))
+
+    assert answer.status_code == 201 and app.read == body
     assert hand_overs == []  # a2wsgi's path
+
+
+def test_a_chunked_json_body_reaches_the_view_and_one_over_django_s_limit_is_a_413(alice, settings):
+    conversation_id = start(client_for(alice), deployed_agent(account_bot()))
+    token = Token.objects.get(user=alice).key
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+
+    async def run() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=with_mcp(rest_through_wsgi(get_asgi_application())))
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as client:
+            path = f"/agents/{conversation_id}"
+            said = await client.post(path, content=chunks(b'{"input": ', b'"hello"}'), headers=headers)
+            large = b'{"input": "' + b"x" * 5000 + b'"}'
+            refused = await client.post(path, content=chunks(large[:3000], large[3000:]), headers=headers)
+            return [said, refused]
+
+    said, refused = asyncio.run(run())
+
+    assert said.status_code == 200 and said.json()["output"] == ["Hello!"], said.text
+    assert refused.status_code == 413, refused.text
