@@ -75,19 +75,7 @@ def test_cancelling_a_running_discussion_stops_it_before_its_next_member_turn(al
         [(slow_member(held_server.url), "Slow"), (answering("quick", "Quick answer."), "Quick")],
         [{"name": "Opinions", "type": "OPINION"}],
     )
-    answer: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            response = client_for(alice).post(
-                f"/groups/{group_id}/conversations", {"question": "q"}, format="json"
-            )
-            answer["status"], answer["body"] = response.status_code, response.json()
-        finally:
-            connection.close()
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, answer = started_in_thread(alice, group_id)
     assert held_server.arrived.wait(HOLD_SECONDS), "the slow member's turn never started"
     discussion = GroupConversation.objects.get()
 
@@ -130,3 +118,21 @@ def test_recovery_fails_a_discussion_whose_process_died(alice_client):
     assert GroupConversation.objects.get(pk=alive.pk).state == "IN_PROGRESS"
     finished = AuditEntry.objects.filter(subject_id=discussion.pk, verb="hitl.discussion.finished").last()
     assert finished.actor == "system:recovery" and finished.detail["state"] == "FAILED"
+
+
+def started_in_thread(alice: Any, group_id: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """Alice starts a discussion of the group on another thread; its answer lands in the dict."""
+    answer: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            response = client_for(alice).post(
+                f"/groups/{group_id}/conversations", {"question": "q"}, format="json"
+            )
+            answer["status"], answer["body"] = response.status_code, response.json()
+        finally:
+            connection.close()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    return runner, answer

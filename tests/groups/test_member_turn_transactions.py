@@ -5,7 +5,6 @@ phase's gate or the discussion's end."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from groups.discussions import Run, start_discussion
 from groups.models import GroupConversation
 from harnesses.members import answering, discuss, group
 from harnesses.users import client_for, make_user
-from tests.groups.test_discussion_running import HOLD_SECONDS, held_server, slow_member
+from tests.groups.test_discussion_running import HOLD_SECONDS, held_server, slow_member, started_in_thread
 
 __all__ = ["held_server"]  # the fixture, used by name
 
@@ -118,26 +117,9 @@ def test_a_cancel_recorded_before_a_local_turns_write_rolls_the_whole_turn_back(
     assert finished.actor == "alice" and finished.detail == {"state": "CANCELLED", "turnCount": 1}
 
 
-def run_in_thread(alice: Any, group_id: str) -> tuple[threading.Thread, dict[str, Any]]:
-    answer: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            response = client_for(alice).post(
-                f"/groups/{group_id}/conversations", {"question": "q"}, format="json"
-            )
-            answer["status"], answer["body"] = response.status_code, response.json()
-        finally:
-            connection.close()
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    return runner, answer
-
-
 def cancel_during_the_slow_turn(alice: Any, group_id: str, held: Any) -> dict[str, Any]:
     """Start a discussion, cancel it while its slow member's turn is held, release it; the answer."""
-    runner, answer = run_in_thread(alice, group_id)
+    runner, answer = started_in_thread(alice, group_id)
     assert held.arrived.wait(HOLD_SECONDS), "the slow member's turn never started"
     # the slow turn runs outside any transaction: its claim is committed, as a 1:1 slow turn's is, and so
     # is everything of the discussion before it
