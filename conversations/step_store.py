@@ -17,6 +17,7 @@ conversation's length to be (``ORDER BY index DESC LIMIT count`` alone may make 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -173,9 +174,14 @@ def memory_for_new_turn(
     context: dict[str, Any],
     caller: Caller | None,
     first_turn: bool = False,
+    window: list[ConversationStep] | None = None,
 ) -> ConversationMemory:
-    """The memory of a new turn: the newest live steps (none to read for a conversation's ``first_turn``)."""
-    previous = [] if first_turn else newest_steps(conversation.pk, memory_window())
+    """The memory of a new turn: the newest live steps (none to read for a conversation's ``first_turn``;
+    ``window``: as ``hold_for_turn`` just read them)."""
+    if window is not None:
+        previous = window
+    else:
+        previous = [] if first_turn else newest_steps(conversation.pk, memory_window())
     return _memory(
         conversation,
         current=Step(input=user_input, context=context),
@@ -231,26 +237,119 @@ def claim_turn(
     return True
 
 
+@dataclass(frozen=True)
+class HeldTurn:
+    """A conversation held for a turn that runs in one transaction (``hold_for_turn``).
+
+    ``row_state``: the state its row is in until the turn's commit (the talkable state it was found in:
+    holding it wrote nothing). ``window``: the newest live steps, oldest first, without their
+    ``properties``. ``undone_tail``: whether an undone tail may follow them, which the turn's new step
+    must drop (False only when the read showed there is none)."""
+
+    row_state: str
+    window: list[ConversationStep]
+    undone_tail: bool
+
+
+def hold_for_turn(
+    conversation: Conversation, *, running: str, talkable: tuple[str, ...], started: Any, alive_until: Any
+) -> HeldTurn | None:
+    """A new turn's claim inside the turn's own transaction (conversations.local_turns): the conversation's
+    row locked until the commit, and what the turn starts from, in one statement: its properties, its step
+    count, its window of steps and whether an undone tail follows them. Nothing is written until the
+    turn's commit (``commit_turn_state`` with this ``HeldTurn``), which also does what ``claim_turn``
+    writes. None: not talkable (or gone), nothing held for long (the caller's transaction ends).
+
+    A read that waited for another transaction holding the row (a turn, an undo, a redo) sees the row as
+    that one committed it, but the steps as they were before it: then the window does not end at the
+    step count, and it is read again in a statement of its own, the undone tail dropped unconditionally.
+    """
+    if not rows.on_postgresql():
+        if not claim_turn(
+            conversation, running=running, talkable=talkable, started=started, alive_until=alive_until
+        ):
+            return None
+        return HeldTurn(running, newest_steps(conversation.pk, memory_window()), undone_tail=True)
+    found = rows.fetch_all(_hold_sql(), [memory_window(), conversation.pk])
+    if not found:  # gone, or a wait for another transaction left no row to show: read again to know
+        found = rows.fetch_all(_hold_sql(), [memory_window(), conversation.pk])
+    if not found or found[0][0] not in talkable:
+        return None
+    state, properties, step_count, undone_tail = found[0][:4]
+    window = rows.instances(
+        ConversationStep, [row[4:] for row in found if row[4] is not None], _WITHOUT_PROPERTIES
+    )
+    if (window[-1].index + 1 if window else 0) != step_count:
+        window, undone_tail = newest_steps(conversation.pk, memory_window()), True
+    conversation.properties = Conversation._meta.get_field("properties").from_db_value(
+        properties, None, connection
+    )
+    conversation.step_count, conversation.state = step_count, running
+    conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
+    conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
+    return HeldTurn(state, window, undone_tail)
+
+
+@functools.cache
+def _hold_sql() -> str:
+    """The conversation's row, locked, with whether a step at or after its step_count exists (an undone
+    one: live steps are 0..step_count-1; the newest index, read once through the (conversation, index)
+    index) and its window of live steps (the index range [step_count - count, step_count), oldest first;
+    none: one row of NULLs), read through that index too: a lateral subquery kept apart from the join
+    (``OFFSET 0``: never flattened into a join the planner may hash), so the range is an index condition
+    on the row's own step_count whatever the planner guesses a conversation's length to be."""
+    steps = rows.table(ConversationStep)
+    return (
+        f'SELECT c."state", c."properties", c."step_count", coalesce(n."newest" >= c."step_count", false), '  # nosec B608  # identifiers from model metadata, values are parameters
+        f"{rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
+        f'CROSS JOIN LATERAL (SELECT max(t."index") AS "newest" FROM {steps} t WHERE t."conversation_id" = c."id") n '
+        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', _WITHOUT_PROPERTIES)} FROM {steps} w "
+        f'WHERE w."conversation_id" = c."id" AND NOT w."undone" '
+        f'AND w."index" >= c."step_count" - %s AND w."index" < c."step_count" OFFSET 0) s ON true '
+        f'WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'
+    )
+
+
 _COMMIT_TURN_SQL = (
     'UPDATE {table} SET "state" = %s, "properties" = %s, "step_count" = "step_count" + %s '
     'WHERE "id" = %s AND "state" = %s AND "cancel_requested_at" IS NULL RETURNING "step_count"'
 )
 
 
+_COMMIT_HELD_TURN_SQL = (
+    'UPDATE {table} SET "state" = %s, "properties" = %s, "step_count" = "step_count" + %s, '
+    '"turn_started_at" = %s, "turn_alive_until" = %s, "cancel_requested_at" = NULL, "cancel_requested_by" = \'\' '
+    'WHERE "id" = %s AND "state" = %s RETURNING "step_count"'
+)
+
+
 def commit_turn_state(
-    conversation: Conversation, *, running: str, state: str, properties: dict[str, Any], appends_step: bool
+    conversation: Conversation,
+    *,
+    running: str,
+    state: str,
+    properties: dict[str, Any],
+    appends_step: bool,
+    held: HeldTurn | None = None,
 ) -> int | None:
     """The turn's compare-and-set, in the caller's transaction: the conversation takes ``state`` and
     ``properties`` if it is still ``running`` with no cancel recorded, and counts the step the turn is
     about to append (``appends_step``), in one statement. Returns the new ``step_count``, None when the
-    turn lost the conversation (nothing written)."""
+    turn lost the conversation (nothing written).
+
+    ``held``: the turn holds the row (``hold_for_turn``), which is still in the state it was found in;
+    this statement also writes what ``claim_turn`` would have (the turn's start and lease, no cancel)."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
     stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
+    counted = 1 if appends_step else 0
+    if held is None or held.row_state == running:  # claimed with a write (claim_turn)
+        sql, params = _COMMIT_TURN_SQL, [state, stored, counted, conversation.pk, running]
+    else:
+        started, alive_until = conversation.turn_started_at, conversation.turn_alive_until
+        sql = _COMMIT_HELD_TURN_SQL
+        params = [state, stored, counted, started, alive_until, conversation.pk, held.row_state]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _COMMIT_TURN_SQL.format(table=table),
-            [state, stored, 1 if appends_step else 0, conversation.pk, running],
-        )
+        cursor.execute(sql.format(table=table), params)
         row = cursor.fetchone()
     if row is None:
         return None

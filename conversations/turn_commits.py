@@ -23,6 +23,7 @@ from approvals.models import Engine, Pause, PauseKind, SubjectType
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.routing import effective_routing
 from approvals.self_approval import effective_allow_self_approval
+from common import rows
 from common.errors import WrongState
 from conversations.agents import deployed_version
 from conversations.cancels import finish_cancelled_turn
@@ -32,7 +33,7 @@ from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext
 from conversations.snapshots import snapshot_steps_in
-from conversations.step_store import commit_turn_state, save_step
+from conversations.step_store import HeldTurn, commit_turn_state, save_step
 from conversations.turn_failures import DATABASE_UNAVAILABLE, failure_text
 from toolgate.gate import store_batch
 from toolgate.runtime import act_on_trip, record_trip
@@ -137,12 +138,20 @@ def commit_turn(
     resolving: Pause | None = None,
     raised_by_id: int | None = None,
     first_turn: bool = False,
+    held: HeldTurn | None = None,
+    unsaved: bool = False,
 ) -> Committed:
     """Write the turn's result if the conversation is still ours (IN_PROGRESS, no cancel recorded).
     A turn that was cancelled ends through finish_cancelled_turn.
 
     ``raised_by_id`` is the user whose turn this is; a pause it opens records them (separation of duties).
+    ``held``: the turn holds the conversation's row since ``hold_for_turn``. ``unsaved``: a first turn in
+    the transaction that creates the conversation, whose row is not written yet: it is inserted as the
+    turn left it (one write, not an insert and then an update).
     """
+    if unsaved and isinstance(outcome, Cancelled):  # the cancel path updates the row: it must exist
+        rows.insert(conversation)
+        unsaved = False
     if isinstance(outcome, Cancelled):
         return Committed(
             finish_cancelled_turn(
@@ -155,13 +164,20 @@ def commit_turn(
         )
     state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
     with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
-        won = commit_turn_state(
-            conversation,
-            running=S.IN_PROGRESS,
-            state=state,
-            properties=memory.properties,
-            appends_step=row is None,
-        )
+        if unsaved:
+            conversation.state, conversation.properties = state, memory.properties
+            conversation.step_count = 1  # its first step
+            rows.insert(conversation)
+            won: int | None = conversation.step_count
+        else:
+            won = commit_turn_state(
+                conversation,
+                running=S.IN_PROGRESS,
+                state=state,
+                properties=memory.properties,
+                appends_step=row is None,
+                held=held,
+            )
         if won is None:  # a cancel landed during the last task, or the conversation was ended or interrupted
             return Committed(
                 finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
@@ -175,8 +191,9 @@ def commit_turn(
         if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
             memory.current.data["hitl:status"] = "awaiting_approval"
             memory.current.outputs["hitl:status"] = "awaiting_approval"
+        no_tail = first_turn or (held is not None and not held.undone_tail)
         save_step(
-            conversation, memory.current, memory.properties, row=row, counted=True, drop_undone=not first_turn
+            conversation, memory.current, memory.properties, row=row, counted=True, drop_undone=not no_tail
         )
         if isinstance(outcome, Paused):
             _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)

@@ -1,7 +1,8 @@
 """Conversation services: start and say (end and cancel: conversations.cancels).
 
-A turn of an agent whose tasks are all local runs in one transaction: the claim, the window read,
-the pipeline and the commit (conversations.local_turns). Any other turn may be slow (its http calls,
+A turn of an agent whose tasks are all local runs in one transaction (conversations.local_turns):
+the hold (the conversation's row locked, and the window read, in one statement), the pipeline and the
+commit, which is the conversation's only write (a start inserts the row as its first turn left it). Any other turn may be slow (its http calls,
 its model), so it runs outside a transaction: it first commits the move to IN_PROGRESS with a
 compare-and-set, runs the pipeline under a lease, then commits the step, the new state and, when it
 paused, the Pause, in one transaction guarded by IN_PROGRESS and by no cancel having been recorded.
@@ -32,7 +33,7 @@ from conversations.local_turns import runs_in_one_transaction
 from conversations.models import AgentVersion, Conversation
 from conversations.pipeline.conversation_memory import CONVERSATION_START
 from conversations.pipeline.registry import TurnContext
-from conversations.step_store import caller_for, claim_turn, memory_for_new_turn
+from conversations.step_store import HeldTurn, caller_for, claim_turn, hold_for_turn, memory_for_new_turn
 from conversations.turn_commits import (
     TALKABLE,
     Committed,
@@ -90,7 +91,7 @@ def start_conversation(
     if check_pause_caps:
         require_room_for_a_pause(owner_id=user.pk, agent_id=version.agent_id)
 
-    def created() -> Conversation:
+    def created(*, written: bool = True) -> Conversation:
         conversation = Conversation(
             agent=version.agent,
             agent_version=version.version,
@@ -101,24 +102,31 @@ def start_conversation(
             turn_started_at=timezone.now(),
             turn_alive_until=lease_expiry(),
         )
-        rows.insert(conversation)
+        if written:
+            rows.insert(conversation)
         return conversation
 
-    def turn(conversation: Conversation) -> Committed:
+    def turn(conversation: Conversation, *, unsaved: bool = False) -> Committed:
         memory = memory_for_new_turn(
             conversation, user_input="", context=context or {}, caller=caller_for(user), first_turn=True
         )
         memory.current.actions.append(CONVERSATION_START)
         outcome = run_pipeline(version.document, memory, turn_context(conversation, version.document))
         return commit_turn(
-            conversation, version.document, memory, outcome, raised_by_id=user.pk, first_turn=True
+            conversation,
+            version.document,
+            memory,
+            outcome,
+            raised_by_id=user.pk,
+            first_turn=True,
+            unsaved=unsaved,
         )
 
     if runs_in_one_transaction(version.document):
         try:
-            with transaction.atomic():
-                conversation = created()
-                committed = turn(conversation)
+            with transaction.atomic():  # the row is written once, by the turn's commit, as the turn left it
+                conversation = created(written=False)
+                committed = turn(conversation, unsaved=True)
         except DATABASE_UNAVAILABLE:
             raise  # nothing of it landed, or all of it did: either way not a failed first turn
         except Exception as exc:  # nothing of it landed: start it again, to record the failed first turn
@@ -173,19 +181,30 @@ def say(
             alive_until=lease_expiry(),
         )
 
-    def turn() -> Committed:
+    def turn(held: HeldTurn | None = None) -> Committed:
         memory = memory_for_new_turn(
-            conversation, user_input=user_input, context=context or {}, caller=caller_for(user)
+            conversation,
+            user_input=user_input,
+            context=context or {},
+            caller=caller_for(user),
+            window=held.window if held is not None else None,
         )
         outcome = run_pipeline(version.document, memory, turn_context(conversation, version.document))
-        return commit_turn(conversation, version.document, memory, outcome, raised_by_id=user.pk)
+        return commit_turn(conversation, version.document, memory, outcome, raised_by_id=user.pk, held=held)
 
     if runs_in_one_transaction(version.document):
         try:
             with transaction.atomic():
-                if not claimed():
+                held = hold_for_turn(
+                    conversation,
+                    running=S.IN_PROGRESS,
+                    talkable=TALKABLE,
+                    started=timezone.now(),
+                    alive_until=lease_expiry(),
+                )
+                if held is None:
                     raise busy_refusal(conversation.pk, _state_of(conversation))
-                committed = turn()
+                committed = turn(held)
         except (WrongState, *DATABASE_UNAVAILABLE):
             raise
         except Exception as exc:  # the turn's transaction rolled back: claim again, to record the failure

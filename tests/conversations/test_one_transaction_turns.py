@@ -46,10 +46,36 @@ def test_a_local_say_is_one_transaction():
     begin = sql.index("BEGIN")
     # the token, then the conversation with its deployed version (the access check, and whether the turn is
     # local) in one statement, the pending pauses the caps allow in one more (approvals.pause_caps), then
-    # one transaction that claims, reads the window, runs and commits
+    # one transaction that holds the conversation and reads its window in one statement, runs, and
+    # writes the turn's result: the conversation updated once, no undone tail to delete
     assert len(sql[:begin]) == 3 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
-    assert sql[begin + 1].startswith('UPDATE "conversations_conversation" SET "state" = \'IN_PROGRESS\''), sql
+    held, in_turn = sql[begin + 1], sql[begin + 1 : -1]
+    assert held.startswith('SELECT c."state"') and held.endswith("FOR UPDATE OF c"), sql
+    assert sum(q.startswith('UPDATE "conversations_conversation"') for q in in_turn) == 1, sql
+    assert not any(q.startswith("DELETE") for q in in_turn), sql
     assert answer["state"] == "READY" and answer["output"] == ["Hello!"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_local_start_writes_the_conversation_once():
+    """The conversation's row is inserted by the first turn's commit, as the turn left it: no insert of
+    an IN_PROGRESS row that the same transaction then updates."""
+    alice_client = client_for(make_user("alice"))
+    agent = deployed_agent()
+    with CaptureQueriesContext(connection) as captured:
+        answer = alice_client.post(f"/agents/{agent}/start", format="json").json()
+    sql = [q["sql"] for q in captured.captured_queries]
+    conversation_writes = [
+        q
+        for q in sql
+        if q.startswith(('INSERT INTO "conversations_conversation"', 'UPDATE "conversations_conversation"'))
+    ]
+    assert len(conversation_writes) == 1 and conversation_writes[0].startswith(
+        'INSERT INTO "conversations_conversation" '
+    ), sql
+    conversation = Conversation.objects.get(pk=answer["conversationId"])
+    assert (conversation.state, conversation.step_count) == ("READY", 1)
+    assert answer["state"] == "READY" and answer["stepCount"] == 1
 
 
 @pytest.mark.django_db
@@ -120,6 +146,67 @@ def test_two_says_at_once_are_serialized_and_each_sees_the_other():
     conversation = Conversation.objects.get(pk=conversation_id)
     assert conversation.state == "READY" and conversation.step_count == 3
     assert conversation.properties["trail"] == "hh"  # the second turn started from the first one's
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hold_that_waited_for_another_turn_reads_its_window_afresh():
+    """A turn's hold (one statement: the row locked, the window of steps) that waits for another
+    transaction holding the row sees the row as that one committed it but the steps as they were before
+    it; the window is then read again, and the undone tail is dropped whatever the first read said."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from conversations.step_store import hold_for_turn
+
+    alice_client = client_for(make_user("alice"))
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "hello")  # steps 0 and 1
+    locked, release = threading.Event(), threading.Event()
+    held: list[Any] = []
+
+    def other_turn() -> None:  # what a concurrent say commits: step 2, and the count
+        try:
+            with transaction.atomic():
+                Conversation.objects.select_for_update().get(pk=conversation_id)
+                locked.set()
+                release.wait(10)
+                ConversationStep.objects.create(conversation_id=conversation_id, index=2, input="other")
+                Conversation.objects.filter(pk=conversation_id).update(step_count=3)
+        finally:
+            connections.close_all()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                conversation = Conversation.objects.get(pk=conversation_id)
+                held.append(
+                    hold_for_turn(
+                        conversation,
+                        running="IN_PROGRESS",
+                        talkable=("READY",),
+                        started=timezone.now(),
+                        alive_until=timezone.now(),
+                    )
+                )
+                held.append(conversation.step_count)
+        finally:
+            connections.close_all()
+
+    first = threading.Thread(target=other_turn)
+    first.start()
+    assert locked.wait(10)
+    second = threading.Thread(target=hold)
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waiting for the row
+    release.set()
+    first.join(10)
+    second.join(10)
+
+    turn, step_count = held
+    assert step_count == 3
+    assert [step.index for step in turn.window] == [0, 1, 2] and turn.window[-1].input == "other"
+    assert turn.undone_tail  # not known from the first read: the new step drops whatever is there
 
 
 def fail_saving_the_continued_step(monkeypatch):
