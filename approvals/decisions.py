@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,22 @@ _BY_ID = 'p."id" = %s'
 
 def _pause_with_owner(after_where: str, params: list[Any]) -> Pause | None:
     found = rows.fetch_one(_pause_with_owner_sql(after_where), params)
-    if found is None:
-        return None
+    return None if found is None else pause_and_owner(found)
+
+
+def pause_with_owner_columns(pause: str, owner: str) -> str:
+    """The select list of a pause (alias ``pause``) and its owner (alias ``owner``), for a query that
+    reads a pause with something else; ``pause_and_owner`` builds them from its values."""
+    return f"{rows.select_list(Pause, pause)}, {rows.select_list(get_user_model(), owner)}"
+
+
+def pause_and_owner(values: Sequence[Any]) -> Pause | None:
+    """The pause, its owner cached on it, from the values of ``pause_with_owner_columns``; None when a
+    LEFT JOIN matched no pause (its values all NULL)."""
     user_model = get_user_model()
-    pause_values, owner_values = rows.split(found, rows.width(Pause), rows.width(user_model))
+    pause_values, owner_values = rows.split(values, rows.width(Pause), rows.width(user_model))
+    if rows.nothing_in(pause_values):
+        return None
     pause = rows.instance(Pause, pause_values)
     owner = None if rows.nothing_in(owner_values) else rows.instance(user_model, owner_values)
     Pause._meta.get_field("owner").set_cached_value(pause, owner)
@@ -79,10 +92,9 @@ def _pause_with_owner(after_where: str, params: list[Any]) -> Pause | None:
 
 @functools.cache
 def _pause_with_owner_sql(after_where: str) -> str:
-    user_model = get_user_model()
     return (
-        f"SELECT {rows.select_list(Pause, 'p')}, {rows.select_list(user_model, 'u')} FROM {rows.table(Pause)} p "  # nosec B608  # identifiers from model metadata, values are parameters
-        f'LEFT JOIN {rows.table(user_model)} u ON u."id" = p."owner_id" WHERE {after_where}'
+        f"SELECT {pause_with_owner_columns('p', 'u')} FROM {rows.table(Pause)} p "  # nosec B608  # identifiers from model metadata, values are parameters
+        f'LEFT JOIN {rows.table(get_user_model())} u ON u."id" = p."owner_id" WHERE {after_where}'
     )
 
 

@@ -8,10 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
+from approvals.decisions import pause_and_owner, pause_with_owner_columns
+from approvals.models import Pause, PauseStatus, SubjectType
 from common import rows
 from common.errors import BadRequest, Conflict, NotFound
 from conversations.agent_document import validate_agent_document
@@ -194,10 +197,12 @@ def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> 
 @dataclass(frozen=True)
 class OnVersion:
     """A conversation and, read in the same statement, the version it runs on if that is still
-    deployed (``deployed_version``; None when it is not)."""
+    deployed (``deployed_version``; None when it is not), and its pending pause with the pause's owner
+    when asked for (``find_on_version(with_pending=True)``; None: none pending, or not asked)."""
 
     conversation: Conversation
     version: AgentVersion | None
+    pending: Pause | None = None
 
 
 def conversation_and_its_version(conversation_id: Any) -> OnVersion:
@@ -208,8 +213,10 @@ def conversation_and_its_version(conversation_id: Any) -> OnVersion:
     return found
 
 
-def find_on_version(conversation_id: Any) -> OnVersion | None:
-    """A conversation and its deployed version in one query; None if there is no such conversation."""
+def find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVersion | None:
+    """A conversation and its deployed version in one query; None if there is no such conversation.
+    ``with_pending``: its pending pause too, with the pause's owner, in the same query (what a decision
+    needs: approvals.decisions.record_decision's ``pending``)."""
     if not rows.on_postgresql():
         conversation = Conversation.objects.filter(pk=conversation_id).first()
         if conversation is None:
@@ -222,32 +229,61 @@ def find_on_version(conversation_id: Any) -> OnVersion | None:
                 environment=conversation.environment,
             ),
         )
-    found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
+    if with_pending:
+        params = [SubjectType.CONVERSATION, PauseStatus.PENDING, conversation_id]
+        found = rows.fetch_one(_conversation_version_and_pending_sql(), params)
+    else:
+        found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
     if found is None:
         return None
+    width = rows.width(Conversation) + rows.width(AgentVersion) + rows.width(Agent)
     conversation_values, version_values, agent_values = rows.split(
         found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent)
     )
     conversation = rows.instance(Conversation, conversation_values)
+    pending = pause_and_owner(found[width:]) if with_pending else None
     if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
-        return OnVersion(conversation, None)
+        return OnVersion(conversation, None, pending)
     version = rows.instance(AgentVersion, version_values)
     AgentVersion._meta.get_field("agent").set_cached_value(version, rows.instance(Agent, agent_values))
-    return OnVersion(conversation, version)
+    return OnVersion(conversation, version, pending)
+
+
+def _conversation_and_version_parts() -> tuple[str, str]:
+    """The select list and the joins of a conversation with the deployed version it runs on."""
+    deployed = _still_deployed_sql(
+        agent='c."agent_id"', version='c."agent_version"', environment='c."environment"'
+    )
+    select = (
+        f"{rows.select_list(Conversation, 'c')}, {rows.select_list(AgentVersion, 'v')}, "
+        f"{rows.select_list(Agent, 'a')}"
+    )
+    joins = (
+        f"{rows.table(Conversation)} c "
+        f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
+        f"AND {deployed} "
+        f'LEFT JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" AND a."deleted_at" IS NULL'
+    )
+    return select, joins
 
 
 @functools.cache
 def _conversation_and_version_sql() -> str:
-    deployed = _still_deployed_sql(
-        agent='c."agent_id"', version='c."agent_version"', environment='c."environment"'
-    )
+    select, joins = _conversation_and_version_parts()
+    return f'SELECT {select} FROM {joins} WHERE c."id" = %s'  # nosec B608  # identifiers from model metadata, values are parameters
+
+
+@functools.cache
+def _conversation_version_and_pending_sql() -> str:
+    """``_conversation_and_version_sql`` with the conversation's newest pending pause and its owner (the
+    one ``approvals.decisions.open_pause_of`` reads), through the index of open pauses per subject."""
+    select, joins = _conversation_and_version_parts()
     return (
-        f"SELECT {rows.select_list(Conversation, 'c')}, {rows.select_list(AgentVersion, 'v')}, "  # nosec B608  # identifiers from model metadata, values are parameters
-        f"{rows.select_list(Agent, 'a')} FROM {rows.table(Conversation)} c "
-        f'LEFT JOIN {rows.table(AgentVersion)} v ON v."agent_id" = c."agent_id" AND v."version" = c."agent_version" '
-        f"AND {deployed} "
-        f'LEFT JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" AND a."deleted_at" IS NULL '
-        f'WHERE c."id" = %s'
+        f"SELECT {select}, {pause_with_owner_columns('p', 'u')} FROM {joins} "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"LEFT JOIN LATERAL (SELECT {rows.select_list(Pause, 'q')} FROM {rows.table(Pause)} q "
+        f'WHERE q."subject_type" = %s AND q."subject_id" = c."id" AND q."status" = %s '
+        f'ORDER BY q."paused_at" DESC LIMIT 1) p ON true '
+        f'LEFT JOIN {rows.table(get_user_model())} u ON u."id" = p."owner_id" WHERE c."id" = %s'
     )
 
 

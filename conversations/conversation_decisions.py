@@ -54,7 +54,7 @@ def decide_conversation(
     as ``user``; ``slack:<userId>``, deciding with the Slack integration's user's access). Default:
     ``user``'s."""
     decision = parse_decision_body(body)
-    found = decision_on_version(user, conversation_id)
+    found = decision_on_version(user, conversation_id, with_pending=continuation != AFTER_ANSWER)
     decide = {
         "surface": Engine.REGULAR,
         "subject_type": SubjectType.CONVERSATION,
@@ -67,7 +67,8 @@ def decide_conversation(
         if settings.HITL_CONTINUE_AFTER_RESPONSE:
             return decide_and_continue_later(**decide)
         return decide_and_queue(**decide)
-    return decide_and_continue(**decide, only_if_quick=continuation == QUICK_HERE)
+    # the pending pause read with the conversation, not again: the compare-and-set on it still decides
+    return decide_and_continue(**decide, pending=found.pending, only_if_quick=continuation == QUICK_HERE)
 
 
 def settled_snapshot(conversation_id: Any, pause_id: Any) -> dict[str, Any]:

@@ -55,10 +55,11 @@ def talk_on_version(user: Any, conversation_id: Any) -> OnVersion:
     return found
 
 
-def decision_on_version(user: Any, conversation_id: Any) -> OnVersion:
+def decision_on_version(user: Any, conversation_id: Any, *, with_pending: bool = False) -> OnVersion:
     """``conversation_for_decision`` (same access rule, same refusals), with the deployed version read
-    in the same statement: what the decision's check needs (``check_can_continue``), in one query."""
-    found = _find_on_version(conversation_id)
+    in the same statement: what the decision's check needs (``check_can_continue``), in one query;
+    ``with_pending``: the pending pause the decision is for, in that query too."""
+    found = _find_on_version(conversation_id, with_pending=with_pending)
     require_decider(
         user, exists=found is not None, owner_id=found.conversation.owner_id if found else None, what=WHAT
     )
@@ -66,9 +67,9 @@ def decision_on_version(user: Any, conversation_id: Any) -> OnVersion:
     return found
 
 
-def _find_on_version(conversation_id: Any) -> OnVersion | None:
+def _find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVersion | None:
     try:
-        return find_on_version(uuid.UUID(str(conversation_id)))
+        return find_on_version(uuid.UUID(str(conversation_id)), with_pending=with_pending)
     except ValueError:
         return None
 

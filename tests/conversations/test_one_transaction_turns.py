@@ -292,6 +292,10 @@ def test_a_quick_continuation_commits_once_with_its_decision():
     assert answer["state"] == "READY" and answer["output"] == ["Deletion APPROVED."]
     _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH, CONTINUED_STEP)
     assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"
+    # the pending pause came with the conversation and its version (the access check's one statement),
+    # and was not read again: the decision's compare-and-set on its status is what decides
+    reads = [q for q in sql if q.startswith("SELECT") and '"approvals_pause"' in q]
+    assert len(reads) == 1 and reads[0].startswith('SELECT c."id"'), sql
 
 
 @pytest.mark.django_db(transaction=True)
