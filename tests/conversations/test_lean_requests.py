@@ -22,10 +22,13 @@ from harnesses.users import client_for, make_user
 pytestmark = pytest.mark.django_db
 
 # start, say (pauses), resume?wait (decides and continues here): statements, BEGIN and COMMIT included.
-# The resume's 17th is the settlement listener of the Slack surface (approvals.settlements): is this
-# conversation a Slack thread's, whose thread must be told the verdict?
-# start and say: one statement counts the pending pauses the caps allow (approvals.pause_caps)
-BUDGET = {"start": 8, "say": 14, "resume": 17}
+# - start and say: one statement counts the pending pauses the caps allow (approvals.pause_caps); a local
+#   turn writes its conversation once (start inserts it as its first turn left it; say holds the row and
+#   reads its window in one statement, and deletes no undone tail it does not have).
+# - resume: the pending pause comes with the access check's read of the conversation; one statement is
+#   the settlement listener of the Slack surface (approvals.settlements): is this conversation a Slack
+#   thread's, whose thread must be told the verdict?
+BUDGET = {"start": 7, "say": 12, "resume": 16}
 
 
 def statements(run) -> tuple[object, list[str]]:
