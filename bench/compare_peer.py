@@ -9,6 +9,8 @@
    through Django's WSGI handler (the REST views, no HTTP) and through the services the views call
    (cycles.py --services: no HTTP and no DRF, the level of the peer's graph.invoke) (peer_cycles.py
    under the peer's python, cycles.py under ours; each stops what it started);
+   Both sides start every run on empty tables: peer_cycles.py empties the checkpointer's, and ours runs
+   on its database dropped and migrated afresh (cycles.py --fresh);
 3. prints every figure of every run with the 1-minute load average at its end, and the ratios
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
@@ -140,6 +142,7 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
         "--server",
         server,
         *nodelay,
+        "--fresh",  # every run on empty tables, as the peer's (peer_cycles.py empties its tables first)
     ]
 
 
