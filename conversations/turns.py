@@ -2,10 +2,11 @@
 
 A turn of an agent whose tasks are all local runs in one transaction (conversations.local_turns):
 the hold (the conversation's row locked, and the window read, in one statement), the pipeline and the
-commit, which is the conversation's only write (a start inserts the row as its first turn left it). Any other turn may be slow (its http calls,
-its model), so it runs outside a transaction: it first commits the move to IN_PROGRESS with a
-compare-and-set, runs the pipeline under a lease, then commits the step, the new state and, when it
-paused, the Pause, in one transaction guarded by IN_PROGRESS and by no cancel having been recorded.
+commit, which is the conversation's only write (a start inserts the row as its first turn left it).
+Any other turn may be slow (its http calls, its model), so it runs outside a transaction: it first
+commits the move to IN_PROGRESS with a compare-and-set, runs the pipeline under a lease, then commits
+the step, the new state and, when it paused, the Pause, in one transaction guarded by IN_PROGRESS and
+by no cancel having been recorded.
 A cancel recorded meanwhile stops the turn before its next task (conversations.cancels); anything
 the turn raises leaves the conversation ERROR in the same request (conversations.turn_failures).
 The commit every turn shares is conversations.turn_commits; continuing after a decision,
