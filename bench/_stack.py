@@ -34,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -511,6 +512,30 @@ class Stack:
             f"/administration/production/deploy/{agent_id}", params={"version": version}
         ).raise_for_status()
         return agent_id
+
+
+def django_in_process(db: str, *, fresh: bool, pool: bool, keep_connection: bool = False) -> bool:
+    """Django set up in this process against its own database ``db`` (created if missing, recreated with
+    ``fresh``) and migrated, with the base settings, rates and caps off and metrics in a scratch
+    directory: ``pool`` as the servers run; ``keep_connection``: one connection kept across requests
+    (``CONN_MAX_AGE``) instead. Whether the database was created."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.base"
+    os.environ["DATABASE_URL"] = database_url(db) + ("?conn_max_age=600" if keep_connection else "")
+    os.environ["HITL_DB_POOL"] = "true" if pool else "false"
+    os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ.update(UNTHROTTLED)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix=f"hitl-{db}-metrics-")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    created = ensure_database(db, fresh=fresh)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    print(f"database {db}: {'created' if created else 'reused'} and migrated", flush=True)
+    return created
 
 
 def account_bot_document(db: str = DEFAULT_DB) -> dict[str, Any]:

@@ -24,16 +24,13 @@ that attribute them. No assertion: it prints.
 from __future__ import annotations
 
 import argparse
-import io
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
 from _cost import load_average
-from _stack import ROOT, UNTHROTTLED, database_url, ensure_database, machine_line
+from _stack import django_in_process, machine_line
 
 DEFAULT_DB = "hitl_bench_overhead"
 PROBES = {
@@ -48,27 +45,13 @@ PROBES = {
 def setup(db: str, *, fresh: bool, pool: bool) -> str:
     """Django set up against ``db`` (migrated), the probe URLs in front; alice's token. ``pool``: the
     connection pool, as the servers run; else the thread keeps one connection across requests."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.base"
-    os.environ["DATABASE_URL"] = database_url(db) if pool else database_url(db) + "?conn_max_age=600"
-    os.environ["HITL_DB_POOL"] = "true" if pool else "false"
-    os.environ["LOG_LEVEL"] = "WARNING"
-    os.environ.update(UNTHROTTLED)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="hitl-bench-overhead-metrics-")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    created = ensure_database(db, fresh=fresh)
-    import django
-
-    django.setup()
+    django_in_process(db, fresh=fresh, pool=pool, keep_connection=not pool)
     from django.conf import settings
     from django.contrib.auth.models import User
-    from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
     from harnesses.users import make_user
 
-    call_command("migrate", "--noinput", verbosity=0)
-    print(f"database {db}: {'created' if created else 'reused'} and migrated", flush=True)
     settings.ROOT_URLCONF = "_overhead_urls"
     user = User.objects.filter(username="alice").first() or make_user("alice")
     return Token.objects.get(user=user).key
@@ -78,45 +61,14 @@ def caller(token: str, *, middleware: bool) -> Callable[[str], int]:
     """A function that POSTs an empty JSON object to a path through a WSGI handler; its status."""
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
+    from say_rules_only import InProcessClient
 
     kept = settings.MIDDLEWARE
     if not middleware:
         settings.MIDDLEWARE = []
-    handler = WSGIHandler()  # reads the middleware now
+    client = InProcessClient(token, handler=WSGIHandler())  # the handler reads the middleware now
     settings.MIDDLEWARE = kept
-    authorization = f"Token {token}"
-
-    def post(path: str) -> int:
-        environ = {
-            "REQUEST_METHOD": "POST",
-            "SCRIPT_NAME": "",
-            "PATH_INFO": path,
-            "QUERY_STRING": "",
-            "SERVER_NAME": "127.0.0.1",
-            "SERVER_PORT": "80",
-            "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1",
-            "HTTP_HOST": "127.0.0.1",
-            "HTTP_AUTHORIZATION": authorization,
-            "CONTENT_TYPE": "application/json",
-            "CONTENT_LENGTH": "2",
-            "wsgi.input": io.BytesIO(b"{}"),
-            "wsgi.errors": sys.stderr,
-            "wsgi.url_scheme": "http",
-            "wsgi.version": (1, 0),
-            "wsgi.multithread": True,
-            "wsgi.multiprocess": False,
-            "wsgi.run_once": False,
-        }
-        status: list[int] = []
-        response = handler(environ, lambda line, headers, exc_info=None: status.append(int(line[:3])))
-        try:
-            b"".join(response)
-        finally:
-            response.close()  # request_finished: the connection goes back to the pool
-        return status[0]
-
-    return post
+    return lambda path: client.post(path, json={}).status_code
 
 
 def main() -> int:

@@ -19,32 +19,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from typing import Any
 
-from _stack import ROOT, UNTHROTTLED, database_url, ensure_database, machine_line, summarize
+from _stack import django_in_process, machine_line, summarize
 
 DEFAULT_DB = "hitl_bench_say"
 
 
 def setup(db: str, *, fresh: bool) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.base"
-    os.environ["DATABASE_URL"] = database_url(db)
-    os.environ["HITL_DB_POOL"] = "false"
-    os.environ["LOG_LEVEL"] = "WARNING"
-    os.environ.update(UNTHROTTLED)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="hitl-bench-say-metrics-")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    created = ensure_database(db, fresh=fresh)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
-    print(f"database {db}: {'created' if created else 'reused'} and migrated", flush=True)
+    django_in_process(db, fresh=fresh, pool=False)
 
 
 def client_and_agent() -> tuple[Any, str]:

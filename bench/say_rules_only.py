@@ -45,10 +45,11 @@ class InProcessClient:
     Not DRF's test client: that adds bookkeeping of its own to every request (signal receivers connected
     and disconnected, a cookie jar, the request kept on the response) that no deployment runs."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, handler: Any = None) -> None:
+        """``handler``: a WSGI handler of one's own (one built with other middleware); Django's, else."""
         from django.core.handlers.wsgi import WSGIHandler
 
-        self.handler = WSGIHandler()
+        self.handler = handler if handler is not None else WSGIHandler()
         self.authorization = f"Token {token}"
 
     def post(self, url: str, json: dict | None = None, params: dict | None = None) -> Answer:
