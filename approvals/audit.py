@@ -16,7 +16,7 @@ import hmac
 import itertools
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -66,6 +66,7 @@ def append_audit_entry(
     conversation_id: uuid.UUID | None = None,
     pause_id: uuid.UUID | None = None,
     epoch: uuid.UUID | None = None,
+    head: AuditHead | None = None,
 ) -> AuditEntry:
     """Append one entry to the subject's chain, in the caller's transaction.
 
@@ -75,6 +76,8 @@ def append_audit_entry(
     when one transaction appends to several subjects, append in a fixed order to avoid deadlocks.
     ``automated`` defaults to whether the actor is a ``system:`` actor. ``conversation_id`` files the entry
     under a conversation; an entry whose subject is a conversation is filed under it without being told.
+    ``head``: the subject's head, already locked in this transaction by a statement of the caller's that
+    ran ``lock_head_sql()`` (``locked_head_from`` its row), so the lock costs no statement of its own.
     """
     if subject_type not in SubjectType.values:
         raise ValueError(f"unknown audit subject type {subject_type!r}")
@@ -82,7 +85,10 @@ def append_audit_entry(
     subject_type, verb, actor, verdict = str(subject_type), str(verb), str(actor), str(verdict or "")
     subject_id = _as_uuid(subject_id)
     with transaction.atomic(savepoint=False):
-        head = _locked_head(subject_type, subject_id)
+        if head is None:
+            head = _locked_head(subject_type, subject_id)
+        elif (head.subject_type, head.subject_id) != (subject_type, subject_id):
+            raise ValueError("the locked audit head is another subject's")
         entry = AuditEntry(
             subject_type=subject_type,
             subject_id=subject_id,
@@ -147,6 +153,26 @@ _LOCK_HEAD_SQL = (
 )
 
 
+def lock_head_sql() -> str:
+    """The statement that creates the subject's head row if missing and locks it until the transaction
+    ends (parameters: the subject's type and id), answering its id, last sequence and last hash: for a
+    caller that runs it inside a statement of its own (a data-modifying WITH), then appends with
+    ``append_audit_entry(head=locked_head_from(...))``."""
+    return _LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table)
+
+
+def locked_head_from(subject_type: str, subject_id: uuid.UUID, values: Sequence[Any]) -> AuditHead:
+    """The head ``lock_head_sql()`` answered (its id, last sequence and last hash)."""
+    head_id, last_sequence, last_hash = values
+    return AuditHead(
+        pk=head_id,
+        subject_type=str(subject_type),
+        subject_id=_as_uuid(subject_id),
+        last_sequence=last_sequence,
+        last_hash=last_hash,
+    )
+
+
 def _locked_head(subject_type: str, subject_id: uuid.UUID) -> AuditHead:
     """The subject's head row, created if missing, locked until the transaction ends.
 
@@ -154,15 +180,8 @@ def _locked_head(subject_type: str, subject_id: uuid.UUID) -> AuditHead:
     concurrent first append waits for the other's commit, then locks the row it made)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table), [subject_type, subject_id])
-            head_id, last_sequence, last_hash = cursor.fetchone()
-        return AuditHead(
-            pk=head_id,
-            subject_type=subject_type,
-            subject_id=subject_id,
-            last_sequence=last_sequence,
-            last_hash=last_hash,
-        )
+            cursor.execute(lock_head_sql(), [subject_type, subject_id])
+            return locked_head_from(subject_type, subject_id, cursor.fetchone())
     heads = AuditHead.objects.select_for_update().filter(subject_type=subject_type, subject_id=subject_id)
     head = heads.first()
     if head is None:

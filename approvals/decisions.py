@@ -31,7 +31,7 @@ from approvals.pause_kinds import decision_validator_for
 from approvals.routing import refuse_unrouted
 from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
-from approvals.timer_arming import arm_timer, disarm_timer, fire_retry_after
+from approvals.timer_arming import arm_timer, decide_and_disarm, disarm_timer, fire_retry_after
 from approvals.votes import Tally, record_vote, takes_votes
 from common import rows
 from common.errors import BadRequest, LostRace, WrongState
@@ -235,7 +235,8 @@ def record_decision(
             "decision_details": decision.recorded_details() | ({"votes": tally.as_json()} if tally else {}),
             "lease_until": lease_expiry(now) if here else None,
         }
-        won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
+        # the compare-and-set, and the timer's schedule deleted when it won: one statement
+        won = decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
         if not won or not handler.begin_resume(pause):
             raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
@@ -243,7 +244,6 @@ def record_decision(
         if actor.user is not None:
             # the approved tool calls of a tool pause act as the decider: no need to load them
             pause.decided_by_user = actor.user
-        disarm_timer(pause)
         append_audit_entry(
             subject_type=subject_type,
             subject_id=subject_id,
@@ -396,14 +396,53 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
     return True
 
 
-def finish_pause(*, pause: Pause, outcome: str, detail: dict[str, Any] | None = None) -> None:
+@dataclass(frozen=True)
+class Finishing:
+    """``finish_pause``'s compare-and-set (RESOLVING -> RESOLVED) as a statement and its parameters
+    (``finishing``), for a caller that runs it as a part of a statement of its own, then hands
+    ``finish_pause`` whether it won; ``values``: what it writes."""
+
+    sql: str
+    params: list[Any]
+    values: dict[str, Any]
+
+
+def finishing(pause: Pause) -> Finishing:
+    values = _finished_values()
+    sql, params = rows.update_statement(Pause, where=_resolving(pause), values=values)
+    return Finishing(sql, params, values)
+
+
+def _finished_values() -> dict[str, Any]:
+    return {
+        "status": PauseStatus.RESOLVED,
+        "resolved_at": timezone.now(),
+        "due_at": None,
+        "lease_until": None,
+    }
+
+
+def _resolving(pause: Pause) -> dict[str, Any]:
+    return {"id": pause.pk, "status": PauseStatus.RESOLVING}
+
+
+def finish_pause(
+    *,
+    pause: Pause,
+    outcome: str,
+    detail: dict[str, Any] | None = None,
+    finished: tuple[Finishing, bool] | None = None,
+) -> None:
     """RESOLVING -> RESOLVED once the continuation committed (in its transaction); a pause already
-    finished is left alone and not audited again."""
-    now = timezone.now()
-    finished = {"status": PauseStatus.RESOLVED, "resolved_at": now, "due_at": None, "lease_until": None}
-    won = rows.update(Pause, where={"id": pause.pk, "status": PauseStatus.RESOLVING}, values=finished)
+    finished is left alone and not audited again. ``finished``: the caller's statement already ran
+    ``finishing(pause)``'s compare-and-set, and whether it won."""
+    if finished is None:
+        values = _finished_values()
+        won = bool(rows.update(Pause, where=_resolving(pause), values=values))
+    else:
+        values, won = finished[0].values, finished[1]
     if won:
-        for field, value in finished.items():  # as committed, without reading it back
+        for field, value in values.items():  # as committed, without reading it back
             setattr(pause, field, value)
         announce_settled(pause)
     if won and outcome != "completed":

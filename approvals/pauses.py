@@ -13,10 +13,10 @@ from approvals import metrics, notices
 from approvals.audit import append_audit_entry
 from approvals.models import Pause, PauseKind, PauseRoute, TimeoutPolicy
 from approvals.openings import announce_opened
+from approvals.pause_rows import insert_pause
 from approvals.routing import Routing, effective_routing, route_rows
 from approvals.self_approval import effective_allow_self_approval
-from approvals.timer_arming import arm_timer
-from common import rows
+from approvals.timer_arming import timer_schedule
 from common.durations import positive_duration
 
 GENERIC_RULE_REASON = "PAUSE_CONVERSATION action"
@@ -105,8 +105,8 @@ def open_pause(
         routing=routing.frozen(paused_at),
     )
     pause.remind_at = routing.remind_at(pause.due_at, paused_at)
-    arm_timer(pause, unsaved=True)  # the schedule first, so the pause is written once with its key
-    rows.insert(pause)
+    # its timer's schedule, the pause with the schedule's key, and the subject's audit head locked: one statement
+    head = insert_pause(pause, timer_schedule(pause))
     if routes := route_rows(pause, routing):
         PauseRoute.objects.bulk_create(routes)
     transaction.on_commit(lambda: metrics.count_pause(surface))
@@ -129,6 +129,7 @@ def open_pause(
             "allowSelfApproval": allow_self_approval,
             **({"routing": pause.routing} if pause.routing else {}),
         },
+        head=head,
     )
     announce_opened(pause)
     notices.on_opened(pause)

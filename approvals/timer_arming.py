@@ -7,8 +7,10 @@ above them. ``TIMER_FUNC`` is stored in every armed schedule: the dotted path mu
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -29,9 +31,21 @@ def timer_name(pause_id: uuid.UUID | str) -> str:
 
 
 def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
-    """Create the pause's one-shot schedule, a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its deadline
-    (or after now if overdue); caller's transaction. ``unsaved``: the pause is about to be inserted, so
-    only its ``schedule_id`` is set (no UPDATE).
+    """Create the pause's one-shot schedule (``timer_schedule``); caller's transaction. ``unsaved``: the
+    pause is about to be inserted, so only its ``schedule_id`` is set (no UPDATE)."""
+    schedule = timer_schedule(pause)
+    if schedule is None:
+        return None
+    rows.insert(schedule)  # Schedule.save() adds nothing to a ONCE schedule, and no signal listens
+    if not unsaved:
+        Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
+    pause.schedule_id = schedule.pk
+    return schedule
+
+
+def timer_schedule(pause: Pause) -> Schedule | None:
+    """The pause's one-shot schedule, not yet written: a backstop ``HITL_TIMER_BACKSTOP_SECONDS`` after its
+    deadline (or after now if overdue); None for a pause with no deadline.
 
     The drainer fires pauses at their deadline and deletes the schedule with the decision; a schedule
     due at the same instant would make django-q2's scheduler lock and enqueue thousands of rows during
@@ -39,7 +53,7 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
     """
     if pause.due_at is None or pause.status != PauseStatus.PENDING:
         return None
-    schedule = Schedule(
+    return Schedule(
         name=timer_name(pause.id),
         func=TIMER_FUNC,
         args=repr(str(pause.id)),
@@ -48,11 +62,6 @@ def arm_timer(pause: Pause, *, unsaved: bool = False) -> Schedule | None:
         next_run=max(pause.due_at, timezone.now()) + timedelta(seconds=settings.HITL_TIMER_BACKSTOP_SECONDS),
         cluster=settings.HITL_TIMER_CLUSTER,
     )
-    rows.insert(schedule)  # Schedule.save() adds nothing to a ONCE schedule, and no signal listens
-    if not unsaved:
-        Pause.objects.filter(pk=pause.pk).update(schedule_id=schedule.pk)
-    pause.schedule_id = schedule.pk
-    return schedule
 
 
 def fire_retry_after(pause: Pause, now: datetime) -> datetime | None:
@@ -68,3 +77,26 @@ def disarm_timer(pause: Pause) -> None:
     """Delete the pause's schedule by key (Schedule.name has no index); caller's transaction."""
     if pause.schedule_id:
         rows.delete(Schedule, where={"id": pause.schedule_id})  # nothing references a schedule row
+
+
+def decide_and_disarm(pause: Pause, *, where: dict[str, Any], values: dict[str, Any]) -> bool:
+    """A decision's compare-and-set on the pause (``rows.update(Pause, where=, values=)``) and, when it won,
+    the delete of its timer's schedule, in one statement (PostgreSQL); caller's transaction. Whether it
+    won (nothing written when it lost)."""
+    if not rows.on_postgresql():
+        if not rows.update(Pause, where=where, values=values):
+            return False
+        disarm_timer(pause)
+        return True
+    update, params = rows.update_statement(Pause, where=where, values=values)
+    found = rows.fetch_one(_decide_and_disarm_sql(update), params)
+    return bool(found and found[0])
+
+
+@functools.cache
+def _decide_and_disarm_sql(update: str) -> str:
+    return (
+        f'WITH decided AS ({update} RETURNING "schedule_id"), '  # nosec B608  # identifiers from model metadata, values are parameters
+        f"disarmed AS (DELETE FROM {rows.table(Schedule)} WHERE id = (SELECT schedule_id FROM decided)) "
+        "SELECT count(*) FROM decided"
+    )

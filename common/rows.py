@@ -135,6 +135,46 @@ def insert(obj: Model) -> None:
     obj._state.db = db.alias
 
 
+def insert_together(*objs: Model) -> None:
+    """``insert`` of each of ``objs`` as one statement (each INSERT a part of a data-modifying WITH): they
+    land together or not at all. A foreign key is checked at the statement's end, so a row may refer to
+    one inserted with it."""
+    if not on_postgresql():
+        for obj in objs:
+            insert(obj)
+        return
+    shape, params = [], []
+    for obj in objs:
+        meta = type(obj)._meta
+        generated = meta.pk if meta.pk.db_returning and getattr(obj, meta.pk.attname) is None else None
+        params += insert_values(obj, [field for field in meta.concrete_fields if field is not generated])
+        shape.append((type(obj), generated is not None))
+    db = current()
+    with db.cursor() as cursor:
+        cursor.execute(_insert_together_sql(tuple(shape)), params)
+        keys = cursor.fetchone()
+    for obj, (model, returns_key), key in zip(objs, shape, keys, strict=True):
+        if returns_key:
+            setattr(obj, model._meta.pk.attname, key)
+        obj._state.adding = False
+        obj._state.db = db.alias
+
+
+@functools.cache
+def _insert_together_sql(shape: tuple[tuple[type[Model], bool], ...]) -> str:
+    parts = [
+        f"i{number} AS ({insert_sql(model, returns_key)})"
+        for number, (model, returns_key) in enumerate(shape)
+    ]
+    keys = [
+        f"(SELECT {connection.ops.quote_name(model._meta.pk.column)} FROM i{number})"
+        if returns_key
+        else "NULL"
+        for number, (model, returns_key) in enumerate(shape)
+    ]
+    return f"WITH {', '.join(parts)} SELECT {', '.join(keys)}"
+
+
 def insert_values(obj: Model, fields: Sequence[Any]) -> list[Any]:
     """The values an INSERT of ``obj`` stores in ``fields``: each field's ``pre_save`` (``auto_now_add``)
     and database preparation, as the ORM does them."""
@@ -158,12 +198,21 @@ def update(model: type[Model], *, where: dict[str, Any], values: dict[str, Any])
     values, with the SQL built once per shape; how many rows changed."""
     if not on_postgresql():
         return model.objects.filter(**_orm_filter(where)).update(**values)
+    sql, params = update_statement(model, where=where, values=values)
+    with current().cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update_statement(
+    model: type[Model], *, where: dict[str, Any], values: dict[str, Any]
+) -> tuple[str, list[Any]]:
+    """``update``'s statement and its parameters (PostgreSQL), for a caller that makes it a part of a
+    statement of its own (``WITH changed AS (... RETURNING ...)``)."""
     meta, db = model._meta, current()
     params = [meta.get_field(name).get_db_prep_save(value, db) for name, value in values.items()]
     params += _where_params(model, where)
-    with db.cursor() as cursor:
-        cursor.execute(_update_sql(model, tuple(values), _where_shape(where)), params)
-        return cursor.rowcount
+    return _update_sql(model, tuple(values), _where_shape(where)), params
 
 
 def delete(model: type[Model], *, where: dict[str, Any]) -> int:

@@ -339,22 +339,155 @@ def commit_turn_state(
 
     ``held``: the turn holds the row (``hold_for_turn``), which is still in the state it was found in;
     this statement also writes what ``claim_turn`` would have (the turn's start and lease, no cancel)."""
-    table = connection.ops.quote_name(Conversation._meta.db_table)
-    stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
-    counted = 1 if appends_step else 0
-    if held is None or held.row_state == running:  # claimed with a write (claim_turn)
-        sql, params = _COMMIT_TURN_SQL, [state, stored, counted, conversation.pk, running]
-    else:
-        started, alive_until = conversation.turn_started_at, conversation.turn_alive_until
-        sql = _COMMIT_HELD_TURN_SQL
-        params = [state, stored, counted, started, alive_until, conversation.pk, held.row_state]
-    with connection.cursor() as cursor:
-        cursor.execute(sql.format(table=table), params)
-        row = cursor.fetchone()
+    sql, params = _commit_statement(conversation, running, state, properties, appends_step, held)
+    row = rows.fetch_one(sql, params)
     if row is None:
         return None
     conversation.step_count = row[0]
     return row[0]
+
+
+def _commit_statement(
+    conversation: Conversation,
+    running: str,
+    state: str,
+    properties: dict[str, Any],
+    appends_step: bool,
+    held: HeldTurn | None,
+) -> tuple[str, list[Any]]:
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
+    counted = 1 if appends_step else 0
+    if held is None or held.row_state == running:  # claimed with a write (claim_turn)
+        return _COMMIT_TURN_SQL.format(table=table), [state, stored, counted, conversation.pk, running]
+    started, alive_until = conversation.turn_started_at, conversation.turn_alive_until
+    params = [state, stored, counted, started, alive_until, conversation.pk, held.row_state]
+    return _COMMIT_HELD_TURN_SQL.format(table=table), params
+
+
+def commit_turn_and_step(
+    conversation: Conversation,
+    step: Step,
+    *,
+    running: str,
+    state: str,
+    properties: dict[str, Any],
+    row: ConversationStep | None = None,
+    held: HeldTurn | None = None,
+    then: tuple[str, list[Any]] | None = None,
+) -> tuple[ConversationStep, int] | None:
+    """``commit_turn_state`` and ``save_step`` as one statement: the step is written only when the
+    compare-and-set won. ``row``: the continued step's row, updated; else a new step is appended at the
+    new ``step_count - 1`` (only for a turn that leaves no undone tail to drop). ``then``: an UPDATE of
+    the caller's (``rows.update_statement``) that also runs only when it won, in the same statement.
+
+    The step's row and how many rows ``then`` changed; None when the turn lost the conversation (nothing
+    written)."""
+    if not rows.on_postgresql():
+        won = commit_turn_state(
+            conversation,
+            running=running,
+            state=state,
+            properties=properties,
+            appends_step=row is None,
+            held=held,
+        )
+        if won is None:
+            return None
+        written = save_step(conversation, step, properties, row=row, counted=True, drop_undone=False)
+        return written, (_run(*then) if then is not None else 0)
+    sql, params = _commit_statement(conversation, running, state, properties, row is None, held)
+    then_sql, then_params = then if then is not None else ("", [])
+    fields = _step_fields(step, properties)
+    if row is not None:
+        update, update_params = rows.update_statement(ConversationStep, where={"id": row.pk}, values=fields)
+        found = rows.fetch_one(
+            _commit_and_update_sql(sql, then_sql, update), [*params, *then_params, *update_params]
+        )
+        if found is None:
+            return None
+        for name, value in fields.items():
+            setattr(row, name, value)
+        conversation.step_count = found[0]
+        return row, found[1]
+    created = ConversationStep(conversation=conversation, index=0, **fields)
+    appended = _appended_fields()
+    values = rows.insert_values(created, appended)
+    stored = [value for field, value in zip(appended, values, strict=True) if field.name != "index"]
+    found = rows.fetch_one(_commit_and_append_sql(sql, then_sql), [*params, *then_params, *stored])
+    if found is None:
+        return None
+    created.pk, created.index = found[0], found[1]
+    created._state.adding, created._state.db = False, connection.alias
+    conversation.step_count = created.index + 1
+    return created, found[2]
+
+
+def _run(sql: str, params: list[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def insert_with_first_step(
+    conversation: Conversation, step: Step, properties: dict[str, Any]
+) -> ConversationStep:
+    """A new conversation's row, as its first turn left it (``step_count`` 1), and that turn's step, as one
+    statement (``rows.insert_together``)."""
+    conversation.step_count = 1
+    created = ConversationStep(conversation=conversation, index=0, **_step_fields(step, properties))
+    rows.insert_together(conversation, created)
+    return created
+
+
+def _appended_fields() -> list[Any]:
+    meta = ConversationStep._meta
+    return [field for field in meta.concrete_fields if field is not meta.pk]
+
+
+def _with(commit: str, then: str) -> tuple[str, str]:
+    """The WITH of a compare-and-set (``c``) and of the caller's UPDATE that runs only when it won (``t``),
+    and what counts the rows that one changed."""
+    if not then:
+        return f"WITH c AS ({commit}) ", "0"
+    return (
+        f"WITH c AS ({commit}), t AS ({then} AND EXISTS (SELECT 1 FROM c) RETURNING 1) ",
+        "(SELECT count(*) FROM t)",
+    )
+
+
+@functools.cache
+def _commit_and_append_sql(commit: str, then: str) -> str:
+    """``WITH c AS (the compare-and-set) INSERT INTO step SELECT ... FROM c``: no row when it lost."""
+    quote = connection.ops.quote_name
+    fields = _appended_fields()
+    columns = ", ".join(quote(field.column) for field in fields)
+    values = ", ".join('c."step_count" - 1' if field.name == "index" else "%s" for field in fields)
+    prefix, counted = _with(commit, then)
+    return (
+        f"{prefix}INSERT INTO {rows.table(ConversationStep)} ({columns}) "  # nosec B608  # identifiers from model metadata, values are parameters
+        f'SELECT {values} FROM c RETURNING {quote(ConversationStep._meta.pk.column)}, "index", {counted}'
+    )
+
+
+@functools.cache
+def _commit_and_update_sql(commit: str, then: str, update: str) -> str:
+    """``WITH c AS (the compare-and-set) UPDATE step ... WHERE ... AND EXISTS c``: no row when it lost."""
+    prefix, counted = _with(commit, then)
+    return f'{prefix}{update} AND EXISTS (SELECT 1 FROM c) RETURNING (SELECT "step_count" FROM c), {counted}'
+
+
+def _step_fields(step: Step, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "input": step.input,
+        "context": step.context,
+        "actions": step.actions,
+        "output": step.output,
+        "outputs": step.outputs,
+        "data": step.data,
+        "quick_replies": step.quick_replies,
+        "properties": properties,
+    }
 
 
 def save_step(
@@ -372,16 +505,7 @@ def save_step(
     goes at ``conversation.step_count - 1``. ``drop_undone=False`` when there can be no undone tail (a
     conversation's first turn).
     """
-    fields = {
-        "input": step.input,
-        "context": step.context,
-        "actions": step.actions,
-        "output": step.output,
-        "outputs": step.outputs,
-        "data": step.data,
-        "quick_replies": step.quick_replies,
-        "properties": properties,
-    }
+    fields = _step_fields(step, properties)
     if row is not None:
         for name, value in fields.items():
             setattr(row, name, value)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
-from approvals.decisions import finish_pause
+from approvals.decisions import Finishing, finish_pause, finishing
 from approvals.leases import kept_alive
 from approvals.models import Engine, Pause, PauseKind, SubjectType
 from approvals.pauses import open_pause, rule_pause_reason
@@ -33,7 +33,13 @@ from conversations.pipeline.conversation_memory import ConversationMemory
 from conversations.pipeline.pausing import PauseRequest, ResumePoint
 from conversations.pipeline.registry import TurnContext
 from conversations.snapshots import snapshot_steps_in
-from conversations.step_store import HeldTurn, commit_turn_state, save_step
+from conversations.step_store import (
+    HeldTurn,
+    commit_turn_and_step,
+    commit_turn_state,
+    insert_with_first_step,
+    save_step,
+)
 from conversations.turn_failures import DATABASE_UNAVAILABLE, failure_text
 from toolgate.gate import store_batch
 from toolgate.runtime import act_on_trip, record_trip
@@ -163,12 +169,39 @@ def commit_turn(
             )
         )
     state = S.ERROR if isinstance(outcome, Exception) else STATE_AFTER[type(outcome)]
+    # a rule's pause marks the step it stops at; the memory takes the marks once the commit won
+    marks = (
+        {"hitl:status": "awaiting_approval"}
+        if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE
+        else {}
+    )
+    stored = replace(
+        memory.current, data={**memory.current.data, **marks}, outputs={**memory.current.outputs, **marks}
+    )
+    no_tail = first_turn or (held is not None and not held.undone_tail)
     with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
+        # the step is written with the conversation's row (a new one only when no undone tail is left)
+        with_step = row is not None or no_tail
+        ending: Finishing | None = None  # the continued pause's end, when it is part of the statement
+        written: tuple[ConversationStep, int] | None = None
         if unsaved:
             conversation.state, conversation.properties = state, memory.properties
-            conversation.step_count = 1  # its first step
-            rows.insert(conversation)
+            insert_with_first_step(conversation, stored, memory.properties)
             won: int | None = conversation.step_count
+        elif with_step:
+            # the pause it continued finishes (RESOLVING -> RESOLVED) in the same statement
+            ending = finishing(resolving) if resolving is not None else None
+            written = commit_turn_and_step(
+                conversation,
+                stored,
+                running=S.IN_PROGRESS,
+                state=state,
+                properties=memory.properties,
+                row=row,
+                held=held,
+                then=(ending.sql, ending.params) if ending is not None else None,
+            )
+            won = None if written is None else conversation.step_count
         else:
             won = commit_turn_state(
                 conversation,
@@ -182,19 +215,24 @@ def commit_turn(
             return Committed(
                 finish_cancelled_turn(conversation, memory, row=row, resolving=resolving, stopped_before=None)
             )
+        memory.current.data.update(marks)
+        memory.current.outputs.update(marks)
         if resolving is not None:
             finish_pause(
                 pause=resolving,
                 outcome="failed" if state == S.ERROR else "completed",
                 detail={"error": memory.current.data.get("error")} if state == S.ERROR else None,
+                finished=(ending, bool(written[1])) if ending is not None and written else None,
             )
-        if isinstance(outcome, Paused) and outcome.request.kind == PauseKind.RULE:
-            memory.current.data["hitl:status"] = "awaiting_approval"
-            memory.current.outputs["hitl:status"] = "awaiting_approval"
-        no_tail = first_turn or (held is not None and not held.undone_tail)
-        save_step(
-            conversation, memory.current, memory.properties, row=row, counted=True, drop_undone=not no_tail
-        )
+        if not (unsaved or with_step):
+            save_step(
+                conversation,
+                memory.current,
+                memory.properties,
+                row=row,
+                counted=True,
+                drop_undone=not no_tail,
+            )
         if isinstance(outcome, Paused):
             _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
     return Committed(state, memory)

@@ -23,12 +23,17 @@ pytestmark = pytest.mark.django_db
 
 # start, say (pauses), resume?wait (decides and continues here): statements, BEGIN and COMMIT included.
 # - start and say: one statement counts the pending pauses the caps allow (approvals.pause_caps); a local
-#   turn writes its conversation once (start inserts it as its first turn left it; say holds the row and
-#   reads its window in one statement, and deletes no undone tail it does not have).
-# - resume: the pending pause comes with the access check's read of the conversation; one statement is
-#   the settlement listener of the Slack surface (approvals.settlements): is this conversation a Slack
+#   turn writes its conversation once, with its step in the same statement (start inserts both as its
+#   first turn left them; say holds the row and reads its window in one statement, and its commit
+#   updates the row and appends the step in one more, deleting no undone tail it does not have). A pause
+#   is one more statement with its timer's schedule and the lock on the audit head, and its audit entry
+#   one more.
+# - resume: the pending pause comes with the access check's read of the conversation; the decision's
+#   compare-and-set deletes the timer's schedule in its statement; the continuation's commit writes the
+#   conversation, the continued step and the pause's end in one statement; one statement is the
+#   settlement listener of the Slack surface (approvals.settlements): is this conversation a Slack
 #   thread's, whose thread must be told the verdict?
-BUDGET = {"start": 7, "say": 12, "resume": 16}
+BUDGET = {"start": 6, "say": 9, "resume": 13}
 
 
 def statements(run) -> tuple[object, list[str]]:

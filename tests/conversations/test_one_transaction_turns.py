@@ -21,6 +21,8 @@ from conversations.models import Conversation, ConversationStep
 from harnesses.factories import account_bot, deployed_agent, say, start
 from harnesses.users import client_for, make_user
 
+STEP_INSERT = 'INSERT INTO "conversations_conversationstep"'
+
 
 def test_only_documents_whose_every_task_is_local_qualify():
     assert runs_in_one_transaction(account_bot())
@@ -51,8 +53,10 @@ def test_a_local_say_is_one_transaction():
     assert len(sql[:begin]) == 3 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
     held, in_turn = sql[begin + 1], sql[begin + 1 : -1]
     assert held.startswith('SELECT c."state"') and held.endswith("FOR UPDATE OF c"), sql
-    assert sum(q.startswith('UPDATE "conversations_conversation"') for q in in_turn) == 1, sql
-    assert not any(q.startswith("DELETE") for q in in_turn), sql
+    assert sum(q.count('UPDATE "conversations_conversation" SET') for q in in_turn) == 1, sql
+    assert not any("DELETE" in q for q in in_turn), sql
+    # the conversation's update and the new step's insert are one statement
+    assert any('UPDATE "conversations_conversation" SET' in q and STEP_INSERT in q for q in in_turn), sql
     assert answer["state"] == "READY" and answer["output"] == ["Hello!"]
 
 
@@ -65,14 +69,10 @@ def test_a_local_start_writes_the_conversation_once():
     with CaptureQueriesContext(connection) as captured:
         answer = alice_client.post(f"/agents/{agent}/start", format="json").json()
     sql = [q["sql"] for q in captured.captured_queries]
-    conversation_writes = [
-        q
-        for q in sql
-        if q.startswith(('INSERT INTO "conversations_conversation"', 'UPDATE "conversations_conversation"'))
-    ]
-    assert len(conversation_writes) == 1 and conversation_writes[0].startswith(
-        'INSERT INTO "conversations_conversation" '
-    ), sql
+    # one statement inserts the conversation and its first step; nothing updates the conversation
+    inserting = [q for q in sql if 'INSERT INTO "conversations_conversation" (' in q]
+    assert len(inserting) == 1 and STEP_INSERT in inserting[0], sql
+    assert not any('UPDATE "conversations_conversation" SET' in q for q in sql), sql
     conversation = Conversation.objects.get(pk=answer["conversationId"])
     assert (conversation.state, conversation.step_count) == ("READY", 1)
     assert answer["state"] == "READY" and answer["stepCount"] == 1
@@ -210,17 +210,17 @@ def test_a_hold_that_waited_for_another_turn_reads_its_window_afresh():
 
 
 def fail_saving_the_continued_step(monkeypatch):
-    """A fault in the continuation's commit: saving the continued step raises (a new step still saves).
-    Returns the real ``save_step``, for the test to put back."""
-    real_save_step = turn_commits.save_step
+    """A fault in the continuation's commit: writing the continued step (with the conversation's row, in
+    one statement) raises; a new step still saves. Returns the real writer, for the test to put back."""
+    real = turn_commits.commit_turn_and_step
 
-    def failing_save_step(conversation, step, properties, row=None, **kwargs):
+    def failing(conversation, step, *, row=None, **kwargs):
         if row is not None:  # the continued step
             raise RuntimeError("disk on fire")
-        return real_save_step(conversation, step, properties, row=row, **kwargs)
+        return real(conversation, step, row=row, **kwargs)
 
-    monkeypatch.setattr(turn_commits, "save_step", failing_save_step)
-    return real_save_step
+    monkeypatch.setattr(turn_commits, "commit_turn_and_step", failing)
+    return real
 
 
 @pytest.mark.django_db
@@ -233,11 +233,11 @@ def test_failed_one_transaction_continuation_never_locks_conversation(
 
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
-    real_save_step = fail_saving_the_continued_step(monkeypatch)
+    real_commit = fail_saving_the_continued_step(monkeypatch)
     answer = approver_client.post(
         f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
     ).json()
-    monkeypatch.setattr(turn_commits, "save_step", real_save_step)
+    monkeypatch.setattr(turn_commits, "commit_turn_and_step", real_commit)
 
     assert answer["state"] == "ERROR"
     pause = Pause.objects.get(subject_id=conversation_id)
@@ -263,8 +263,8 @@ def _writes_in_one_transaction(sql: list[str], *expected: str) -> None:
     begin, commit = sql.index("BEGIN"), sql.index("COMMIT")
     writes = [i for i, s in enumerate(sql) if s.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "WITH")]
     assert writes and all(begin < i < commit for i in writes), sql
-    for prefix in expected:
-        assert any(sql[i].startswith(prefix) for i in writes), (prefix, sql)
+    for write in expected:  # alone, or a part of a statement that writes several rows
+        assert any(write in sql[i] for i in writes), (write, sql)
 
 
 DECISION = 'UPDATE "approvals_pause" SET "status" = \'RESOLVING\''
@@ -311,9 +311,9 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     conversation_id = start(alice_client, deployed_agent())
     say(alice_client, conversation_id, "please delete my account")
     pause = Pause.objects.get(subject_id=conversation_id)
-    real_save_step = fail_saving_the_continued_step(monkeypatch)
+    real_commit = fail_saving_the_continued_step(monkeypatch)
     answer, sql = _resume_and_capture(approver_client, conversation_id)
-    monkeypatch.setattr(turn_commits, "save_step", real_save_step)
+    monkeypatch.setattr(turn_commits, "commit_turn_and_step", real_commit)
 
     assert answer["state"] == "ERROR" and answer["lastDecision"]["verdict"] == "APPROVED"
     _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH)
