@@ -3,7 +3,9 @@
 A turn whose every task is local (parser, behaviour rules, properties, output, templating: no call
 leaves the process, nothing waits) runs start to commit inside one transaction: it holds the
 conversation (its row locked until the commit, read with its window in one statement, nothing written),
-runs and writes its result in one update.
+runs and writes its result and its step in one statement. A conversation's first turn writes nothing
+before its commit, which inserts the row and the step in one statement (a transaction of its own only
+when the turn opened a pause).
 Nobody ever sees it IN_PROGRESS, so it needs no lease and no heartbeat, and a process that dies part
 way leaves nothing behind: the transaction rolls back and the conversation is as it was. A second
 say meanwhile waits on the row lock for the few milliseconds the turn takes, then runs after it.

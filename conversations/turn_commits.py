@@ -10,7 +10,7 @@ conversations.turn_continuation; undo and redo: conversations.undo_redo.
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -179,7 +179,11 @@ def commit_turn(
         memory.current, data={**memory.current.data, **marks}, outputs={**memory.current.outputs, **marks}
     )
     no_tail = first_turn or (held is not None and not held.undone_tail)
-    with transaction.atomic(savepoint=False):  # inside a one-transaction turn: fails that turn whole
+    # a first turn that opens no pause is one statement (the row and its step): no transaction of its own
+    alone = unsaved and not isinstance(outcome, Paused)
+    with (
+        nullcontext() if alone else transaction.atomic(savepoint=False)
+    ):  # inside a one-transaction turn: fails it whole
         # the step is written with the conversation's row (a new one only when no undone tail is left)
         with_step = row is not None or no_tail
         ending: Finishing | None = None  # the continued pause's end, when it is part of the statement

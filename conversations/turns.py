@@ -2,7 +2,9 @@
 
 A turn of an agent whose tasks are all local runs in one transaction (conversations.local_turns):
 the hold (the conversation's row locked, and the window read, in one statement), the pipeline and the
-commit, which is the conversation's only write (a start inserts the row as its first turn left it).
+commit, which is the conversation's only write, with its step in the same statement (a start inserts
+the row as its first turn left it, with that turn's step, needing no transaction of its own unless the
+turn paused).
 Any other turn may be slow (its http calls, its model), so it runs outside a transaction: it first
 commits the move to IN_PROGRESS with a compare-and-set, runs the pipeline under a lease, then commits
 the step, the new state and, when it paused, the Pause, in one transaction guarded by IN_PROGRESS and
@@ -125,9 +127,10 @@ def start_conversation(
 
     if runs_in_one_transaction(version.document):
         try:
-            with transaction.atomic():  # the row is written once, by the turn's commit, as the turn left it
-                conversation = created(written=False)
-                committed = turn(conversation, unsaved=True)
+            # nothing is written before the turn's commit, which inserts the row as the turn left it (in
+            # one statement with its step, or in one transaction with a pause it opened)
+            conversation = created(written=False)
+            committed = turn(conversation, unsaved=True)
         except DATABASE_UNAVAILABLE:
             raise  # nothing of it landed, or all of it did: either way not a failed first turn
         except Exception as exc:  # nothing of it landed: start it again, to record the failed first turn

@@ -7,8 +7,8 @@
 - **after commit**: the commit reaches the server and lands, then ``OperationalError`` is raised (the
   reply is lost: the change is in the database, the caller sees an error). Django commits an atomic
   block through ``connection.commit()``, not through ``execute``, so the connection's ``_commit`` is
-  wrapped for the operation; a write statement run in autocommit mode commits by itself and is hooked
-  the same way, after it ran.
+  wrapped for the operation; a write statement run in autocommit mode (one that begins with a write, or
+  a WITH with a part that writes) commits by itself and is hooked the same way, after it ran.
 
 Each statement rolls ``before_rate``, each commit ``after_rate``, on a seeded ``random.Random``: the same
 seed and the same sequence of statements give the same faults. The counts say how many were injected.
@@ -28,6 +28,12 @@ from django.db import OperationalError
 from django.db import connection as default_connection
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+def writes(sql: str) -> bool:
+    """Whether a statement writes: it begins with a write, or it is a WITH with a part that writes."""
+    head = sql.lstrip().upper()
+    return head.startswith(WRITES) or (head.startswith("WITH") and any(f"{word} " in head for word in WRITES))
 
 
 class InjectedFault(OperationalError):
@@ -89,7 +95,7 @@ class DatabaseFaults:
         elif self.rng.random() < self.before_rate:
             self._fire("before", sql)
         result = execute(sql, params, many, context)
-        if not context["connection"].in_atomic_block and sql.lstrip().upper().startswith(WRITES):
+        if not context["connection"].in_atomic_block and writes(sql):
             self._after(sql)  # autocommit: this statement committed itself
         return result
 
