@@ -147,18 +147,24 @@ def _insert_and_advance(entry: AuditEntry, head: AuditHead) -> None:
 
 
 _LOCK_HEAD_SQL = (
-    "INSERT INTO {table} (subject_type, subject_id, last_sequence, last_hash) VALUES (%s, %s, 0, '') "
+    "INSERT INTO {table} (subject_type, subject_id, last_sequence, last_hash) {subject} "
     "ON CONFLICT (subject_type, subject_id) DO UPDATE SET last_sequence = {table}.last_sequence "
     "RETURNING id, last_sequence, last_hash"
 )
 
 
-def lock_head_sql() -> str:
+def lock_head_sql(subject_of: str = "") -> str:
     """The statement that creates the subject's head row if missing and locks it until the transaction
-    ends (parameters: the subject's type and id), answering its id, last sequence and last hash: for a
-    caller that runs it inside a statement of its own (a data-modifying WITH), then appends with
-    ``append_audit_entry(head=locked_head_from(...))``."""
-    return _LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table)
+    ends, answering its id, last sequence and last hash: for a caller that runs it inside a statement of
+    its own (a data-modifying WITH), then appends with ``append_audit_entry(head=locked_head_from(...))``.
+    The subject: its type and id as parameters, or ``subject_of`` the name of a part of the caller's
+    statement whose one row has ``subject_type`` and ``subject_id`` columns (which then runs first)."""
+    subject = (
+        f"SELECT subject_type, subject_id, 0, '' FROM {subject_of}"
+        if subject_of
+        else "VALUES (%s, %s, 0, '')"
+    )
+    return _LOCK_HEAD_SQL.format(table=AuditHead._meta.db_table, subject=subject)
 
 
 def locked_head_from(subject_type: str, subject_id: uuid.UUID, values: Sequence[Any]) -> AuditHead:

@@ -29,21 +29,24 @@ def _pause_fields() -> list:
 
 @functools.cache
 def _insert_sql(with_schedule: bool) -> str:
-    """``WITH head AS (lock), timer AS (INSERT schedule) INSERT pause``, answering the schedule's key (NULL
-    without one) and the head's id, last sequence and last hash."""
+    """``WITH timer AS (INSERT schedule), pause AS (INSERT pause), head AS (lock the pause's subject's head)``,
+    answering the schedule's key (NULL without one) and the head's id, last sequence and last hash. The
+    head takes its subject from the inserted pause: it is locked after the pause is written, and the
+    statement keeps few enough parameters for psycopg to cache its parsing."""
     quote = connection.ops.quote_name
-    parts = [f"head AS ({lock_head_sql()})"]
-    if with_schedule:
-        parts.append(f"timer AS ({rows.insert_sql(Schedule, True)})")
+    parts = [f"timer AS ({rows.insert_sql(Schedule, True)})"] if with_schedule else []
     fields = _pause_fields()
     columns = ", ".join(quote(field.column) for field in fields)
     timer = "(SELECT id FROM timer)" if with_schedule else "NULL"
     values = ", ".join(["%s"] * len(fields))
+    parts.append(
+        f"pause AS (INSERT INTO {rows.table(Pause)} ({columns}, {quote('schedule_id')}) "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"VALUES ({values}, {timer}) RETURNING subject_type, subject_id, schedule_id)"
+    )
+    parts.append(f"head AS ({lock_head_sql('pause')})")
     return (
-        f"WITH {', '.join(parts)} "  # nosec B608  # identifiers from model metadata, values are parameters
-        f"INSERT INTO {rows.table(Pause)} ({columns}, {quote('schedule_id')}) VALUES ({values}, {timer}) "
-        f"RETURNING {timer}, (SELECT id FROM head), (SELECT last_sequence FROM head), "
-        f"(SELECT last_hash FROM head)"
+        f"WITH {', '.join(parts)} "
+        "SELECT pause.schedule_id, head.id, head.last_sequence, head.last_hash FROM pause, head"
     )
 
 
@@ -57,12 +60,10 @@ def insert_pause(pause: Pause, schedule: Schedule | None) -> AuditHead | None:
             pause.schedule_id = schedule.pk
         rows.insert(pause)
         return None
-    params = [pause.subject_type, pause.subject_id]
-    if schedule is not None:
-        params += rows.insert_values(schedule, _schedule_fields())
+    params = rows.insert_values(schedule, _schedule_fields()) if schedule is not None else []
     params += rows.insert_values(pause, _pause_fields())
     found = rows.fetch_one(_insert_sql(schedule is not None), params)
-    if found is None:  # an INSERT ... VALUES answers its one row or raises
+    if found is None:  # the INSERT ... VALUES and the upsert each answer their one row, or raise
         raise RuntimeError(f"pause {pause.pk} was not inserted")
     if schedule is not None:
         schedule.pk, schedule._state.adding, schedule._state.db = found[0], False, connection.alias
