@@ -17,7 +17,7 @@ from django.utils import timezone
 from approval_requests import decision_rules, pinning, review, webhooks
 from approval_requests.models import ApprovalRequest, RequestStatus
 from approvals.decisions import finish_pause
-from approvals.engines import register_engine
+from approvals.engines import Resumed, register_engine
 from approvals.models import Engine, Pause, PauseKind, Verdict
 from approvals.pause_kinds import register_decision_validator, register_details_provider
 from common.durations import positive_duration
@@ -54,11 +54,11 @@ class RequestEngine:
     def continues_quickly(self, checked: object | None) -> bool:
         return True  # nothing leaves the process: the request is marked, the webhook only queued
 
-    def begin_resume(self, pause: Pause) -> bool:
+    def begin_resume(self, pause: Pause) -> Resumed | None:
         verdict, details = Pause.objects.filter(pk=pause.pk).values_list("verdict", "decision_details").get()
         request = ApprovalRequest.objects.filter(pk=pause.subject_id, status=RequestStatus.PENDING).first()
         if request is None:
-            return False
+            return None
         now = timezone.now()
         values: dict[str, Any] = {"decided_at": now}
         if verdict == Verdict.APPROVED:
@@ -66,9 +66,8 @@ class RequestEngine:
             values |= granted(request, details or {})
         else:
             values["status"] = RequestStatus.REJECTED
-        return bool(
-            ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(**values)
-        )
+        moved = ApprovalRequest.objects.filter(pk=request.pk, status=RequestStatus.PENDING).update(**values)
+        return Resumed() if moved else None
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         status = RequestStatus.EXPIRED if mode == ABORTED else RequestStatus.CANCELLED
@@ -90,7 +89,7 @@ class RequestEngine:
             grant_expires_at=None,
         )
 
-    def continue_pause(self, pause: Pause, checked: object | None = None) -> None:
+    def continue_pause(self, pause: Pause, checked: object | None = None, held: object | None = None) -> None:
         finish_pause(pause=pause, outcome="completed")
         webhooks.queue_event(pause.subject_id, webhooks.DECIDED)
         return None

@@ -98,17 +98,18 @@ class Continued:
 
 
 def run_claimed_continuation(
-    pause: Pause, checked: object | None = None, *, in_decision: bool = False
+    pause: Pause, checked: object | None = None, *, in_decision: bool = False, held: object | None = None
 ) -> Continued:
     """Continue a pause this process holds the claim of, keeping the claim (and the subject's turn) alive
     while it runs; a continuation that cannot start restores the pause. ``checked``: what the engine
     read to check the decision in this process (``record_decision``). ``in_decision``: it runs inside the
     decision's own, still open transaction (a quick one): nothing of it is visible to another process
-    until it commits with the decision, so there is no lease to keep alive."""
+    until it commits with the decision, so there is no lease to keep alive; ``held``: what the engine's
+    ``begin_resume`` read in that transaction (``Decided.held``), used only there."""
     handler = handler_for(pause.surface)
     with contextlib.nullcontext() if in_decision else continuation_kept_alive(pause):
         try:
-            subject = handler.continue_pause(pause, checked)
+            subject = handler.continue_pause(pause, checked, held if in_decision else None)
         except ContinuationNotStarted as exc:
             logger.warning("continuation of pause %s could not start: %s", pause.id, exc)
             restore_pause(pause_id=pause.id, reason=str(exc), allow_live_lease=True)
@@ -178,7 +179,9 @@ def decide_and_continue(
         if decided.tally is not None:
             return Continued(decided.pause, VOTED, tally=decided.tally)
         if decided.claimed_here and handler_for(decided.pause.surface).continues_quickly(decided.checked):
-            return run_claimed_continuation(decided.pause, decided.checked, in_decision=True)
+            return run_claimed_continuation(
+                decided.pause, decided.checked, in_decision=True, held=decided.held
+            )
     if decided.claimed_here:
         return run_claimed_continuation(decided.pause, decided.checked)
     return Continued(decided.pause, QUEUED)

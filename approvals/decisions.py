@@ -121,6 +121,8 @@ class Decided:
     checked: object | None = None
     # A vote that left the pause waiting for more approvals (approvals.votes): the pause is still PENDING.
     tally: Tally | None = None
+    # What the engine's begin_resume read for the continuation (None unless claimed here).
+    held: object | None = None
 
 
 def decide_pause(
@@ -237,7 +239,8 @@ def record_decision(
         }
         # the compare-and-set, and the timer's schedule deleted when it won: one statement
         won = decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
-        if not won or not handler.begin_resume(pause):
+        resumed = handler.begin_resume(pause) if won else None
+        if resumed is None:
             raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
         for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
             setattr(pause, field, value)
@@ -264,6 +267,7 @@ def record_decision(
                 **({"reviewerAction": REPLY_WITH_GUIDANCE} if decision.guidance else {}),
                 **({"approvedBy": [voter for voter, _ in tally.votes]} if tally else {}),
             },
+            head=resumed.head,
         )
         if not here:
             # named: a decision made on the timer cluster (a timeout) still continues on the work cluster
@@ -276,7 +280,9 @@ def record_decision(
             )
         transaction.on_commit(lambda: metrics.count_resume(surface))
         notices.on_decided(pause)
-    return Decided(pause, claimed_here=here, checked=checked if here else None)
+    return Decided(
+        pause, claimed_here=here, checked=checked if here else None, held=resumed.held if here else None
+    )
 
 
 def continues_inline() -> bool:

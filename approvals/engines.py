@@ -6,15 +6,29 @@ it to move the subject's state in the same transaction as the Pause, and to run 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from approvals.models import Pause
+    from approvals.models import AuditHead, Pause
 
 
 class ContinuationNotStarted(Exception):
     """Raised by a handler before the continuation had any effect: the pause is restored."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What ``begin_resume`` did once it moved the subject from awaiting to running.
+
+    ``head``: the subject's audit head, locked by the same statement after the subject's row, for the
+    decision's audit entry (None: the core locks it itself). ``held``: what the statement also read for
+    the continuation (opaque to the core), handed to ``continue_pause`` when the continuation runs in
+    the decision's own transaction, where nothing can have changed it."""
+
+    head: AuditHead | None = None
+    held: object | None = None
 
 
 class EngineHandler(Protocol):
@@ -36,8 +50,9 @@ class EngineHandler(Protocol):
         it runs leaves the process), so a timer's process may run it in place rather than queue it, and
         the deciding process runs it in the decision's own transaction."""
 
-    def begin_resume(self, pause: Pause) -> bool:
-        """Compare-and-set the subject from awaiting to running, in the caller's transaction."""
+    def begin_resume(self, pause: Pause) -> Resumed | None:
+        """Compare-and-set the subject from awaiting to running, in the caller's transaction; None when it
+        was not awaiting (nothing written)."""
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         """Move the subject out of its awaiting state after its pause was cancelled (same transaction)."""
@@ -45,11 +60,14 @@ class EngineHandler(Protocol):
     def on_restored(self, pause: Pause) -> None:
         """Move the subject back to awaiting after a continuation could not start (same transaction)."""
 
-    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
+    def continue_pause(
+        self, pause: Pause, checked: object | None = None, held: object | None = None
+    ) -> object | None:
         """Run the continuation of a decided pause. Finishes the pause itself.
 
         ``checked``: what ``check_can_continue`` returned in the decision's transaction, when the deciding
-        process runs it (None on a q-cluster worker: read afresh). Returns the subject as the continuation
+        process runs it (None on a q-cluster worker: read afresh). ``held``: what ``begin_resume`` read
+        (``Resumed.held``), when it runs in the decision's own transaction (else None). Returns the subject as the continuation
         left it, for the caller's answer (opaque to the core; None when there is nothing to show)."""
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:

@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals.audit import append_audit_entry
-from approvals.engines import register_engine
+from approvals.engines import Resumed, register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
 from common import rows
@@ -18,6 +18,7 @@ from conversations.agents import OnVersion, conversation_and_its_version
 from conversations.errors import NotDeployed
 from conversations.local_turns import runs_in_one_transaction
 from conversations.models import Conversation, ConversationState, ConversationStep
+from conversations.resume_rows import begin_paused_turn
 from conversations.turn_commits import renew_turn
 from conversations.turn_continuation import continue_after_decision
 
@@ -55,20 +56,25 @@ class ConversationEngine:
             and runs_in_one_transaction(checked.version.document)
         )
 
-    def begin_resume(self, pause: Pause) -> bool:
-        return bool(
-            rows.update(
-                Conversation,
-                where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
-                values={
-                    "state": S.IN_PROGRESS,
-                    "turn_started_at": timezone.now(),
-                    "turn_alive_until": lease_expiry(),
-                    "cancel_requested_at": None,
-                    "cancel_requested_by": "",
-                },
-            )
+    def begin_resume(self, pause: Pause) -> Resumed | None:
+        """AWAITING_HUMAN -> IN_PROGRESS; on PostgreSQL the same statement locks the conversation's audit
+        head and reads the paused turn's window (``conversations.resume_rows``)."""
+        started, alive_until = timezone.now(), lease_expiry()
+        if rows.on_postgresql():
+            turn = begin_paused_turn(pause.subject_id, started=started, alive_until=alive_until)
+            return None if turn is None else Resumed(head=turn.head, held=turn.window)
+        moved = rows.update(
+            Conversation,
+            where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
+            values={
+                "state": S.IN_PROGRESS,
+                "turn_started_at": started,
+                "turn_alive_until": alive_until,
+                "cancel_requested_at": None,
+                "cancel_requested_by": "",
+            },
         )
+        return Resumed() if moved else None
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         target = S.ENDED if mode == "END_CONVERSATION" else S.EXECUTION_INTERRUPTED
@@ -77,8 +83,14 @@ class ConversationEngine:
     def on_restored(self, pause: Pause) -> None:
         Conversation.objects.filter(pk=pause.subject_id, state=S.IN_PROGRESS).update(state=S.AWAITING_HUMAN)
 
-    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
-        return continue_after_decision(pause, checked if isinstance(checked, OnVersion) else None)
+    def continue_pause(
+        self, pause: Pause, checked: object | None = None, held: object | None = None
+    ) -> object | None:
+        return continue_after_decision(
+            pause,
+            checked if isinstance(checked, OnVersion) else None,
+            window=held if isinstance(held, list) else None,
+        )
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         renew_turn(subject_id, until)

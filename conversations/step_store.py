@@ -92,17 +92,17 @@ def newest_steps(conversation_id: Any, count: int) -> list[ConversationStep]:
     if not rows.on_postgresql():
         return list(newest_live(conversation_id, count).defer("properties"))[::-1]
     found = rows.fetch_all(_newest_steps_sql(), [conversation_id, max(0, count)])
-    return rows.instances(ConversationStep, found, _WITHOUT_PROPERTIES)
+    return rows.instances(ConversationStep, found, WITHOUT_PROPERTIES)
 
 
-_WITHOUT_PROPERTIES = ("properties",)
+WITHOUT_PROPERTIES = ("properties",)
 
 
 @functools.cache
 def _newest_steps_sql() -> str:
     """``newest_live`` written out: the index range [step_count - count, step_count), oldest first."""
     return (
-        f"SELECT {rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"SELECT {rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM {rows.table(ConversationStep)} s "  # nosec B608  # identifiers from model metadata, values are parameters
         f'JOIN {rows.table(Conversation)} c ON c."id" = s."conversation_id" '
         f'WHERE s."conversation_id" = %s AND NOT s."undone" AND s."index" >= c."step_count" - %s '
         f'AND s."index" < c."step_count" ORDER BY s."index"'
@@ -192,9 +192,11 @@ def memory_for_new_turn(
 
 
 def memory_for_paused_turn(
-    conversation: Conversation, *, caller: Caller | None
+    conversation: Conversation, *, caller: Caller | None, window: list[ConversationStep] | None = None
 ) -> tuple[ConversationMemory, ConversationStep]:
-    rows = newest_steps(conversation.pk, memory_window() + 1)
+    """The paused turn's memory and its step's row. ``window``: its newest ``memory_window() + 1`` live
+    steps as the caller read them in this transaction (``conversations.resume_rows``); else read here."""
+    rows = window if window is not None else newest_steps(conversation.pk, memory_window() + 1)
     if not rows:
         raise LookupError("the paused conversation has no step to continue")
     memory = _memory(
@@ -277,7 +279,7 @@ def hold_for_turn(
         return None
     state, properties, step_count, undone_tail = found[0][:4]
     window = rows.instances(
-        ConversationStep, [row[4:] for row in found if row[4] is not None], _WITHOUT_PROPERTIES
+        ConversationStep, [row[4:] for row in found if row[4] is not None], WITHOUT_PROPERTIES
     )
     if (window[-1].index + 1 if window else 0) != step_count:
         window, undone_tail = newest_steps(conversation.pk, memory_window()), True
@@ -301,9 +303,9 @@ def _hold_sql() -> str:
     steps = rows.table(ConversationStep)
     return (
         f'SELECT c."state", c."properties", c."step_count", coalesce(n."newest" >= c."step_count", false), '  # nosec B608  # identifiers from model metadata, values are parameters
-        f"{rows.select_list(ConversationStep, 's', _WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
+        f"{rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
         f'CROSS JOIN LATERAL (SELECT max(t."index") AS "newest" FROM {steps} t WHERE t."conversation_id" = c."id") n '
-        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', _WITHOUT_PROPERTIES)} FROM {steps} w "
+        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', WITHOUT_PROPERTIES)} FROM {steps} w "
         f'WHERE w."conversation_id" = c."id" AND NOT w."undone" '
         f'AND w."index" >= c."step_count" - %s AND w."index" < c."step_count" OFFSET 0) s ON true '
         f'WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'

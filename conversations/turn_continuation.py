@@ -78,7 +78,9 @@ def _resume_point(pause: Pause) -> ResumePoint:
     )
 
 
-def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> TurnResult:
+def continue_after_decision(
+    pause: Pause, checked: OnVersion | None = None, *, window: list[ConversationStep] | None = None
+) -> TurnResult:
     """The continuation of a decided pause of a conversation: in the deciding process right after the
     decision committed (``checked``: the conversation and version its check read, as the decision's
     compare-and-set left them), or on a django-q2 worker (read afresh).
@@ -87,6 +89,8 @@ def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> T
     restored, or ends cancelled if a cancel came meanwhile); once it runs, a failure leaves the
     conversation ERROR and the pause failed, in the same run. Returns the conversation as it left it.
     Run here on an agent whose tasks are all local, it reads, runs and commits in one transaction.
+    ``window``: the paused turn's steps as the decision's ``begin_resume`` read them, when it runs in the
+    decision's own transaction (not read again).
     """
     if checked is not None:
         # begin_resume moved it to IN_PROGRESS and cleared any earlier cancel, in the decision's commit;
@@ -104,8 +108,8 @@ def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> T
         finish_unstarted_continuation(conversation, pause)
         return TurnResult(conversation)
     if version is not None and runs_in_one_transaction(version.document):
-        return _continue_in_one_transaction(conversation, pause, version)
-    memory, row, run_and_commit = _prepared(conversation, pause, version)
+        return _continue_in_one_transaction(conversation, pause, version, window)
+    memory, row, run_and_commit = _prepared(conversation, pause, version, window)
     committed = run_guarded(
         conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause
     )
@@ -113,14 +117,14 @@ def continue_after_decision(pause: Pause, checked: OnVersion | None = None) -> T
 
 
 def _continue_in_one_transaction(
-    conversation: Conversation, pause: Pause, version: AgentVersion
+    conversation: Conversation, pause: Pause, version: AgentVersion, window: list[ConversationStep] | None
 ) -> TurnResult:
     """Read the paused turn, run it on and commit, in one transaction. What fails before it runs did not
     start it (ContinuationNotStarted); what fails after rolled it back whole, and is recorded anew."""
     prepared: tuple[ConversationMemory, ConversationStep, Any] | None = None
     try:
         with transaction.atomic():
-            prepared = _prepared(conversation, pause, version)
+            prepared = _prepared(conversation, pause, version, window)
             committed = prepared[2]()
     except DATABASE_UNAVAILABLE:
         raise
@@ -136,12 +140,15 @@ def _continue_in_one_transaction(
 
 
 def _prepared(
-    conversation: Conversation, pause: Pause, version: AgentVersion | None
+    conversation: Conversation,
+    pause: Pause,
+    version: AgentVersion | None,
+    window: list[ConversationStep] | None = None,
 ) -> tuple[ConversationMemory, ConversationStep, Any]:
     """The paused turn's memory, its step row, and the function that runs it on and commits it."""
 
     try:
-        version, memory, row, resume = _prepare_continuation(conversation, pause, version)
+        version, memory, row, resume = _prepare_continuation(conversation, pause, version, window)
     except (ContinuationNotStarted, *DATABASE_UNAVAILABLE):
         raise
     except Exception as exc:
@@ -165,7 +172,10 @@ def _prepared(
 
 
 def _prepare_continuation(
-    conversation: Conversation, pause: Pause, version: AgentVersion | None = None
+    conversation: Conversation,
+    pause: Pause,
+    version: AgentVersion | None = None,
+    window: list[ConversationStep] | None = None,
 ) -> tuple[AgentVersion, ConversationMemory, ConversationStep, ResumePoint | ConfigDrift | None]:
     """The agent version (``version``: as the decision just checked it; else read), the paused turn's
     memory with the decision applied, its step row, and where the pipeline resumes (None: it does not
@@ -177,7 +187,7 @@ def _prepare_continuation(
     if version is None:
         raise ContinuationNotStarted("agent version no longer deployed")
     try:
-        memory, row = memory_for_paused_turn(conversation, caller=continuation_caller(pause))
+        memory, row = memory_for_paused_turn(conversation, caller=continuation_caller(pause), window=window)
     except LookupError as exc:
         raise ContinuationNotStarted(str(exc)) from None
     _apply_decision(memory, pause)

@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals.audit import append_audit_entry
-from approvals.engines import register_engine
+from approvals.engines import Resumed, register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
 from groups.discussion_continuation import resume_discussion
@@ -37,16 +37,15 @@ class GroupEngine:
     def continues_quickly(self, checked: object | None) -> bool:
         return False  # the rest of a discussion is member turns: never in the decision's transaction
 
-    def begin_resume(self, pause: Pause) -> bool:
-        return bool(
-            GroupConversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_APPROVAL).update(
-                state=S.IN_PROGRESS,
-                turn_alive_until=lease_expiry(),
-                cancel_requested_at=None,
-                cancel_requested_by="",
-                updated_at=timezone.now(),
-            )
+    def begin_resume(self, pause: Pause) -> Resumed | None:
+        moved = GroupConversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_APPROVAL).update(
+            state=S.IN_PROGRESS,
+            turn_alive_until=lease_expiry(),
+            cancel_requested_at=None,
+            cancel_requested_by="",
+            updated_at=timezone.now(),
         )
+        return Resumed() if moved else None
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         moved = (
@@ -73,7 +72,9 @@ class GroupEngine:
             state=S.AWAITING_APPROVAL, turn_alive_until=None, updated_at=timezone.now()
         )
 
-    def continue_pause(self, pause: Pause, checked: object | None = None) -> object | None:
+    def continue_pause(
+        self, pause: Pause, checked: object | None = None, held: object | None = None
+    ) -> object | None:
         return resume_discussion(pause)
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:

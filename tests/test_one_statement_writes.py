@@ -8,6 +8,9 @@ that leads them won (decision record 0006).
 - ``approvals.timer_arming.decide_and_disarm``: a decision that lost deletes no timer.
 - ``conversations.step_store.commit_turn_and_step``: a turn that lost its conversation writes no step
   and ends no pause.
+- ``conversations.resume_rows.begin_paused_turn``: a decision's move of its conversation to running
+  locks the conversation's audit head and reads the window a fresh read gives; on a conversation not
+  awaiting it writes and locks nothing more.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from approvals.timer_arming import decide_and_disarm, timer_name, timer_schedule
 from common import rows
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.pipeline.conversation_memory import Step
-from conversations.step_store import commit_turn_and_step
+from conversations.resume_rows import begin_paused_turn
+from conversations.step_store import commit_turn_and_step, memory_window, newest_steps
 from harnesses.factories import account_bot, deployed_agent, say, start
 
 TIMED = {"timeoutPolicy": "AUTO_REJECT", "approvalTimeout": "PT1H"}
@@ -44,6 +48,17 @@ def paused(client, **hitl_config) -> tuple[str, Pause]:
     )
     say(client, conversation_id, "please delete my account")
     return conversation_id, Pause.objects.get(subject_id=conversation_id, status=PauseStatus.PENDING)
+
+
+def locked_elsewhere(table: str, row_id) -> bool:
+    """Whether another session finds the row locked (``FOR UPDATE NOWAIT``)."""
+    database = connection.settings_dict["NAME"]
+    with psycopg.connect(host="127.0.0.1", user="postgres", dbname=database) as other:
+        try:
+            other.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE NOWAIT", [row_id])
+        except psycopg.errors.LockNotAvailable:
+            return True
+    return False
 
 
 def new_step(conversation: Conversation, index: int) -> ConversationStep:
@@ -104,17 +119,12 @@ def test_a_pause_is_written_with_its_timer_and_locks_its_subjects_audit_head(ali
         due_at=timezone.now(),
     )
     schedule = timer_schedule(pause)
-    database = connection.settings_dict["NAME"]
 
     with pytest.raises(RuntimeError, match="rolled back"), transaction.atomic():
         locked = insert_pause(pause, schedule)
         assert (locked.pk, locked.last_sequence) == (head.pk, head.last_sequence)
         assert Schedule.objects.get(pk=pause.schedule_id).name == timer_name(pause.id)
-        with psycopg.connect(host="127.0.0.1", user="postgres", dbname=database) as other:
-            with pytest.raises(psycopg.errors.LockNotAvailable):
-                other.execute(
-                    f"SELECT 1 FROM {AuditHead._meta.db_table} WHERE id = %s FOR UPDATE NOWAIT", [head.pk]
-                )
+        assert locked_elsewhere(AuditHead._meta.db_table, head.pk)
         raise RuntimeError("rolled back")
 
     assert not Pause.objects.filter(pk=pause.pk).exists()
@@ -188,3 +198,36 @@ def test_a_turn_that_lost_its_conversation_writes_no_step_and_ends_no_pause(
     assert ConversationStep.objects.get(pk=row.pk).output == ["continued"]
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVED
     assert Conversation.objects.get(pk=conversation_id).state == ConversationState.READY
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decisions_move_to_running_locks_the_head_and_reads_the_paused_turn(alice_client):
+    conversation_id, _ = paused(alice_client)
+    say_more = start(alice_client, deployed_agent())  # another conversation's rows are never read
+    say(alice_client, say_more, "hello")
+    head = AuditHead.objects.get(subject_id=conversation_id)
+    conversation_table = Conversation._meta.db_table
+
+    with transaction.atomic():
+        turn = begin_paused_turn(
+            uuid.UUID(conversation_id), started=timezone.now(), alive_until=timezone.now()
+        )
+        fresh = newest_steps(conversation_id, memory_window() + 1)
+        assert turn is not None
+        assert (turn.head.pk, turn.head.last_sequence, turn.head.last_hash) == (
+            head.pk,
+            head.last_sequence,
+            head.last_hash,
+        )
+        assert [fields_of(step) for step in turn.window] == [fields_of(step) for step in fresh]
+        assert [step.index for step in turn.window] == [0, 1]
+        assert locked_elsewhere(AuditHead._meta.db_table, head.pk)
+        assert locked_elsewhere(conversation_table, conversation_id)
+        assert Conversation.objects.get(pk=conversation_id).state == ConversationState.IN_PROGRESS
+
+    with transaction.atomic():  # IN_PROGRESS now: not awaiting, so nothing is written or locked
+        assert (
+            begin_paused_turn(uuid.UUID(conversation_id), started=timezone.now(), alive_until=timezone.now())
+            is None
+        )
+        assert not locked_elsewhere(AuditHead._meta.db_table, head.pk)

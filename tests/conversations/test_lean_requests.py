@@ -29,11 +29,13 @@ pytestmark = pytest.mark.django_db
 #   is one more statement with its timer's schedule and the lock on the audit head, and its audit entry
 #   one more.
 # - resume: the pending pause comes with the access check's read of the conversation; the decision's
-#   compare-and-set deletes the timer's schedule in its statement; the continuation's commit writes the
-#   conversation, the continued step and the pause's end in one statement; one statement is the
+#   compare-and-set deletes the timer's schedule in its statement; the conversation's move to running
+#   locks its audit head and reads the paused turn's window in one more (conversations.resume_rows);
+#   the continuation's commit writes the conversation, the continued step and the pause's end in one
+#   statement; one statement is the
 #   settlement listener of the Slack surface (approvals.settlements): is this conversation a Slack
 #   thread's, whose thread must be told the verdict?
-BUDGET = {"start": 4, "say": 9, "resume": 13}
+BUDGET = {"start": 4, "say": 9, "resume": 11}
 
 
 def statements(run) -> tuple[object, list[str]]:
