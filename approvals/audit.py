@@ -160,7 +160,7 @@ def lock_head_sql(subject_of: str = "") -> str:
     The subject: its type and id as parameters, or ``subject_of`` the name of a part of the caller's
     statement whose one row has ``subject_type`` and ``subject_id`` columns (which then runs first)."""
     subject = (
-        f"SELECT subject_type, subject_id, 0, '' FROM {subject_of}"
+        f"SELECT subject_type, subject_id, 0, '' FROM {subject_of}"  # nosec B608  # a part's name from code
         if subject_of
         else "VALUES (%s, %s, 0, '')"
     )

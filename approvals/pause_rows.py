@@ -45,7 +45,7 @@ def _insert_sql(with_schedule: bool) -> str:
     )
     parts.append(f"head AS ({lock_head_sql('pause')})")
     return (
-        f"WITH {', '.join(parts)} "
+        f"WITH {', '.join(parts)} "  # nosec B608  # identifiers from model metadata, values are parameters
         "SELECT pause.schedule_id, head.id, head.last_sequence, head.last_hash FROM pause, head"
     )
 

@@ -167,7 +167,7 @@ def _insert_together_sql(shape: tuple[tuple[type[Model], bool], ...]) -> str:
         for number, (model, returns_key) in enumerate(shape)
     ]
     keys = [
-        f"(SELECT {connection.ops.quote_name(model._meta.pk.column)} FROM i{number})"
+        f"(SELECT {connection.ops.quote_name(model._meta.pk.column)} FROM i{number})"  # nosec B608  # identifiers from model metadata, values are parameters
         if returns_key
         else "NULL"
         for number, (model, returns_key) in enumerate(shape)
