@@ -67,8 +67,9 @@ class EngineHandler(Protocol):
 
         ``checked``: what ``check_can_continue`` returned in the decision's transaction, when the deciding
         process runs it (None on a q-cluster worker: read afresh). ``held``: what ``begin_resume`` read
-        (``Resumed.held``), when it runs in the decision's own transaction (else None). Returns the subject as the continuation
-        left it, for the caller's answer (opaque to the core; None when there is nothing to show)."""
+        (``Resumed.held``), when it runs in the decision's own transaction (else None). Returns the
+        subject as the continuation left it, for the caller's answer (opaque to the core; None when there
+        is nothing to show)."""
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         """Push the running turn's lease of the subject to ``until`` (the heartbeat of a continuation)."""
