@@ -19,7 +19,7 @@ from approvals.audit import lock_head_sql, locked_head_from
 from approvals.models import AuditHead, SubjectType
 from common import rows
 from conversations.models import Conversation, ConversationState, ConversationStep
-from conversations.step_store import WITHOUT_PROPERTIES, memory_window
+from conversations.step_store import WITHOUT_PROPERTIES, memory_window, window_join
 
 S = ConversationState
 
@@ -53,8 +53,8 @@ def begin_paused_turn(
 
 @functools.cache
 def _begin_sql() -> str:
-    steps = rows.table(ConversationStep)
     subject = SubjectType.CONVERSATION.value
+    window = window_join("c.subject_id", 'c."step_count"')
     return (
         f'WITH c AS (UPDATE {rows.table(Conversation)} SET "state" = %s, "turn_started_at" = %s, '  # nosec B608  # identifiers from model metadata, values are parameters
         f'"turn_alive_until" = %s, "cancel_requested_at" = NULL, "cancel_requested_by" = \'\' '
@@ -62,8 +62,5 @@ def _begin_sql() -> str:
         f"head AS ({lock_head_sql('c')}) "
         f"SELECT head.id, head.last_sequence, head.last_hash, "
         f"{rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM c CROSS JOIN head "
-        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', WITHOUT_PROPERTIES)} FROM {steps} w "
-        f'WHERE w."conversation_id" = c.subject_id AND NOT w."undone" '
-        f'AND w."index" >= c."step_count" - %s AND w."index" < c."step_count" OFFSET 0) s ON true '
-        f'ORDER BY s."index"'
+        f'{window} ORDER BY s."index"'
     )

@@ -301,14 +301,25 @@ def _hold_sql() -> str:
     (``OFFSET 0``: never flattened into a join the planner may hash), so the range is an index condition
     on the row's own step_count whatever the planner guesses a conversation's length to be."""
     steps = rows.table(ConversationStep)
+    window = window_join('c."id"', 'c."step_count"')
     return (
         f'SELECT c."state", c."properties", c."step_count", coalesce(n."newest" >= c."step_count", false), '  # nosec B608  # identifiers from model metadata, values are parameters
         f"{rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
         f'CROSS JOIN LATERAL (SELECT max(t."index") AS "newest" FROM {steps} t WHERE t."conversation_id" = c."id") n '
-        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', WITHOUT_PROPERTIES)} FROM {steps} w "
-        f'WHERE w."conversation_id" = c."id" AND NOT w."undone" '
-        f'AND w."index" >= c."step_count" - %s AND w."index" < c."step_count" OFFSET 0) s ON true '
-        f'WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'
+        f'{window} WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'
+    )
+
+
+def window_join(conversation_id: str, step_count: str) -> str:
+    """A window of live steps joined as ``s`` (its select list: ``rows.select_list(ConversationStep, 's',
+    WITHOUT_PROPERTIES)``; none: one row of NULLs), for the conversation and step count that the SQL
+    expressions ``conversation_id`` and ``step_count`` name: the index range [step_count - count,
+    step_count), ``count`` its one parameter. A lateral subquery kept apart from the join (``OFFSET 0``:
+    never flattened into a join the planner may hash), so the range is an index condition in every plan."""
+    return (
+        f"LEFT JOIN LATERAL (SELECT {rows.select_list(ConversationStep, 'w', WITHOUT_PROPERTIES)} "  # nosec B608  # identifiers from model metadata, values are parameters
+        f'FROM {rows.table(ConversationStep)} w WHERE w."conversation_id" = {conversation_id} AND NOT w."undone" '
+        f'AND w."index" >= {step_count} - %s AND w."index" < {step_count} OFFSET 0) s ON true'
     )
 
 
