@@ -17,6 +17,7 @@ conversations.turn_continuation; undo and redo, conversations.undo_redo.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import transaction
@@ -128,9 +129,12 @@ def start_conversation(
     if runs_in_one_transaction(version.document):
         try:
             # nothing is written before the turn's commit, which inserts the row as the turn left it (in
-            # one statement with its step, or in one transaction with a pause it opened)
-            conversation = created(written=False)
-            committed = turn(conversation, unsaved=True)
+            # one statement with its step, or in one transaction with a pause it opened); inside a
+            # caller's transaction, in a savepoint, so that a failed statement aborts only the start
+            nested = transaction.get_connection().in_atomic_block
+            with transaction.atomic() if nested else nullcontext():
+                conversation = created(written=False)
+                committed = turn(conversation, unsaved=True)
         except DATABASE_UNAVAILABLE:
             raise  # nothing of it landed, or all of it did: either way not a failed first turn
         except Exception as exc:  # nothing of it landed: start it again, to record the failed first turn

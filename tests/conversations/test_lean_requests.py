@@ -106,6 +106,7 @@ def test_the_answer_of_resume_wait_is_what_a_read_gives(alice_client, approver_c
         assert answer["output"] == [output]
 
 
+@pytest.mark.django_db(transaction=True)  # each request on its own, as served: no test transaction around it
 def test_each_request_of_the_cycle_stays_within_its_statement_budget(alice_client, approver_client):
     agent_id = deployed_agent()
     conversation_id, start_sql = statements(lambda: start(alice_client, agent_id))

@@ -8,6 +8,7 @@ turn that rolled back is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -322,3 +323,42 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     )
     assert verbs == ["hitl.pause", "hitl.approval", "hitl.continuation.failed"], verbs
     assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"
+
+
+def failing_first_commit(monkeypatch) -> None:
+    """The start's one statement fails in PostgreSQL (division by zero), which aborts a transaction
+    around it; the failure's own record is written as usual."""
+    real = turn_commits.insert_with_first_step
+    calls = []
+
+    def failing(conversation, step, properties):
+        calls.append(conversation.pk)
+        if len(calls) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 / 0")
+        return real(conversation, step, properties)
+
+    monkeypatch.setattr(turn_commits, "insert_with_first_step", failing)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("nested", [False, True], ids=["alone", "inside a transaction"])
+def test_a_start_whose_statement_fails_in_the_database_records_its_failed_first_turn(
+    alice, monkeypatch, nested
+):
+    """A start that needs no transaction of its own still takes a savepoint inside a caller's (a group
+    member's first turn, a nested agent): the failed statement then aborts only that, and the failed
+    first turn is recorded in the caller's transaction, which goes on."""
+    from django.db import transaction
+
+    agent = deployed_agent()
+    failing_first_commit(monkeypatch)
+    with transaction.atomic() if nested else contextlib.nullcontext():
+        result = turns.start_conversation(user=alice, agent_id=agent, environment="production")
+        assert Conversation.objects.filter(agent_id=agent).count() == 1  # the caller's transaction goes on
+
+    conversation = Conversation.objects.get(pk=result.conversation.pk)
+    assert conversation.state == "ERROR" and result.conversation.state == "ERROR"
+    assert (
+        ConversationStep.objects.get(conversation=conversation).data["error"] == "DataError: division by zero"
+    )
