@@ -72,9 +72,12 @@ PHASES = [
 ]
 
 
-def approve(client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200) -> Any:
+def approve(
+    client, body: dict[str, Any], decision: dict[str, Any] | None = None, status: int = 200, wait: int = 60
+) -> Any:
+    """The discussion's pause approved (or ``decision``) with ``?wait``; the answer, checked for ``status``."""
     response = client.post(
-        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait=60",
+        f"/groups/{body['groupId']}/conversations/{body['discussionId']}/approve?wait={wait}",
         decision if decision is not None else {"decision": {"verdict": "APPROVED"}},
         format="json",
     )

@@ -124,7 +124,7 @@ def test_without_inline_continuations_the_decision_is_queued_and_a_worker_runs_t
     settings.HITL_CONTINUE_INLINE = False
     paused = discuss(alice_client, group([(answering("p", "Yes."), "Optimist")], PHASES))
 
-    queued = approve(approver_client, paused, status=202)
+    queued = approve(approver_client, paused, status=202, wait=1)  # nobody runs it while the answer waits
 
     assert queued["state"] == "IN_PROGRESS"
     assert run_queued_tasks() == 1
