@@ -137,9 +137,7 @@ def _insert_and_advance(entry: AuditEntry, head: AuditHead) -> None:
     ``entry.save()`` prepares it, ``common.rows.insert_values``)."""
     fields = [field for field in AuditEntry._meta.concrete_fields if not field.primary_key]
     params = rows.insert_values(entry, fields)
-    with connection.cursor() as cursor:
-        cursor.execute(_advance_head_sql(), [*params, entry.sequence, entry.entry_hash, head.pk])
-        row = cursor.fetchone()
+    row = rows.fetch_one(_advance_head_sql(), [*params, entry.sequence, entry.entry_hash, head.pk])
     if row is None:  # the head row is locked by this transaction: it cannot have gone
         raise RuntimeError(f"audit head {head.pk} vanished while locked")
     entry.pk = row[0]
@@ -185,9 +183,9 @@ def _locked_head(subject_type: str, subject_id: uuid.UUID) -> AuditHead:
     On PostgreSQL one statement: an upsert takes the row lock whether it inserts or updates (a
     concurrent first append waits for the other's commit, then locks the row it made)."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(lock_head_sql(), [subject_type, subject_id])
-            return locked_head_from(subject_type, subject_id, cursor.fetchone())
+        return locked_head_from(
+            subject_type, subject_id, rows.fetch_one(lock_head_sql(), [subject_type, subject_id])
+        )
     heads = AuditHead.objects.select_for_update().filter(subject_type=subject_type, subject_id=subject_id)
     head = heads.first()
     if head is None:

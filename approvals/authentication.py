@@ -21,7 +21,7 @@ from rest_framework.authentication import TokenAuthentication, get_authorization
 from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
-from common.rows import instance, select_list, table, width
+from common.rows import fetch_one, instance, select_list, table, width
 
 
 @functools.cache
@@ -71,9 +71,7 @@ class TokenWithRolesAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         if connection.vendor != "postgresql" or self.get_model() is not Token:
             return super().authenticate_credentials(key)
-        with connection.cursor() as cursor:
-            cursor.execute(_token_with_roles_sql(), [key])
-            row = cursor.fetchone()
+        row = fetch_one(_token_with_roles_sql(), [key])
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         user_model = get_user_model()

@@ -224,12 +224,10 @@ def claim_turn(
     properties and step count the turn starts from, as they are now (not as they were when it was read
     for the access check: a turn that committed in between counts). False: not talkable, nothing written."""
     table = connection.ops.quote_name(Conversation._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
-            [running, started, alive_until, conversation.pk, *talkable],
-        )
-        row = cursor.fetchone()
+    row = rows.fetch_one(
+        _CLAIM_TURN_SQL.format(table=table, talkable=", ".join(["%s"] * len(talkable))),
+        [running, started, alive_until, conversation.pk, *talkable],
+    )
     if row is None:
         return False
     properties = Conversation._meta.get_field("properties").from_db_value(row[0], None, connection)
@@ -437,9 +435,9 @@ def commit_turn_and_step(
 
 
 def _run(sql: str, params: list[Any]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    cursor = rows.kept_cursor()
+    cursor.execute(sql, params)
+    return cursor.rowcount
 
 
 def insert_with_first_step(
@@ -529,12 +527,11 @@ def save_step(
             index = conversation.step_count - 1
         else:
             table = connection.ops.quote_name(Conversation._meta.db_table)
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',  # nosec B608  # identifiers from model metadata, values are parameters
-                    [conversation.pk],
-                )
-                index = cursor.fetchone()[0] - 1
+            counted_row = rows.fetch_one(
+                f'UPDATE {table} SET "step_count" = "step_count" + 1 WHERE "id" = %s RETURNING "step_count"',  # nosec B608  # identifiers from model metadata, values are parameters
+                [conversation.pk],
+            )
+            index = counted_row[0] - 1
         if drop_undone:
             # the undone tail, dropped: a live step there would be a broken invariant, and the insert fails
             rows.delete(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import DataError, connection, transaction
+from django.db.backends.utils import CursorDebugWrapper
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -210,3 +213,44 @@ def test_exists_by_sql_is_what_the_orm_answers(monkeypatch, alice_client, status
     found = by_sql_and_by_orm(monkeypatch, lambda: rows.exists(Pause, where=where))
 
     assert found == (status == PauseStatus.PENDING,) * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hand_written_statements_share_one_cursor_per_connection():
+    assert rows.fetch_one("SELECT %s", [1]) == (1,)
+    kept = rows.kept_cursor()
+    assert rows.fetch_all("SELECT %s UNION ALL SELECT %s", [2, 3]) == [(2,), (3,)]
+    assert rows.kept_cursor() is kept and not kept.cursor.closed
+
+    connection.close()  # the next statement connects again: a cursor on the old connection is no use
+    assert rows.fetch_one("SELECT %s", [4]) == (4,)
+    assert rows.kept_cursor() is not kept
+    assert rows.kept_cursor().cursor.connection is connection.connection
+
+
+def test_the_kept_cursor_logs_its_statements_while_queries_are_captured():
+    rows.fetch_one("SELECT %s", [1])
+    with CaptureQueriesContext(connection) as captured:
+        rows.fetch_one("SELECT %s AS captured", [2])
+    rows.fetch_one("SELECT %s AS not_captured", [3])
+    assert [query["sql"] for query in captured.captured_queries] == ["SELECT 2 AS captured"]
+    assert not isinstance(rows.kept_cursor(), CursorDebugWrapper)
+
+
+def test_a_statement_that_fails_on_the_kept_cursor_raises_djangos_error_and_the_next_one_runs():
+    with pytest.raises(DataError), transaction.atomic():
+        rows.fetch_one("SELECT 1 / %s", [0])
+    assert rows.fetch_one("SELECT %s", [5]) == (5,)
+
+
+def test_the_kept_cursor_runs_the_execute_wrappers():
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    rows.fetch_one("SELECT %s", [1])
+    with connection.execute_wrapper(wrapper):
+        rows.fetch_one("SELECT %s AS wrapped", [2])
+    assert seen == ["SELECT %s AS wrapped"]
