@@ -7,11 +7,13 @@ field. The writes are checked against what a fresh ORM read finds.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 from django.db import DataError, connection, transaction
 from django.db.backends.utils import CursorDebugWrapper
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -254,3 +256,43 @@ def test_the_kept_cursor_runs_the_execute_wrappers():
     with connection.execute_wrapper(wrapper):
         rows.fetch_one("SELECT %s AS wrapped", [2])
     assert seen == ["SELECT %s AS wrapped"]
+
+
+def test_an_instance_built_from_a_row_is_the_one_from_db_builds(alice_client):
+    conversation_id = paused_conversation(alice_client)
+    for model, pk, without in [
+        (Conversation, conversation_id, ()),
+        (Conversation, conversation_id, ("properties",)),
+        (Pause, Pause.objects.get().pk, ()),
+        (Token, Token.objects.first().pk, ()),
+    ]:
+        names = [field.attname for field in rows._fields(model, without)]
+        values = list(model.objects.filter(pk=pk).values_list(*names).get())
+        raw = [json.dumps(value) if isinstance(value, dict | list) else value for value in values]
+        built = rows.instance(model, raw, without)
+        loaded = model.from_db("default", names, values)
+        assert type(built) is model
+        assert fields_of(built) == fields_of(loaded)
+        assert (
+            built.get_deferred_fields()
+            == loaded.get_deferred_fields()
+            == {model._meta.get_field(name).attname for name in without}
+        )
+        assert (built._state.adding, built._state.db) == (False, "default")
+
+
+def test_a_model_with_an_init_receiver_is_built_through_its_init(alice_client):
+    conversation_id = start(alice_client, deployed_agent())
+    names = [field.attname for field in rows._fields(Conversation, ())]
+    values = Conversation.objects.filter(pk=conversation_id).values_list(*names).get()
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Conversation)
+    try:
+        built = rows.instance(Conversation, [json.dumps(v) if isinstance(v, dict) else v for v in values])
+    finally:
+        post_init.disconnect(receiver, sender=Conversation)
+    assert seen == [built] and str(built.pk) == str(conversation_id)
