@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hitl_project.admin_messages import ADMIN_PATH
 from hitl_project.wsgi_bridge import ThreadPoolWSGI
 
 STREAM_SUFFIXES = ("/stream", "/events")
@@ -33,7 +34,7 @@ STREAM_PATHS = frozenset({"/audit/export"})
 
 def on_asgi(path: str) -> bool:
     """Whether a path is served by the ASGI handler (what streams), not the thread pool."""
-    return path.endswith(STREAM_SUFFIXES) or path in STREAM_PATHS or path.startswith("/admin/")
+    return path.endswith(STREAM_SUFFIXES) or path in STREAM_PATHS or path.startswith(ADMIN_PATH)
 
 
 def rest_through_wsgi(asgi_django: ASGIApp) -> ASGIApp:

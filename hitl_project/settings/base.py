@@ -52,7 +52,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "hitl_project.admin_messages.AdminMessageMiddleware",  # the messages, for the admin only
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
