@@ -514,11 +514,13 @@ class Stack:
         return agent_id
 
 
-def django_in_process(db: str, *, fresh: bool, pool: bool, keep_connection: bool = False) -> bool:
+def django_in_process(
+    db: str, *, fresh: bool, pool: bool, keep_connection: bool = False, migrate: bool = True
+) -> bool:
     """Django set up in this process against its own database ``db`` (created if missing, recreated with
-    ``fresh``) and migrated, with the base settings, rates and caps off and metrics in a scratch
-    directory: ``pool`` as the servers run; ``keep_connection``: one connection kept across requests
-    (``CONN_MAX_AGE``) instead. Whether the database was created."""
+    ``fresh``) and migrated (unless not ``migrate``: one migrated before), with the base settings, rates
+    and caps off and metrics in a scratch directory: ``pool`` as the servers run; ``keep_connection``:
+    one connection kept across requests (``CONN_MAX_AGE``) instead. Whether the database was created."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "hitl_project.settings.base"
     os.environ["DATABASE_URL"] = database_url(db) + ("?conn_max_age=600" if keep_connection else "")
     os.environ["HITL_DB_POOL"] = "true" if pool else "false"
@@ -531,6 +533,8 @@ def django_in_process(db: str, *, fresh: bool, pool: bool, keep_connection: bool
     import django
 
     django.setup()
+    if not migrate:
+        return created
     from django.core.management import call_command
 
     call_command("migrate", "--noinput", verbosity=0)
