@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,10 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def new_page(browser: Any) -> Iterator[Callable[[], Any]]:
-    """Open a page in a fresh browser context (its own cookies: one per reviewer)."""
+def new_page(browser: Any, django_db_blocker: Any) -> Iterator[Callable[[], Any]]:
+    """Open a page in a fresh browser context (its own cookies: one per reviewer). Once the test is over,
+    the contexts are closed and the live server's last requests are let finish before the database is
+    emptied (``wait_for_the_servers_statements``)."""
     contexts = []
 
     def open_page() -> Any:
@@ -91,6 +94,32 @@ def new_page(browser: Any) -> Iterator[Callable[[], Any]]:
     yield open_page
     for context in contexts:
         context.close()
+    if contexts:
+        with django_db_blocker.unblock():
+            wait_for_the_servers_statements()
+
+
+def wait_for_the_servers_statements(timeout: float = 15.0) -> None:
+    """Waits until no other session is inside a statement or a transaction on the test database.
+
+    A page's last requests (the polls a clock's fast-forward fires at once) can still be running on the
+    live server's threads after their browser context is closed; the flush that empties the database
+    after the test would then take its locks table by table against theirs, and PostgreSQL ends one of
+    the two as a deadlock, failing the flush and leaving the rows to the next test."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle'"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
 
 
 @pytest.fixture
