@@ -4,9 +4,8 @@ The admin is the one part of the service that shows messages (a decision's outco
 result). Setting up the message storage (a cookie storage and a session storage, read back on the
 answer) cost every REST request about 17 µs of CPU for nothing (``bench/request_overhead.py``'s
 plain-view probe, with and without it), so the storage is set up for requests under ``ADMIN_PATH``
-only. Elsewhere
-``request._messages`` is never set: the ``messages`` context processor then gives no messages, and
-adding one raises ``MessageFailure``, as it does without the middleware.
+only. Elsewhere ``request._messages`` is never set: the ``messages`` context processor then gives no
+messages, and adding one raises ``MessageFailure``, as it does without the middleware.
 """
 
 from __future__ import annotations
