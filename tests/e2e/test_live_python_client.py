@@ -55,6 +55,9 @@ def agent(live_stack: LiveStack, request: pytest.FixtureRequest) -> Iterator[Hit
 def approver(live_stack: LiveStack) -> Iterator[httpx.Client]:
     client = live_stack.client(api_user("approver", "approver"))
     yield client
+    for thread in threading.enumerate():  # a reviewer still reading its answer keeps the client open
+        if thread.name == REVIEWER:
+            thread.join(25)
     client.close()
 
 
@@ -65,6 +68,9 @@ def refund(target: EchoTarget, amount: int = 250) -> httpx.Request:
         json={"orderId": "A-1", "amount": amount},
         headers={"Authorization": SECRET},
     )
+
+
+REVIEWER = "reviewer"
 
 
 def reviewer(approver: httpx.Client, decision: dict[str, Any], *, action: str = "refund") -> threading.Thread:
@@ -80,7 +86,7 @@ def reviewer(approver: httpx.Client, decision: dict[str, Any], *, action: str = 
         found = eventually(pending, timeout=20)
         approver.post(f"/approval-requests/{found[0]['id']}/decision", json=decision).raise_for_status()
 
-    thread = threading.Thread(target=decide, daemon=True)
+    thread = threading.Thread(target=decide, name=REVIEWER, daemon=True)
     thread.start()
     return thread
 
