@@ -100,6 +100,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["approvals.api.permissions.SignedInPerson"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's negotiation, with the answer for no Accept, */* and application/json worked out once
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "common.negotiation.JsonFirstNegotiation",
     "DEFAULT_PARSER_CLASSES": ["common.parsers.CheckedJSONParser"],
     "EXCEPTION_HANDLER": "common.problems.problem_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
