@@ -25,19 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 from _stack import PYTHON, Stack, add_stack_args, machine_line
+from _valgrind import per_repetition, require_valgrind
 from peer_cycles import PEER_VENV
 
 HERE = Path(__file__).resolve().parent
 SIDES = ("rest", "services", "peer")
-COLLECTED = re.compile(r"Collected : (\d+)")
 
 
 def child_ours(cycles_to_run: int, side: str, tokens: dict[str, str], agent_id: str, db: str) -> None:
@@ -72,25 +69,6 @@ def child_peer(cycles_to_run: int, dsn: str) -> None:
             resume(graph, thread_id)
 
 
-def counted(python: str, argv: list[str]) -> int:
-    """The instructions valgrind counted in one run of ``python`` this script ``argv``."""
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", python, __file__, *argv],
-        capture_output=True,
-        text=True,
-    )
-    found = COLLECTED.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        sys.exit(f"{' '.join(argv)} failed under valgrind ({done.returncode}):\n{done.stderr[-3000:]}")
-    return int(found.group(1))
-
-
-def per_cycle(python: str, argv: list[str], first: int, more: int) -> float:
-    few = counted(python, [*argv, "--child-cycles", str(first)])
-    many = counted(python, [*argv, "--child-cycles", str(first + more)])
-    return (many - few) / more
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -114,8 +92,7 @@ def main() -> int:
         child_ours(args.child_cycles, args.child, setup["tokens"], setup["agent"], setup["db"])
         return 0
 
-    if shutil.which("valgrind") is None:
-        sys.exit("valgrind is not installed (apt-get install valgrind)")
+    require_valgrind()
     which = [name.strip() for name in args.which.split(",") if name.strip()]
     if set(which) - set(SIDES):
         parser.error(f"--which takes {', '.join(SIDES)}")
@@ -126,15 +103,23 @@ def main() -> int:
             setup = json.dumps({"tokens": stack.tokens, "agent": stack.agent_id, "db": stack.db})
         for side in ("rest", "services"):
             if side in which:
-                figures[side] = per_cycle(
-                    PYTHON, ["--child", side, "--child-setup", setup], args.cycles, args.more
+                figures[side] = per_repetition(
+                    PYTHON,
+                    [__file__, "--child", side, "--child-setup", setup],
+                    "--child-cycles",
+                    args.cycles,
+                    args.more,
                 )
     if "peer" in which:
         python = str(PEER_VENV / "bin" / "python")
         if not Path(python).exists():
             sys.exit("the peer's virtualenv is missing: run bench/peer/setup (or bench/compare_peer.py once)")
-        figures["peer"] = per_cycle(
-            python, ["--child", "peer", "--peer-db", args.peer_db], args.cycles, args.more
+        figures["peer"] = per_repetition(
+            python,
+            [__file__, "--child", "peer", "--peer-db", args.peer_db],
+            "--child-cycles",
+            args.cycles,
+            args.more,
         )
 
     print(machine_line())

@@ -15,10 +15,14 @@ beside the project's URLs (``bench/_overhead_urls.py``), each a step further tow
 
 Each probe runs ``--requests`` times per round, the probes interleaved, ``--rounds`` rounds; printed:
 the median and the lowest CPU microseconds per request (``time.process_time``), and the differences
-that attribute them. No assertion: it prints.
+that attribute them. With ``--instructions``, the instructions per request instead, counted by valgrind
+(each probe in a child process run twice, 20 and 120 requests, the difference over 100): a figure the
+machine's load does not move, so it attributes a few percent that the timings cannot. No assertion: it
+prints.
 
     .venv/bin/python bench/request_overhead.py                   # ~30 s
     .venv/bin/python bench/request_overhead.py --requests 5000 --rounds 5
+    .venv/bin/python bench/request_overhead.py --instructions    # ~5 min, needs valgrind
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import time
 from collections.abc import Callable
 
 from _cost import load_average
-from _stack import django_in_process, machine_line
+from _stack import PYTHON, django_in_process, machine_line
+from _valgrind import per_repetition, require_valgrind
 
 DEFAULT_DB = "hitl_bench_overhead"
 PROBES = {
@@ -71,6 +76,49 @@ def caller(token: str, *, middleware: bool) -> Callable[[str], int]:
     return lambda path: client.post(path, json={}).status_code
 
 
+STEPS = [
+    ("the middleware", "plain Django view", "plain Django view, no middleware"),
+    ("DRF's request and response", "DRF view, no authentication", "plain Django view"),
+    (
+        "the first query (SELECT 1), its connection",
+        "DRF view, no authentication, SELECT 1",
+        "DRF view, no authentication",
+    ),
+    (
+        "token auth, permission, throttle (its query for SELECT 1)",
+        "DRF view, token authentication",
+        "DRF view, no authentication, SELECT 1",
+    ),
+]
+
+
+def child(db: str, probe: str, requests: int) -> None:
+    """One probe's requests in this process (under valgrind): 20 to warm up, then ``requests``."""
+    token = setup(db, fresh=False, pool=True)
+    post = caller(token, middleware=not probe.endswith("no middleware"))
+    for _ in range(20 + requests):
+        post(PROBES[probe])
+
+
+def instructions(db: str) -> int:
+    require_valgrind()
+    setup(db, fresh=False, pool=True)  # the database migrated and alice made, once
+    counts = {
+        name: per_repetition(
+            PYTHON, [__file__, "--db", db, "--child-probe", name], "--child-requests", 20, 100
+        )
+        for name in PROBES
+    }
+    print(machine_line())
+    print("instructions per request (valgrind, in process, one thread, the pool; 100 requests past 20):")
+    for name, value in counts.items():
+        print(f"  {name:42s} {value / 1000:8.1f} K")
+    print("attributed (differences):")
+    for what, more, less in STEPS:
+        print(f"  {what:58s} {(counts[more] - counts[less]) / 1000:8.1f} K")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -84,7 +132,17 @@ def main() -> int:
         action="store_true",
         help="keep one connection across requests (CONN_MAX_AGE) instead of the pool the servers use",
     )
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions with valgrind instead"
+    )
+    parser.add_argument("--child-probe", choices=list(PROBES), help=argparse.SUPPRESS)
+    parser.add_argument("--child-requests", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_probe:
+        child(args.db, args.child_probe, args.child_requests)
+        return 0
+    if args.instructions:
+        return instructions(args.db)
 
     token = setup(args.db, fresh=args.fresh, pool=not args.no_pool)
     with_middleware, without_middleware = caller(token, middleware=True), caller(token, middleware=False)
@@ -116,21 +174,7 @@ def main() -> int:
     for name, values in samples.items():
         print(f"  {name:42s} median {median[name]:7.1f} us   lowest {min(values):7.1f} us")
     print("attributed (differences of the medians):")
-    steps = [
-        ("the middleware", "plain Django view", "plain Django view, no middleware"),
-        ("DRF's request and response", "DRF view, no authentication", "plain Django view"),
-        (
-            "the first query (SELECT 1), its connection",
-            "DRF view, no authentication, SELECT 1",
-            "DRF view, no authentication",
-        ),
-        (
-            "token auth, permission, throttle (its query for SELECT 1)",
-            "DRF view, token authentication",
-            "DRF view, no authentication, SELECT 1",
-        ),
-    ]
-    for what, more, less in steps:
+    for what, more, less in STEPS:
         print(f"  {what:58s} {median[more] - median[less]:7.1f} us")
     return 0
 
