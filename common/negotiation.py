@@ -1,8 +1,8 @@
 """DRF's content negotiation, with the answer for what nearly every client sends worked out once.
 
 DRF's ``DefaultContentNegotiation`` parses the request's query string (for its ``?format=`` override)
-and its ``Accept`` header on every request, and matches each media type against each renderer: about
-half of what DRF itself costs a request. Almost every client sends no ``Accept``, ``*/*`` (httpx,
+and its ``Accept`` header on every request, and matches each media type against each renderer: a
+large part of what DRF itself costs a request. Almost every client sends no ``Accept``, ``*/*`` (httpx,
 requests, curl) or ``application/json``, and no ``format`` parameter; for those, when the view's first
 renderer is JSON, DRF's answer is always that renderer and ``application/json``. ``JsonFirstNegotiation``
 gives that answer without the parsing and leaves every other request to DRF, so what is chosen, and
