@@ -92,6 +92,13 @@ STEPS = [
 ]
 
 
+def print_attributed(heading: str, figures: dict[str, float], unit: str) -> None:
+    """Each step's share: the difference of the two probes' figures."""
+    print(heading)
+    for what, more, less in STEPS:
+        print(f"  {what:58s} {figures[more] - figures[less]:8.1f} {unit}")
+
+
 def child(db: str, probe: str, requests: int) -> None:
     """One probe's requests in this process (under valgrind): 20 to warm up, then ``requests``."""
     token = setup(db, fresh=False, pool=True)
@@ -113,9 +120,7 @@ def instructions(db: str) -> int:
     print("instructions per request (valgrind, in process, one thread, the pool; 100 requests past 20):")
     for name, value in counts.items():
         print(f"  {name:42s} {value / 1000:8.1f} K")
-    print("attributed (differences):")
-    for what, more, less in STEPS:
-        print(f"  {what:58s} {(counts[more] - counts[less]) / 1000:8.1f} K")
+    print_attributed("attributed (differences):", {name: value / 1000 for name, value in counts.items()}, "K")
     return 0
 
 
@@ -173,9 +178,7 @@ def main() -> int:
     median = {name: statistics.median(values) for name, values in samples.items()}
     for name, values in samples.items():
         print(f"  {name:42s} median {median[name]:7.1f} us   lowest {min(values):7.1f} us")
-    print("attributed (differences of the medians):")
-    for what, more, less in STEPS:
-        print(f"  {what:58s} {median[more] - median[less]:7.1f} us")
+    print_attributed("attributed (differences of the medians):", median, "us")
     return 0
 
 
