@@ -6,6 +6,9 @@ own. Here the token, its user and the user's group names (a correlated ``ARRAY(S
 one statement written once (``common.rows``: no queryset is built per request), and the names are
 handed to ``approvals.access.remember_group_names``. What is refused is refused exactly as DRF refuses
 it (unknown token, inactive user). On the SQLite fallback it is DRF's own.
+
+The statement's answer for an accepted token is kept by ``approvals.credential_cache`` until a change to
+the token, its user or the user's groups commits: a client's later requests skip it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rest_framework.authentication import TokenAuthentication, get_authorization
 from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
+from approvals.credential_cache import credentials
 from common.rows import fetch_one, instance, select_list, table, width
 
 
@@ -71,7 +75,11 @@ class TokenWithRolesAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         if connection.vendor != "postgresql" or self.get_model() is not Token:
             return super().authenticate_credentials(key)
-        row = fetch_one(_token_with_roles_sql(), [key])
+        row = credentials.lookup(key)
+        stamp = None
+        if row is None:
+            stamp = credentials.stamp()
+            row = fetch_one(_token_with_roles_sql(), [key])
         if row is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         user_model = get_user_model()
@@ -80,6 +88,7 @@ class TokenWithRolesAuthentication(TokenAuthentication):
         user = instance(user_model, row[split : split + width(user_model)])
         if not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        credentials.keep(key, row, stamp)
         Token._meta.get_field("user").set_cached_value(token, user)
         remember_group_names(user, row[-1])
         return user, token

@@ -192,3 +192,13 @@ def pytest_terminal_summary(terminalreporter) -> None:  # pytest's reporter
     shots = sorted(artifacts.glob("*.png")) if artifacts.is_dir() else []
     if shots:
         terminalreporter.write_line(f"browser screenshots: {len(shots)} in {artifacts}/")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """pytest-django's, and before it drops the test database: the connection a process keeps to hear of
+    credential changes (approvals.credential_cache) is closed, or DROP DATABASE would find it there."""
+    yield
+    from approvals.credential_cache import credentials
+
+    credentials.close()

@@ -298,6 +298,9 @@ HITL_THROTTLE_WRITES_RATE = throttle_rate(
 HITL_THROTTLE_CACHE_URL = env.str(
     "HITL_THROTTLE_CACHE_URL", default="dbcache://hitl_throttle_cache?max_entries=10000"
 )
+# How long a web process may keep a token it verified (approvals.credential_cache): it is dropped at once
+# when the token, its user or the user's groups change; this bounds it whatever else happens. 0: off.
+HITL_CREDENTIAL_CACHE_SECONDS = env.int("HITL_CREDENTIAL_CACHE_SECONDS", default=60)
 # Pending pauses a user may own (1:1 and groups) and an agent may have before a new turn is refused
 # (approvals.pause_caps; 0: no cap), and the largest context a turn stores (canonical JSON, UTF-8; 0: no bound).
 HITL_MAX_OPEN_PAUSES_PER_USER = env.int("HITL_MAX_OPEN_PAUSES_PER_USER", default=100)
