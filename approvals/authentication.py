@@ -25,7 +25,7 @@ from rest_framework.authtoken.models import Token
 
 from approvals.access import remember_group_names
 from approvals.credential_cache import credentials
-from common.rows import fetch_one, instance, select_list, table, width
+from common.rows import fetch_one, instance, on_postgresql, select_list, table, width
 
 
 @functools.cache
@@ -73,7 +73,7 @@ class TokenWithRolesAuthentication(TokenAuthentication):
         return None if key is None else self.authenticate_credentials(key)
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        if connection.vendor != "postgresql" or self.get_model() is not Token:
+        if not on_postgresql() or self.get_model() is not Token:
             return super().authenticate_credentials(key)
         row = credentials.lookup(key)
         stamp = None

@@ -72,8 +72,13 @@ def kept_cursor() -> CursorWrapper:
     return kept
 
 
+@functools.cache
+def _vendor() -> str:
+    return current().vendor  # the backend's, the same for every connection of the process
+
+
 def on_postgresql() -> bool:
-    return current().vendor == "postgresql"
+    return _vendor() == "postgresql"
 
 
 def table(model: type[Model]) -> str:
@@ -128,18 +133,19 @@ def instance(model: type[M], values: Sequence[Any], without: tuple[str, ...] = (
     each value through its field's attribute; for a plain model (``_plain``) with no receiver of either
     signal, the instance is built as that leaves it, at a fraction of the cost: the values in its
     ``__dict__`` (a field left out stays deferred, as ``from_db`` leaves it) and its state loaded from
-    ``db``."""
+    the default database, whose connection ``current()`` is."""
     names, converters, plain = _loading(model, without)
     row = list(values)
-    db = current()
-    for i, found in converters:
-        for convert in found:
-            row[i] = convert(row[i], None, db)
+    if converters:  # most models have none on PostgreSQL: the connection is not looked up for them
+        db = current()
+        for i, found in converters:
+            for convert in found:
+                row[i] = convert(row[i], None, db)
     if not plain or pre_init.has_listeners(model) or post_init.has_listeners(model):
-        return model.from_db(db.alias, names, row)
+        return model.from_db(DEFAULT_DB_ALIAS, names, row)
     built = model.__new__(model)
     state = ModelState()
-    state.adding, state.db = False, db.alias
+    state.adding, state.db = False, DEFAULT_DB_ALIAS
     built.__dict__["_state"] = state
     built.__dict__.update(zip(names, row, strict=True))
     return built
