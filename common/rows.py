@@ -53,8 +53,9 @@ def kept_cursor() -> CursorWrapper:
     of a small statement (measured ~30 of ~110 µs): a request of the approval cycle makes several.
     Everything else ``connection.cursor()`` does is kept: the health check and the connection made on
     first use, the thread check, the database errors turned into Django's, the execute wrappers, and a
-    debug cursor while queries are logged (a new cursor when that changes). A connection from the pool
-    that is not the one the kept cursor was made on gets a cursor of its own.
+    debug cursor while queries are logged (a new wrapper when that changes). psycopg's pool hands its
+    connections out in turn, so a request seldom gets the one its thread had last: the psycopg cursor is
+    kept on the psycopg connection itself, and whichever thread holds that connection uses it.
     """
     db = current()
     db.close_if_health_check_failed()
@@ -67,7 +68,12 @@ def kept_cursor() -> CursorWrapper:
         or kept.cursor.closed
         or isinstance(kept, CursorDebugWrapper) is not db.queries_logged
     ):
-        kept = db.cursor()
+        raw = getattr(db.connection, KEPT_CURSOR, None)  # psycopg's: made on this connection before
+        if raw is None or raw.closed:
+            with db.wrap_database_errors:
+                raw = db.create_cursor()
+            setattr(db.connection, KEPT_CURSOR, raw)
+        kept = db._prepare_cursor(raw)
         db.__dict__[KEPT_CURSOR] = kept
     return kept
 

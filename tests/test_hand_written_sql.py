@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DataError, connection, transaction
 from django.db.backends.utils import CursorDebugWrapper
 from django.db.models.signals import post_init
+from django.db.utils import ConnectionHandler
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -228,6 +230,27 @@ def test_hand_written_statements_share_one_cursor_per_connection():
     assert rows.fetch_one("SELECT %s", [4]) == (4,)
     assert rows.kept_cursor() is not kept
     assert rows.kept_cursor().cursor.connection is connection.connection
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pooled_connection_keeps_its_cursor_for_whichever_request_gets_it(monkeypatch):
+    """psycopg's pool hands its connections out in turn, so a request seldom gets the connection the
+    last one of its thread had: the cursor is kept with the connection, not with the thread."""
+    options = {**connection.settings_dict["OPTIONS"], "pool": {"min_size": 2, "max_size": 2}}
+    handler = ConnectionHandler({DEFAULT_DB_ALIAS: {**connection.settings_dict, "OPTIONS": options}})
+    db = handler[DEFAULT_DB_ALIAS]
+    monkeypatch.setattr(rows, "current", lambda: db)
+    cursors: dict[int, list[Any]] = {}
+    try:
+        for request in range(6):
+            assert rows.fetch_one("SELECT %s", [request]) == (request,)
+            cursors.setdefault(id(db.connection), []).append(rows.kept_cursor().cursor)
+            db.close()  # the end of a request: the connection goes back to the pool
+    finally:
+        db.close_pool()
+    assert len(cursors) == 2, cursors  # both of the pool's connections served
+    for kept in cursors.values():
+        assert len(kept) == 3 and all(cursor is kept[0] for cursor in kept)
 
 
 def test_the_kept_cursor_logs_its_statements_while_queries_are_captured():
