@@ -17,7 +17,8 @@ The rules, each in one place below:
   mode, which gives the server connection that ran the LISTEN to other clients, fails this). Before
   every read the lookup takes in what that connection received: any notice empties the cache; a
   connection found broken empties it and every lookup goes to the database until a new one has proved
-  itself (tried at most every ``RECONNECT_SECONDS``).
+  itself. A connection is made and proved on a thread of its own (tried at most every
+  ``RECONNECT_SECONDS``): no request waits for it, each goes to the database meanwhile.
 - **Stamped before the query** (``stamp``/``keep``): an entry carries the generation read before its
   statement ran, so a notice that arrives while it runs makes the entry stale before anyone reads it.
 - **Only in autocommit**: a lookup inside a transaction neither reads nor fills the cache: its statement
@@ -90,6 +91,8 @@ class CredentialCache:
         self._listener: psycopg.Connection | None = None
         self._pid = os.getpid()
         self._retry_at = 0.0
+        self._connecting = False
+        self._epoch = 0
 
     # -- the rules ------------------------------------------------------------------------------------
 
@@ -133,17 +136,19 @@ class CredentialCache:
     def _trusted_generation(self) -> int | None:
         """The current generation, after taking in every notice received; None while changes may go
         unheard (no proved connection). Called with the lock held."""
-        if self._pid != os.getpid():  # a forked child: the parent's socket is not ours to use or close
-            self._pid, self._listener, self._retry_at = os.getpid(), None, 0.0
+        if self._pid != os.getpid():  # a forked child: the parent's socket (and thread) are not its own
+            self._pid, self._listener, self._retry_at, self._connecting = os.getpid(), None, 0.0, False
             self._forget()
         if self._listener is None:
-            if self._clock() < self._retry_at:
-                return None
-            self._listener = self._connect()
-            self._forget()
-            if self._listener is None:
-                self._retry_at = self._clock() + RECONNECT_SECONDS
-                return None
+            if not self._connecting and self._clock() >= self._retry_at:
+                self._connecting = True  # no request waits for it: they go to the database meanwhile
+                threading.Thread(
+                    target=self._connect_in_background,
+                    args=(self._epoch,),
+                    name="hitl credential listener",
+                    daemon=True,
+                ).start()
+            return None
         if not self._take_in_notices(self._listener):
             self._close_listener()
             self._forget()
@@ -175,6 +180,20 @@ class CredentialCache:
         except (psycopg.Error, OSError, ValueError):
             return False
         return False
+
+    def _connect_in_background(self, epoch: int) -> None:
+        listener = self._connect()
+        with self._lock:
+            if epoch != self._epoch or self._pid != os.getpid():  # closed (or forked) meanwhile
+                if listener is not None and self._pid == os.getpid():
+                    listener.close()
+                return
+            self._connecting = False
+            if listener is None:
+                self._retry_at = self._clock() + RECONNECT_SECONDS
+                return
+            self._listener = listener
+            self._forget()  # anything kept before this connection listened may have changed unheard
 
     def _connect(self) -> psycopg.Connection | None:
         """A new listening connection that has proved itself, or None (logged)."""
@@ -212,9 +231,11 @@ class CredentialCache:
             listener.close()
 
     def close(self) -> None:
-        """Close the listening connection (it reconnects on the next lookup) and forget every entry."""
+        """Close the listening connection (the next lookup starts a new one) and forget every entry."""
         with self._lock:
             listener, self._listener, self._retry_at = self._listener, None, 0.0
+            self._epoch += 1  # a connection still being made is closed when it is ready
+            self._connecting = False
             self._forget()
             if listener is not None and self._pid == os.getpid():
                 listener.close()

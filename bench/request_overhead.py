@@ -11,7 +11,10 @@ beside the project's URLs (``bench/_overhead_urls.py``), each a step further tow
 - a DRF view with no authentication, no permission and no throttle: DRF's own request and response;
 - the same view running ``SELECT 1``: taking a connection from the pool, the query, returning it;
 - a DRF view with the project's defaults: token authentication (the token, its user and the user's
-  roles in one statement), the permission and the throttle (rates off, as every bench runs).
+  roles, kept by the process after the first request: approvals.credential_cache), the permission and
+  the throttle (rates off, as every bench runs);
+- the same with nothing kept (``HITL_CREDENTIAL_CACHE_SECONDS`` 0): the token's statement on every
+  request, in place of ``SELECT 1``.
 
 Each probe runs ``--requests`` times per round, the probes interleaved, ``--rounds`` rounds; printed:
 the median and the lowest CPU microseconds per request (``time.process_time``), and the differences
@@ -44,7 +47,9 @@ PROBES = {
     "DRF view, no authentication": "/_probe/drf",
     "DRF view, no authentication, SELECT 1": "/_probe/drf-query",
     "DRF view, token authentication": "/_probe/drf-token",
+    "DRF view, token authentication, nothing kept": "/_probe/drf-token",
 }
+NOTHING_KEPT = "nothing kept"
 
 
 def setup(db: str, *, fresh: bool, pool: bool) -> str:
@@ -62,8 +67,9 @@ def setup(db: str, *, fresh: bool, pool: bool) -> str:
     return Token.objects.get(user=user).key
 
 
-def caller(token: str, *, middleware: bool) -> Callable[[str], int]:
-    """A function that POSTs an empty JSON object to a path through a WSGI handler; its status."""
+def caller(token: str, *, middleware: bool, keep_tokens: bool = True) -> Callable[[str], int]:
+    """A function that POSTs an empty JSON object to a path through a WSGI handler; its status.
+    ``keep_tokens`` false: with the credential cache off for its requests."""
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
     from say_rules_only import InProcessClient
@@ -73,7 +79,17 @@ def caller(token: str, *, middleware: bool) -> Callable[[str], int]:
         settings.MIDDLEWARE = []
     client = InProcessClient(token, handler=WSGIHandler())  # the handler reads the middleware now
     settings.MIDDLEWARE = kept
-    return lambda path: client.post(path, json={}).status_code
+    if keep_tokens:
+        return lambda path: client.post(path, json={}).status_code
+
+    def post_keeping_nothing(path: str) -> int:
+        seconds, settings.HITL_CREDENTIAL_CACHE_SECONDS = settings.HITL_CREDENTIAL_CACHE_SECONDS, 0
+        try:
+            return client.post(path, json={}).status_code
+        finally:
+            settings.HITL_CREDENTIAL_CACHE_SECONDS = seconds
+
+    return post_keeping_nothing
 
 
 STEPS = [
@@ -85,8 +101,13 @@ STEPS = [
         "DRF view, no authentication",
     ),
     (
-        "token auth, permission, throttle (its query for SELECT 1)",
+        "token auth (the token kept), permission, throttle",
         "DRF view, token authentication",
+        "DRF view, no authentication",
+    ),
+    (
+        "token auth with its statement, for SELECT 1 (nothing kept)",
+        "DRF view, token authentication, nothing kept",
         "DRF view, no authentication, SELECT 1",
     ),
 ]
@@ -102,7 +123,9 @@ def print_attributed(heading: str, figures: dict[str, float], unit: str) -> None
 def child(db: str, probe: str, requests: int) -> None:
     """One probe's requests in this process (under valgrind): 20 to warm up, then ``requests``."""
     token = setup(db, fresh=False, pool=True)
-    post = caller(token, middleware=not probe.endswith("no middleware"))
+    post = caller(
+        token, middleware=not probe.endswith("no middleware"), keep_tokens=not probe.endswith(NOTHING_KEPT)
+    )
     for _ in range(20 + requests):
         post(PROBES[probe])
 
@@ -119,7 +142,7 @@ def instructions(db: str) -> int:
     print(machine_line())
     print("instructions per request (valgrind, in process, one thread, the pool; 100 requests past 20):")
     for name, value in counts.items():
-        print(f"  {name:42s} {value / 1000:8.1f} K")
+        print(f"  {name:46s} {value / 1000:8.1f} K")
     print_attributed("attributed (differences):", {name: value / 1000 for name, value in counts.items()}, "K")
     return 0
 
@@ -150,9 +173,11 @@ def main() -> int:
         return instructions(args.db)
 
     token = setup(args.db, fresh=args.fresh, pool=not args.no_pool)
-    with_middleware, without_middleware = caller(token, middleware=True), caller(token, middleware=False)
     callers = {
-        name: without_middleware if name.endswith("no middleware") else with_middleware for name in PROBES
+        name: caller(
+            token, middleware=not name.endswith("no middleware"), keep_tokens=not name.endswith(NOTHING_KEPT)
+        )
+        for name in PROBES
     }
     for name, path in PROBES.items():  # every probe answers, and warms up
         for _ in range(100):
@@ -177,7 +202,7 @@ def main() -> int:
     )
     median = {name: statistics.median(values) for name, values in samples.items()}
     for name, values in samples.items():
-        print(f"  {name:42s} median {median[name]:7.1f} us   lowest {min(values):7.1f} us")
+        print(f"  {name:46s} median {median[name]:7.1f} us   lowest {min(values):7.1f} us")
     print_attributed("attributed (differences of the medians):", median, "us")
     return 0
 

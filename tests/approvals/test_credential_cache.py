@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import select
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +44,23 @@ def committed(sql: str, params: Any = None) -> None:
         other.execute(sql, params)
 
 
+def listening(timeout: float = 5.0) -> None:
+    """Wait until this process listens: the connection is made and proved on a thread of its own."""
+    deadline = time.monotonic() + timeout
+    while credentials._listener is None:
+        assert time.monotonic() < deadline, f"no listening connection within {timeout} s"
+        credentials.lookup("")  # starts one unless one is being made
+        time.sleep(0.01)
+
+
+def attempt_over(timeout: float = 5.0) -> None:
+    """Wait until the thread making a listening connection has given up or succeeded."""
+    deadline = time.monotonic() + timeout
+    while credentials._connecting:
+        assert time.monotonic() < deadline, f"still connecting after {timeout} s"
+        time.sleep(0.01)
+
+
 def notice_arrived(timeout: float = 5.0) -> None:
     """Wait until something reached the listening connection (this process takes it in on its next lookup)."""
     listener = credentials._listener
@@ -64,6 +83,7 @@ def key_of(user: Any) -> str:
 def test_an_accepted_token_is_read_from_the_database_once_while_nothing_changes():
     approver = make_user("approver", "approver")
     key = key_of(approver)
+    listening()
     first, statements = authenticate(key)
     assert statements == 1
     for _ in range(3):
@@ -75,6 +95,7 @@ def test_an_accepted_token_is_read_from_the_database_once_while_nothing_changes(
 
 def test_a_token_deleted_elsewhere_is_refused_once_the_notice_arrives():
     key = key_of(make_user("alice"))
+    listening()
     authenticate(key)
     committed("DELETE FROM authtoken_token WHERE key = %s", [key])
     notice_arrived()
@@ -85,6 +106,7 @@ def test_a_token_deleted_elsewhere_is_refused_once_the_notice_arrives():
 def test_a_user_deactivated_elsewhere_is_refused_once_the_notice_arrives():
     alice = make_user("alice")
     key = key_of(alice)
+    listening()
     authenticate(key)
     committed("UPDATE auth_user SET is_active = false WHERE id = %s", [alice.pk])
     notice_arrived()
@@ -95,6 +117,7 @@ def test_a_user_deactivated_elsewhere_is_refused_once_the_notice_arrives():
 def test_a_role_removed_elsewhere_is_gone_once_the_notice_arrives():
     approver = make_user("approver", "approver")
     key = key_of(approver)
+    listening()
     assert is_approver(authenticate(key)[0])
     committed("DELETE FROM auth_user_groups WHERE user_id = %s", [approver.pk])
     notice_arrived()
@@ -105,6 +128,7 @@ def test_a_role_removed_elsewhere_is_gone_once_the_notice_arrives():
 def test_a_group_renamed_elsewhere_no_longer_gives_its_role():
     approver = make_user("approver", "approver")
     key = key_of(approver)
+    listening()
     assert is_approver(authenticate(key)[0])
     committed("UPDATE auth_group SET name = 'former approvers'")
     notice_arrived()
@@ -114,8 +138,9 @@ def test_a_group_renamed_elsewhere_no_longer_gives_its_role():
 def test_a_role_granted_elsewhere_counts_once_the_notice_arrives(settings):
     alice = make_user("alice")
     key = key_of(alice)
-    assert not is_approver(authenticate(key)[0])
     make_user("approver", "approver")  # the group exists
+    listening()
+    assert not is_approver(authenticate(key)[0])
     committed(
         "INSERT INTO auth_user_groups (user_id, group_id) SELECT %s, id FROM auth_group WHERE name = %s",
         [alice.pk, settings.HITL_APPROVER_GROUP],
@@ -127,6 +152,7 @@ def test_a_role_granted_elsewhere_counts_once_the_notice_arrives(settings):
 def test_an_answer_read_while_a_change_commits_is_not_kept():
     alice = make_user("alice")
     key = key_of(alice)
+    listening()
     stamp = credentials.stamp()  # taken before the statement, as authentication takes it
     row = Token.objects.filter(pk=key).values_list("key", "user_id").first()
     committed("UPDATE auth_user SET is_active = false WHERE id = %s", [alice.pk])
@@ -140,16 +166,19 @@ def test_an_answer_read_while_a_change_commits_is_not_kept():
 
 def test_a_broken_listening_connection_sends_every_lookup_to_the_database(monkeypatch):
     key = key_of(make_user("alice"))
+    other = key_of(make_user("bob"))
+    listening()
     authenticate(key)
     pid = credentials._listener.info.backend_pid
     committed("SELECT pg_terminate_backend(%s, 5000)", [pid])  # returns once that backend has exited
     committed("DELETE FROM authtoken_token WHERE key = %s", [key])  # nobody listens: its notice is lost
     with pytest.raises(AuthenticationFailed, match="Invalid token"):
         authenticate(key)
-    other = key_of(make_user("bob"))
-    assert [authenticate(other)[1] for _ in range(3)] == [1, 1, 1]  # nothing kept until it reconnects
+    assert [authenticate(other)[1] for _ in range(3)] == [1, 1, 1]  # nothing kept, no new connection yet
+    assert credentials._listener is None and not credentials._connecting
     now = credentials._clock()
     monkeypatch.setattr(credentials, "_clock", lambda: now + 6)  # past the wait before a new connection
+    listening()
     assert [authenticate(other)[1] for _ in range(3)] == [1, 0, 0]
     assert credentials._listener.info.backend_pid != pid
 
@@ -159,6 +188,8 @@ def test_without_its_triggers_nothing_is_kept(caplog):
     committed("ALTER TABLE auth_user_groups DISABLE TRIGGER hitl_credentials_changed")
     try:
         with caplog.at_level(logging.WARNING, logger="approvals.credential_cache"):
+            authenticate(key)  # starts the listening connection, which refuses to count
+            attempt_over()
             assert [authenticate(key)[1] for _ in range(3)] == [1, 1, 1]
         assert "3 of the 4 hitl_credentials_changed triggers are enabled" in caplog.text
     finally:
@@ -172,12 +203,31 @@ def test_a_listening_connection_that_hears_nothing_is_not_trusted(monkeypatch, c
     monkeypatch.setattr(credential_cache, "PROBE_SECONDS", 0.2)
     key = key_of(make_user("alice"))
     with caplog.at_level(logging.WARNING, logger="approvals.credential_cache"):
+        authenticate(key)
+        attempt_over()
         assert [authenticate(key)[1] for _ in range(3)] == [1, 1, 1]
     assert "did not hear a notice" in caplog.text and credentials._listener is None
 
 
+def test_no_request_waits_for_the_listening_connection(monkeypatch):
+    released = threading.Event()
+
+    def slow_listen(listener: Any) -> None:
+        released.wait(10)
+        listener.execute(f"LISTEN {credential_cache.CHANNEL}")
+
+    monkeypatch.setattr(credential_cache, "_listen", slow_listen)
+    key = key_of(make_user("alice"))
+    assert [authenticate(key)[1] for _ in range(3)] == [1, 1, 1]  # each answered from the database
+    assert credentials._listener is None and credentials._connecting
+    released.set()
+    listening()
+    assert [authenticate(key)[1] for _ in range(2)] == [1, 0]
+
+
 def test_inside_a_transaction_the_cache_is_neither_read_nor_filled():
     key = key_of(make_user("alice"))
+    listening()
     with transaction.atomic():
         assert [authenticate(key)[1] for _ in range(2)] == [1, 1]
     assert authenticate(key)[1] == 1  # nothing was kept inside
@@ -189,6 +239,7 @@ def test_inside_a_transaction_the_cache_is_neither_read_nor_filled():
 def test_an_entry_is_read_for_at_most_the_configured_seconds(monkeypatch, settings):
     settings.HITL_CREDENTIAL_CACHE_SECONDS = 60
     key = key_of(make_user("alice"))
+    listening()
     start = credentials._clock()
     monkeypatch.setattr(credentials, "_clock", lambda: start)
     authenticate(key)
@@ -208,6 +259,7 @@ def test_zero_seconds_turns_the_cache_off(settings):
 def test_a_refusal_is_never_kept():
     carol = make_user("carol")
     committed("UPDATE auth_user SET is_active = false WHERE id = %s", [carol.pk])
+    listening()
     for key in ("no-such-key", key_of(carol)):
         for _ in range(2):
             with CaptureQueriesContext(connection) as queries, pytest.raises(AuthenticationFailed):
@@ -217,6 +269,7 @@ def test_a_refusal_is_never_kept():
 
 def test_a_forked_child_neither_reads_its_parents_entries_nor_uses_its_connection():
     key = key_of(make_user("alice"))
+    listening()
     authenticate(key)
     parent_backend = credentials._listener.info.backend_pid
     child = os.fork()
@@ -225,8 +278,10 @@ def test_a_forked_child_neither_reads_its_parents_entries_nor_uses_its_connectio
         try:
             if credentials.lookup(key) is not None:
                 code = 1
-            elif credentials._listener is None or credentials._listener.info.backend_pid == parent_backend:
-                code = 2
+            else:
+                listening()  # a connection of its own, made by a thread of its own
+                if credentials._listener.info.backend_pid == parent_backend:
+                    code = 2
         except BaseException:
             code = 3
         os._exit(code)

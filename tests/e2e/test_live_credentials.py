@@ -36,6 +36,20 @@ def committed(sql: str, params: object = None) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
+def listener_backend(server: LiveStack, client: httpx.Client, path: str) -> int:
+    """The server's listening connection's backend, once it has one (it is made on a thread of its own
+    after the first request): its requests are then answered from what it keeps."""
+    name = f"hitl credential listener {server.server.popen.pid}"
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        assert client.get(path).status_code == 200
+        found = committed("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [name])
+        if found:
+            return found[0][0]
+        time.sleep(0.05)
+    raise AssertionError(f"no listening connection of the server within {PATIENCE} s")
+
+
 def statuses_until(client: httpx.Client, path: str, refused: int) -> list[int]:
     """GET ``path`` until it answers ``refused`` (or PATIENCE runs out), then three times more."""
     statuses = []
@@ -54,6 +68,7 @@ def refused_for_good(statuses: list[int], accepted: int, refused: int) -> bool:
 def test_a_token_deleted_by_another_process_is_refused_by_the_server(server):
     key = api_user("alice")
     with server.client(key) as alice:
+        listener_backend(server, alice, "/agents/pending-approvals")
         assert [alice.get("/agents/pending-approvals").status_code for _ in range(3)] == [200] * 3
         committed("DELETE FROM authtoken_token WHERE key = %s", [key])
         statuses = statuses_until(alice, "/agents/pending-approvals", 401)
@@ -65,6 +80,7 @@ def test_a_role_removed_by_another_process_is_refused_by_the_server(server, sett
     ops.is_staff = False  # only the group makes this user an admin
     ops.save(update_fields=["is_staff"])
     with server.client(Token.objects.get(user=ops).key) as client:
+        listener_backend(server, client, "/audit/entries")
         assert [client.get("/audit/entries").status_code for _ in range(3)] == [200] * 3
         committed("DELETE FROM auth_user_groups WHERE user_id = %s", [ops.pk])
         statuses = statuses_until(client, "/audit/entries", 403)
@@ -74,10 +90,8 @@ def test_a_role_removed_by_another_process_is_refused_by_the_server(server, sett
 def test_with_its_listening_connection_killed_the_server_asks_the_database(server):
     key = api_user("alice")
     with server.client(key) as alice:
+        backend = listener_backend(server, alice, "/agents/pending-approvals")
         assert alice.get("/agents/pending-approvals").status_code == 200
-        name = f"hitl credential listener {server.server.popen.pid}"
-        listeners = committed("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [name])
-        assert len(listeners) == 1, listeners
-        committed("SELECT pg_terminate_backend(%s, 5000)", [listeners[0][0]])  # waits until it exited
+        committed("SELECT pg_terminate_backend(%s, 5000)", [backend])  # returns once it has exited
         committed("DELETE FROM authtoken_token WHERE key = %s", [key])  # heard by no one of that server
         assert alice.get("/agents/pending-approvals").status_code == 401
