@@ -174,15 +174,20 @@ class CredentialCache:
                     self._forget()
                 if pgconn.status != psycopg.pq.ConnStatus.OK:
                     return False
-                readable, _, _ = select.select([pgconn.socket], [], [], 0)
-                if not readable:
+                if not _readable(pgconn.socket, 0):
                     return True
         except (psycopg.Error, OSError, ValueError):
             return False
         return False
 
     def _connect_in_background(self, epoch: int) -> None:
-        listener = self._connect()
+        try:
+            listener = self._connect()
+        except Exception:  # whatever went wrong, this thread must hand the attempt back
+            logger.exception(
+                "credential cache: cannot listen for changes; every token is checked in the database"
+            )
+            listener = None
         with self._lock:
             if epoch != self._epoch or self._pid != os.getpid():  # closed (or forked) meanwhile
                 if listener is not None and self._pid == os.getpid():
@@ -241,6 +246,13 @@ class CredentialCache:
                 listener.close()
 
 
+def _readable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` has something to read, waiting at most ``seconds`` (poll: any descriptor number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(int(seconds * 1000)))
+
+
 def _listen(listener: psycopg.Connection) -> None:
     listener.execute(f"LISTEN {CHANNEL}")
 
@@ -267,7 +279,7 @@ def _probe_problem(listener: psycopg.Connection, params: dict[str, Any]) -> str 
     pgconn = listener.pgconn
     deadline = time.monotonic() + PROBE_SECONDS
     while (left := deadline - time.monotonic()) > 0:
-        select.select([pgconn.socket], [], [], left)
+        _readable(pgconn.socket, left)
         pgconn.consume_input()
         while (notice := pgconn.notifies()) is not None:
             if notice.extra.decode() == nonce:
