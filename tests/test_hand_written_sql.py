@@ -242,6 +242,9 @@ def test_a_pooled_connection_keeps_its_cursor_for_whichever_request_gets_it(monk
     monkeypatch.setattr(rows, "current", lambda: db)
     cursors: dict[int, list[Any]] = {}
     try:
+        db.ensure_connection()  # Django opens its pool with the first connection,
+        db.close()
+        db.pool.wait(timeout=10)  # and the pool its second one on a thread of its own
         for request in range(6):
             assert rows.fetch_one("SELECT %s", [request]) == (request,)
             cursors.setdefault(id(db.connection), []).append(rows.kept_cursor().cursor)
