@@ -5,8 +5,10 @@ is refused before anything is written when the user who would own its pause alre
 ``HITL_MAX_OPEN_PAUSES_PER_USER`` pending pauses (1:1 and group pauses alike), or its agent already has
 ``HITL_MAX_OPEN_PAUSES_PER_AGENT`` pending pauses; 0 turns a cap off. Both counts stop at the cap
 (``LIMIT n``) on the partial indexes of pending pauses by owner and by agent, so they cost the same at a
-million pending pauses as at a hundred; on PostgreSQL both are one statement (``open_pause_counts``), as
-every turn makes it.
+million pending pauses as at a hundred. On PostgreSQL both are read by the statement that finds what the
+turn runs on (``open_pause_columns``: a conversation's say reads them with the conversation and its
+deployed version, a start with the version), or else by one statement of their own
+(``open_pause_counts``).
 
 The check and the turn's commit are not one transaction: turns that pass the check at the same moment
 may all open their pause, so a cap can be overshot by the turns in flight at once. The per-user turn rate
@@ -16,6 +18,7 @@ may all open their pause, so a cap can be overshot by the turns in flight at onc
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -40,11 +43,42 @@ def counted_pending_pauses(*, cap: int, owner_id: Any = None, agent_id: Any = No
     return pending.filter(agent_id=agent_id).order_by("paused_at").values("agent_id")[:cap]
 
 
-def _capped_count_sql(column: str) -> str:
-    return (
-        f"(SELECT count(*) FROM (SELECT 1 FROM {rows.table(Pause)} p WHERE p.status = 'PENDING' "  # nosec B608  # identifiers from model metadata, values are parameters
-        f"AND p.{column} = %s ORDER BY p.paused_at LIMIT %s) counted)"
-    )
+@dataclass(frozen=True)
+class OpenPauses:
+    """The pending pauses a turn's caps count, read with what the turn runs on (``open_pause_columns``):
+    the owner's up to ``HITL_MAX_OPEN_PAUSES_PER_USER``, the agent's up to
+    ``HITL_MAX_OPEN_PAUSES_PER_AGENT``; 0 for a cap that is off."""
+
+    user: int
+    agent: int
+
+
+# An SQL expression for the owner's id or the agent's, and the parameters it takes: a column of the
+# statement's own row ('c."owner_id"', []), or a value ("%s", [owner_id]).
+Operand = tuple[str, list[Any]]
+
+
+def open_pause_columns(
+    *, owner: Operand | None, agent: Operand | None, caps: tuple[int, int] | None = None
+) -> tuple[str, list[Any]]:
+    """Two select-list columns, the owner's pending pauses and the agent's, each counted up to its cap as
+    ``counted_pending_pauses`` reads it (on its partial index), and the parameters they take, in order.
+    ``caps``: (per user, per agent), the settings unless given. A count not asked (no operand, or its cap
+    0) is the constant 0. ``OpenPauses(*values)`` reads them."""
+    user_cap, agent_cap = caps if caps is not None else _caps()
+    parts: list[str] = []
+    params: list[Any] = []
+    for operand, column, cap in ((owner, "owner_id", user_cap), (agent, "agent_id", agent_cap)):
+        if operand is None or cap <= 0:
+            parts.append("0")
+            continue
+        expression, operand_params = operand
+        parts.append(
+            f"(SELECT count(*) FROM (SELECT 1 FROM {rows.table(Pause)} p WHERE p.status = 'PENDING' "  # nosec B608  # identifiers from model metadata, values are parameters
+            f"AND p.{column} = {expression} ORDER BY p.paused_at LIMIT %s) counted)"
+        )
+        params.extend([*operand_params, cap])
+    return ", ".join(parts), params
 
 
 def open_pause_counts(
@@ -62,26 +96,33 @@ def open_pause_counts(
             counted_pending_pauses(cap=user_cap, owner_id=owner_id).count() if user_asked else 0,
             counted_pending_pauses(cap=agent_cap, agent_id=agent_id).count() if agent_asked else 0,
         )
-    parts = [
-        _capped_count_sql("owner_id") if user_asked else "0",
-        _capped_count_sql("agent_id") if agent_asked else "0",
-    ]
-    params = [*((owner_id, user_cap) if user_asked else ()), *((agent_id, agent_cap) if agent_asked else ())]
-    found = rows.fetch_one(f"SELECT {parts[0]}, {parts[1]}", params)  # nosec B608  # constant SQL, values are parameters
+    columns, params = open_pause_columns(
+        owner=("%s", [owner_id]),
+        agent=("%s", [agent_id]),
+        caps=(user_cap if user_asked else 0, agent_cap if agent_asked else 0),
+    )
+    found = rows.fetch_one(f"SELECT {columns}", params)  # nosec B608  # constant SQL, values are parameters
     return (found[0], found[1]) if found is not None else (0, 0)
 
 
-def require_room_for_a_pause(*, owner_id: Any, agent_id: Any = None, for_other: bool = False) -> None:
+def require_room_for_a_pause(
+    *, owner_id: Any, agent_id: Any = None, for_other: bool = False, counted: OpenPauses | None = None
+) -> None:
     """A turn that could pause runs only while its owner has fewer pending pauses than
     ``HITL_MAX_OPEN_PAUSES_PER_USER`` and its agent (``agent_id``; None for a group discussion, whose pauses
     belong to no agent) fewer than ``HITL_MAX_OPEN_PAUSES_PER_AGENT``; otherwise ``LimitReached`` (409)
     naming the setting and its value. ``for_other``: the caller acts in someone else's conversation (an
-    admin), so the refusal speaks of the owner, not of "you"."""
-    per_user, per_agent = settings.HITL_MAX_OPEN_PAUSES_PER_USER, settings.HITL_MAX_OPEN_PAUSES_PER_AGENT
+    admin), so the refusal speaks of the owner, not of "you". ``counted``: the counts as the statement that
+    found what the turn runs on read them (``open_pause_columns``, the same owner and agent); without
+    them, one statement reads them here."""
+    per_user, per_agent = _caps()
     agent_key = _as_uuid(agent_id)
-    user_open, agent_open = open_pause_counts(
-        owner_id=owner_id, user_cap=per_user, agent_id=agent_key, agent_cap=per_agent
-    )
+    if counted is not None:
+        user_open, agent_open = counted.user, counted.agent
+    else:
+        user_open, agent_open = open_pause_counts(
+            owner_id=owner_id, user_cap=per_user, agent_id=agent_key, agent_cap=per_agent
+        )
     if per_user > 0 and user_open >= per_user:
         whose = "The conversation's owner already has" if for_other else "You already have"
         raise LimitReached(
@@ -99,6 +140,10 @@ def require_room_for_a_pause(*, owner_id: Any, agent_id: Any = None, for_other: 
             setting=PER_AGENT,
             limit=per_agent,
         )
+
+
+def _caps() -> tuple[int, int]:
+    return settings.HITL_MAX_OPEN_PAUSES_PER_USER, settings.HITL_MAX_OPEN_PAUSES_PER_AGENT
 
 
 def _as_uuid(value: Any) -> uuid.UUID | None:

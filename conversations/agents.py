@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals.decisions import pause_and_owner, pause_with_owner_columns
 from approvals.models import Pause, PauseStatus, SubjectType
+from approvals.pause_caps import OpenPauses, open_pause_columns
 from common import rows
 from common.errors import BadRequest, Conflict, NotFound
 from conversations.agent_document import validate_agent_document
@@ -117,12 +118,13 @@ def undeploy_agent(*, agent_id: uuid.UUID | str, version: int | None, environmen
 
 
 @functools.cache
-def _deployed_sql(newest: bool) -> str:
-    """A live agent's version deployed in an environment, with its agent: the newest, or one by number."""
+def _deployed_sql(newest: bool, counts: str = "") -> str:
+    """A live agent's version deployed in an environment, with its agent: the newest, or one by number;
+    ``counts``: more columns after them (``open_pause_columns``)."""
     which = 'ORDER BY v."version" DESC LIMIT 1' if newest else 'AND v."version" = %s'
     deployed = _still_deployed_sql(agent='v."agent_id"', version='v."version"', environment="%s")
     return (
-        f"SELECT {rows.select_list(AgentVersion, 'v')}, {rows.select_list(Agent, 'a')} "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"SELECT {rows.select_list(AgentVersion, 'v')}, {rows.select_list(Agent, 'a')}{counts} "  # nosec B608  # identifiers from model metadata, values are parameters
         f'FROM {rows.table(AgentVersion)} v JOIN {rows.table(Agent)} a ON a."id" = v."agent_id" '
         f'WHERE v."agent_id" = %s AND a."deleted_at" IS NULL '
         f"AND {deployed} {which}"
@@ -147,27 +149,53 @@ def _still_deployed(environment: str) -> Exists:
     )
 
 
-def _deployed_row(*, agent_id: uuid.UUID, version: int | None, environment: str) -> AgentVersion | None:
+def _deployed_row(
+    *, agent_id: uuid.UUID, version: int | None, environment: str, open_pauses_of: Any = None
+) -> tuple[AgentVersion | None, OpenPauses | None]:
     params: list[Any] = [agent_id, environment] + ([] if version is None else [version])
-    found = rows.fetch_one(_deployed_sql(version is None), params)
+    counts, count_params = "", []
+    if open_pauses_of is not None:
+        columns, count_params = open_pause_columns(owner=("%s", [open_pauses_of]), agent=('v."agent_id"', []))
+        counts = f", {columns}"
+    found = rows.fetch_one(_deployed_sql(version is None, counts), [*count_params, *params])
     if found is None:
-        return None
-    version_values, agent_values = rows.split(found, rows.width(AgentVersion), rows.width(Agent))
+        return None, None
+    version_values, agent_values, count_values = rows.split(
+        found, rows.width(AgentVersion), rows.width(Agent), 2 if counts else 0
+    )
     row = rows.instance(AgentVersion, version_values)
     AgentVersion._meta.get_field("agent").set_cached_value(row, rows.instance(Agent, agent_values))
-    return row
+    return row, OpenPauses(*count_values) if counts else None
 
 
 def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> AgentVersion:
     """The newest version of a live agent deployed in ``environment``, in one query; NotFound (unknown
     or deleted agent) or NotDeployed."""
+    return _newest_deployed(agent_id=agent_id, environment=environment, open_pauses_of=None)[0]
+
+
+def newest_deployed_version_and_open_pauses(
+    *, agent_id: uuid.UUID | str, environment: str, owner_id: Any
+) -> tuple[AgentVersion, OpenPauses | None]:
+    """``newest_deployed_version`` and, in the same statement, the pending pauses a start's caps count:
+    ``owner_id``'s and the agent's (approvals.pause_caps); None where they are not read with it (off
+    PostgreSQL), and the caps read them themselves."""
+    return _newest_deployed(agent_id=agent_id, environment=environment, open_pauses_of=owner_id)
+
+
+def _newest_deployed(
+    *, agent_id: uuid.UUID | str, environment: str, open_pauses_of: Any
+) -> tuple[AgentVersion, OpenPauses | None]:
     try:
         key = agent_id if isinstance(agent_id, uuid.UUID) else uuid.UUID(str(agent_id))
     except (ValueError, TypeError):
         raise NotFound("Agent not found.") from None
     environment = _environment(environment)
+    open_pauses = None
     if rows.on_postgresql():
-        row = _deployed_row(agent_id=key, version=None, environment=environment)
+        row, open_pauses = _deployed_row(
+            agent_id=key, version=None, environment=environment, open_pauses_of=open_pauses_of
+        )
     else:
         row = (
             AgentVersion.objects.select_related("agent")
@@ -179,14 +207,14 @@ def newest_deployed_version(*, agent_id: uuid.UUID | str, environment: str) -> A
     if row is None:
         live_agent(key)  # unknown or deleted: NotFound
         raise NotDeployed(f"Agent {key} is not deployed in {environment}.")
-    return row
+    return row, open_pauses
 
 
 def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> AgentVersion | None:
     """The version a conversation runs on if it is still deployed (its agent not deleted), else None:
     whether it is deployed and the version's row in one query."""
     if rows.on_postgresql():
-        return _deployed_row(agent_id=agent_id, version=version, environment=environment)
+        return _deployed_row(agent_id=agent_id, version=version, environment=environment)[0]
     return (
         AgentVersion.objects.filter(agent_id=agent_id, version=version, agent__deleted_at__isnull=True)
         .filter(_still_deployed(environment))
@@ -198,11 +226,14 @@ def deployed_version(*, agent_id: uuid.UUID, version: int, environment: str) -> 
 class OnVersion:
     """A conversation and, read in the same statement, the version it runs on if that is still
     deployed (``deployed_version``; None when it is not), and its pending pause with the pause's owner
-    when asked for (``find_on_version(with_pending=True)``; None: none pending, or not asked)."""
+    when asked for (``find_on_version(with_pending=True)``; None: none pending, or not asked), and the
+    pending pauses a say's caps count (``find_on_version(with_open_pauses=True)``, approvals.pause_caps;
+    None: not read with it)."""
 
     conversation: Conversation
     version: AgentVersion | None
     pending: Pause | None = None
+    open_pauses: OpenPauses | None = None
 
 
 def conversation_and_its_version(conversation_id: Any) -> OnVersion:
@@ -213,10 +244,14 @@ def conversation_and_its_version(conversation_id: Any) -> OnVersion:
     return found
 
 
-def find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVersion | None:
+def find_on_version(
+    conversation_id: Any, *, with_pending: bool = False, with_open_pauses: bool = False
+) -> OnVersion | None:
     """A conversation and its deployed version in one query; None if there is no such conversation.
     ``with_pending``: its pending pause too, with the pause's owner, in the same query (what a decision
-    needs: approvals.decisions.record_decision's ``pending``)."""
+    needs: approvals.decisions.record_decision's ``pending``). ``with_open_pauses``: the pending pauses of
+    its owner and of its agent too, as a say's caps count them (``open_pause_columns``); not with
+    ``with_pending``."""
     if not rows.on_postgresql():
         conversation = Conversation.objects.filter(pk=conversation_id).first()
         if conversation is None:
@@ -229,11 +264,16 @@ def find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVe
                 environment=conversation.environment,
             ),
         )
+    counts = ""
     if with_pending:
         params = [SubjectType.CONVERSATION, PauseStatus.PENDING, conversation_id]
         found = rows.fetch_one(_conversation_version_and_pending_sql(), params)
     else:
-        found = rows.fetch_one(_conversation_and_version_sql(), [conversation_id])
+        count_params: list[Any] = []
+        if with_open_pauses:
+            columns, count_params = open_pause_columns(owner=('c."owner_id"', []), agent=('c."agent_id"', []))
+            counts = f", {columns}"
+        found = rows.fetch_one(_conversation_and_version_sql(counts), [*count_params, conversation_id])
     if found is None:
         return None
     width = rows.width(Conversation) + rows.width(AgentVersion) + rows.width(Agent)
@@ -242,11 +282,12 @@ def find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVe
     )
     conversation = rows.instance(Conversation, conversation_values)
     pending = pause_and_owner(found[width:]) if with_pending else None
+    open_pauses = OpenPauses(*found[width:]) if counts else None
     if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
-        return OnVersion(conversation, None, pending)
+        return OnVersion(conversation, None, pending, open_pauses)
     version = rows.instance(AgentVersion, version_values)
     AgentVersion._meta.get_field("agent").set_cached_value(version, rows.instance(Agent, agent_values))
-    return OnVersion(conversation, version, pending)
+    return OnVersion(conversation, version, pending, open_pauses)
 
 
 def _conversation_and_version_parts() -> tuple[str, str]:
@@ -268,9 +309,10 @@ def _conversation_and_version_parts() -> tuple[str, str]:
 
 
 @functools.cache
-def _conversation_and_version_sql() -> str:
+def _conversation_and_version_sql(counts: str = "") -> str:
+    """``counts``: more columns after the three models' (``open_pause_columns``)."""
     select, joins = _conversation_and_version_parts()
-    return f'SELECT {select} FROM {joins} WHERE c."id" = %s'  # nosec B608  # identifiers from model metadata, values are parameters
+    return f'SELECT {select}{counts} FROM {joins} WHERE c."id" = %s'  # nosec B608  # identifiers from model metadata, values are parameters
 
 
 @functools.cache

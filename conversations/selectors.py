@@ -46,8 +46,9 @@ def conversation_for_talk(user: Any, conversation_id: Any) -> Conversation:
 
 def talk_on_version(user: Any, conversation_id: Any) -> OnVersion:
     """``conversation_for_talk`` (same access rule, same refusals), with the deployed version a turn
-    runs on read in the same statement: what ``turns.say`` needs, in one query."""
-    found = _find_on_version(conversation_id)
+    runs on and the pending pauses its caps count read in the same statement: what ``turns.say`` needs,
+    in one query."""
+    found = _find_on_version(conversation_id, with_open_pauses=True)
     require_owner_or_admin(
         user, exists=found is not None, owner_id=found.conversation.owner_id if found else None, what=WHAT
     )
@@ -67,9 +68,13 @@ def decision_on_version(user: Any, conversation_id: Any, *, with_pending: bool =
     return found
 
 
-def _find_on_version(conversation_id: Any, *, with_pending: bool = False) -> OnVersion | None:
+def _find_on_version(
+    conversation_id: Any, *, with_pending: bool = False, with_open_pauses: bool = False
+) -> OnVersion | None:
     try:
-        return find_on_version(uuid.UUID(str(conversation_id)), with_pending=with_pending)
+        return find_on_version(
+            uuid.UUID(str(conversation_id)), with_pending=with_pending, with_open_pauses=with_open_pauses
+        )
     except ValueError:
         return None
 

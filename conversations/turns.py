@@ -30,7 +30,7 @@ from common import rows
 from common.errors import WrongState
 from conversations import nested_agents
 from conversations.acting_identity import approver_caller
-from conversations.agents import OnVersion, newest_deployed_version
+from conversations.agents import OnVersion, newest_deployed_version, newest_deployed_version_and_open_pauses
 from conversations.cancels import cancel_check, cancel_conversation, end_conversation
 from conversations.errors import NotDeployed
 from conversations.local_turns import runs_in_one_transaction
@@ -90,10 +90,15 @@ def start_conversation(
     pauses (approvals.pause_caps); ``check_pause_caps=False`` only for a group member's turn, whose pause
     never stays open. An agent whose tasks are all local starts in one transaction
     (conversations.local_turns): the conversation and its first step commit together, or neither does."""
-    if version is None:
+    open_pauses = None
+    if version is None and check_pause_caps:
+        version, open_pauses = newest_deployed_version_and_open_pauses(
+            agent_id=agent_id, environment=environment, owner_id=user.pk
+        )
+    elif version is None:
         version = newest_deployed_version(agent_id=agent_id, environment=environment)
     if check_pause_caps:
-        require_room_for_a_pause(owner_id=user.pk, agent_id=version.agent_id)
+        require_room_for_a_pause(owner_id=user.pk, agent_id=version.agent_id, counted=open_pauses)
 
     def created(*, written: bool = True) -> Conversation:
         conversation = Conversation(
@@ -166,10 +171,12 @@ def say(
     transaction (conversations.local_turns); any other turn commits its claim first and runs under a lease.
     ``conversation`` may come with its deployed version read with it (``selectors.talk_on_version``).
     """
+    open_pauses = None
     if isinstance(conversation, OnVersion):
-        conversation, version = (
+        conversation, version, open_pauses = (
             conversation.conversation,
             _version_for_turn(conversation.conversation, conversation.version),
+            conversation.open_pauses,
         )
     else:
         version = _version_for_turn(conversation, deployed_version_of(conversation))
@@ -178,6 +185,7 @@ def say(
             owner_id=conversation.owner_id,
             agent_id=conversation.agent_id,
             for_other=conversation.owner_id != user.pk,
+            counted=open_pauses,
         )
 
     def claimed() -> bool:

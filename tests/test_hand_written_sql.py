@@ -23,7 +23,7 @@ from rest_framework.authtoken.models import Token
 from approvals.authentication import TokenWithRolesAuthentication
 from approvals.decisions import open_pause_of, pause_with_owner
 from approvals.models import Pause, PauseStatus, SubjectType
-from approvals.pause_caps import open_pause_counts
+from approvals.pause_caps import OpenPauses, counted_pending_pauses, open_pause_counts
 from common import rows
 from conversations.agents import (
     conversation_and_its_version,
@@ -31,7 +31,9 @@ from conversations.agents import (
     delete_agent,
     deploy_agent,
     deployed_version,
+    find_on_version,
     newest_deployed_version,
+    newest_deployed_version_and_open_pauses,
     undeploy_agent,
     update_agent,
 )
@@ -105,6 +107,30 @@ def test_the_open_pause_counts_by_sql_are_the_ones_the_orm_counts(monkeypatch, a
         ),
     )
     assert by_sql == by_orm == (min(3, user_cap), min(3, agent_cap))
+
+
+@pytest.mark.parametrize("caps", [(100, 1000), (2, 2), (1, 0), (0, 5), (0, 0)])
+def test_the_open_pause_counts_read_with_a_turns_subject_are_the_ones_the_orm_counts(
+    settings, alice_client, alice, caps
+):
+    agent = deployed_agent()
+    for _ in range(3):
+        conversation_id = start(alice_client, agent)
+        say(alice_client, conversation_id, "please delete my account")
+    settings.HITL_MAX_OPEN_PAUSES_PER_USER, settings.HITL_MAX_OPEN_PAUSES_PER_AGENT = caps
+    user_cap, agent_cap = caps
+    by_orm = OpenPauses(
+        counted_pending_pauses(cap=user_cap, owner_id=alice.pk).count() if user_cap else 0,
+        counted_pending_pauses(cap=agent_cap, agent_id=uuid.UUID(agent)).count() if agent_cap else 0,
+    )
+
+    _, with_the_version = newest_deployed_version_and_open_pauses(
+        agent_id=agent, environment="production", owner_id=alice.pk
+    )
+    with_the_conversation = find_on_version(uuid.UUID(conversation_id), with_open_pauses=True)
+
+    assert with_the_version == with_the_conversation.open_pauses == by_orm
+    assert by_orm == OpenPauses(min(3, user_cap), min(3, agent_cap))
 
 
 def test_the_newest_steps_by_sql_are_the_ones_the_orm_reads(monkeypatch, alice_client):

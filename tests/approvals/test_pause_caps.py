@@ -164,12 +164,15 @@ def test_an_agent_at_its_open_pause_cap_takes_no_new_turn_from_anyone(settings, 
     settings.HITL_MAX_OPEN_PAUSES_PER_USER = 100
     settings.HITL_MAX_OPEN_PAUSES_PER_AGENT = 2
     agent_id, other_agent = deployed_agent(), deployed_agent()
+    conversation_id = start(alice_client, agent_id)  # before the agent reached its cap
     pending(bob, 2, agent_id=agent_id)
     before = written()
 
     body = assert_limit_reached(alice_client.post(f"/agents/{agent_id}/start", format="json"), PER_AGENT, 2)
+    said = assert_limit_reached(say(alice_client, conversation_id, DELETE), PER_AGENT, 2)
 
     assert body["detail"].startswith(f"Agent {agent_id} already has 2 pending approvals")
+    assert said["detail"].startswith(f"Agent {agent_id} already has 2 pending approvals")
     assert written() == before
     assert alice_client.post(f"/agents/{other_agent}/start", format="json").status_code == 201
 

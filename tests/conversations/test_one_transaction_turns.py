@@ -48,11 +48,12 @@ def test_a_local_say_is_one_transaction():
     # the token's statement, if any, is the credential cache's business (approvals.credential_cache)
     sql = [q["sql"] for q in captured.captured_queries if '"authtoken_token"' not in q["sql"]]
     begin = sql.index("BEGIN")
-    # the conversation with its deployed version (the access check, and whether the turn is local) in one
-    # statement, the pending pauses the caps allow in one more (approvals.pause_caps), then one
-    # transaction that holds the conversation and reads its window in one statement, runs, and writes
-    # the turn's result: the conversation updated once, no undone tail to delete
-    assert len(sql[:begin]) == 2 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
+    # the conversation with its deployed version (the access check, and whether the turn is local) and
+    # the pending pauses the caps allow (approvals.pause_caps) in one statement, then one transaction
+    # that holds the conversation and reads its window in one statement, runs, and writes the turn's
+    # result: the conversation updated once, no undone tail to delete
+    assert len(sql[:begin]) == 1 and sql[-1] == "COMMIT" and sql.count("BEGIN") == 1, sql
+    assert '"approvals_pause"' in sql[0], sql
     held, in_turn = sql[begin + 1], sql[begin + 1 : -1]
     assert held.startswith('SELECT c."state"') and held.endswith("FOR UPDATE OF c"), sql
     assert sum(q.count('UPDATE "conversations_conversation" SET') for q in in_turn) == 1, sql
