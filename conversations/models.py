@@ -69,8 +69,14 @@ class Conversation(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     agent_version = models.PositiveIntegerField()
     environment = models.CharField(max_length=16, choices=Environment.choices)
+    # No index of its own: "conversation_owner" (owner, created_at) leads with it.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     state = models.CharField(
         max_length=32, choices=ConversationState.choices, default=ConversationState.READY
@@ -105,7 +111,10 @@ class Conversation(models.Model):
 class ConversationStep(models.Model):
     """One turn of a conversation: what the user said and what the pipeline made of it."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (conversation, index) leads with it.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     index = models.PositiveIntegerField()
     input = models.TextField(blank=True, default="")
     context = models.JSONField(default=dict, blank=True)
