@@ -31,7 +31,9 @@ class ApprovalRequest(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    account = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False
+    )
     idempotency_key = models.CharField(max_length=200)
     # A keyed digest of the filed body (never a secret in any form): the same key with another body is a 409.
     filing_digest = models.CharField(max_length=64)
@@ -41,7 +43,12 @@ class ApprovalRequest(models.Model):
     reason = models.CharField(max_length=500)
     context = models.JSONField(null=True, blank=True)
     on_behalf_of = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     hitl_config = models.JSONField(default=dict, blank=True)
     callback_url = models.CharField(max_length=2048, blank=True, default="")
@@ -122,7 +129,9 @@ class WebhookDelivery(models.Model):
     """One event for one callback URL, delivered at least once: each attempt's result is kept here."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # the webhook-id
-    approval_request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="deliveries")
+    approval_request = models.ForeignKey(
+        ApprovalRequest, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
     event = models.CharField(max_length=64)
     url = models.CharField(max_length=2048)
     payload = models.JSONField()

@@ -292,7 +292,7 @@ class PauseRoute(models.Model):
     names, ``opens_at`` the pause's start for its approvers and each escalation step's time for that
     step's (approvals.routing). Written with the pause, never changed."""
 
-    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="routes")
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="routes", db_index=False)
     step = models.PositiveSmallIntegerField()  # 0: the approvers; 1..: the escalation steps, in order
     opens_at = models.DateTimeField()
     username = models.CharField(max_length=150, blank=True, default="")
@@ -313,7 +313,7 @@ class Vote(models.Model):
     """One person's approval of a pause that needs several (``Pause.required_approvals``); a pause is decided
     by the compare-and-set that records the last one needed. One vote per person and pause."""
 
-    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="votes")
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="votes", db_index=False)
     # The person: an account of ours, or none for a Slack user (``slack:U1``, deciding with the
     # integration's access). ``person`` is who counts once: the username for an account, whatever the
     # surface (``rita`` and ``mcp:rita`` are one person), the actor's name otherwise.
@@ -338,7 +338,7 @@ class Notice(models.Model):
     decision), claimed once: the row is written before the message is sent (approvals.notices), so two
     timer clusters never send it twice; ``sent_at`` stays empty until the mail went out."""
 
-    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="notices")
+    pause = models.ForeignKey(Pause, on_delete=models.CASCADE, related_name="notices", db_index=False)
     event = models.CharField(max_length=16)
     step = models.PositiveSmallIntegerField(default=0)
     recipients = models.JSONField(default=list, blank=True)  # usernames, for the record

@@ -37,7 +37,7 @@ class Agent(models.Model):
 class AgentVersion(models.Model):
     """An immutable version of an agent document."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions", db_index=False)
     version = models.PositiveIntegerField()
     document = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,7 +50,7 @@ class AgentVersion(models.Model):
 
 
 class Deployment(models.Model):
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="deployments", db_index=False)
     version = models.PositiveIntegerField()
     environment = models.CharField(max_length=16, choices=Environment.choices)
     deployed_at = models.DateTimeField(auto_now_add=True)

@@ -23,7 +23,7 @@ class Group(models.Model):
 class GroupVersion(models.Model):
     """An immutable version of a group document: a change is a new version."""
 
-    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="versions")
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="versions", db_index=False)
     version = models.PositiveIntegerField()
     document = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -57,7 +57,12 @@ class GroupConversation(models.Model):
     group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="discussions")
     group_version = models.PositiveIntegerField()
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     question = models.TextField()
     state = models.CharField(max_length=32, choices=DiscussionState.choices, default=DiscussionState.READY)

@@ -46,7 +46,9 @@ class SlackThread(models.Model):
     """A Slack thread and the conversation it talks to (a top-level message's ts keys its own thread);
     a group integration's thread has no conversation but its discussions (SlackDiscussion)."""
 
-    integration = models.ForeignKey(SlackIntegration, on_delete=models.CASCADE, related_name="threads")
+    integration = models.ForeignKey(
+        SlackIntegration, on_delete=models.CASCADE, related_name="threads", db_index=False
+    )
     channel = models.CharField(max_length=64)
     thread_ts = models.CharField(max_length=32)
     conversation = models.OneToOneField(
@@ -136,7 +138,9 @@ class SlackNotice(models.Model):
     ``end``): recording it twice is a no-op, and the row is claimed before it is posted (as
     SlackDelivery), so no notice reaches the thread twice."""
 
-    discussion = models.ForeignKey(SlackDiscussion, on_delete=models.CASCADE, related_name="notices")
+    discussion = models.ForeignKey(
+        SlackDiscussion, on_delete=models.CASCADE, related_name="notices", db_index=False
+    )
     key = models.CharField(max_length=120)
     text = models.TextField()
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.QUEUED)

@@ -40,7 +40,9 @@ class PendingToolBatch(models.Model):
 
 
 class PendingToolCall(models.Model):
-    batch = models.ForeignKey(PendingToolBatch, on_delete=models.CASCADE, related_name="calls")
+    batch = models.ForeignKey(
+        PendingToolBatch, on_delete=models.CASCADE, related_name="calls", db_index=False
+    )
     position = models.PositiveIntegerField()
     call_id = models.CharField(max_length=200)
     tool_name = models.CharField(max_length=200)
