@@ -225,6 +225,12 @@ def add_stack_args(
         f"gunicorn (WSGI, sync workers); default {server}",
     )
     group.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="gunicorn --threads: above 1, its gthread workers (keep-alive, requests side by side); default 1",
+    )
+    group.add_argument(
         "--q-workers",
         type=int,
         default=q_workers,
@@ -277,8 +283,10 @@ class Stack:
         q_conn_max_age: int = 0,
         quiet: bool = False,
         server: str = "uvicorn",
+        threads: int = 1,
     ) -> None:
         self.workers = workers
+        self.threads = threads
         self.server = server
         self.q_workers = q_workers
         self.with_qcluster = qcluster
@@ -311,6 +319,7 @@ class Stack:
             "qcluster_pool": args.qcluster_pool,
             "q_conn_max_age": args.q_conn_max_age,
             "server": args.server,
+            "threads": args.threads,
         }
         options.update(overrides)
         return cls(**options)
@@ -392,6 +401,8 @@ class Stack:
                 f"127.0.0.1:{self.port}",
                 "--workers",
                 str(self.workers),
+                "--threads",
+                str(self.threads),
                 "--log-level",
                 "warning",
             ]
@@ -419,6 +430,8 @@ class Stack:
 
     def describe_server(self) -> str:
         if self.server == "gunicorn":
+            if self.threads > 1:
+                return f"gunicorn --workers {self.workers} --threads {self.threads} (gthread, WSGI)"
             return f"gunicorn --workers {self.workers} (sync, WSGI)"
         if self.server == "uvicorn-fast":
             return f"uvicorn --workers {self.workers} (uvloop, httptools)"

@@ -18,8 +18,10 @@
 Ours runs on each of --servers (default: gunicorn, sync WSGI workers, and uvicorn-fast, uvicorn on uvloop
 and httptools as ./scripts/start runs it: the one server for everything, the REST API through Django's
 WSGI handler on its thread pool; "uvicorn" is the same on h11, with TCP_NODELAY when W > 1), W workers
-each, and a q-cluster with --q-workers; the peer `uvicorn --workers W` (bench/peer/server.py:
-a saver per request thread, TCP_NODELAY). Nothing is asserted: it prints. About 4-5 minutes with the defaults.
+each but gunicorn, which runs --gunicorn-workers (default 4, as docs/operations.md recommends it: a sync
+worker serves one request at a time and closes its connection after it), and a q-cluster with
+--q-workers; the peer `uvicorn --workers W` (--peer-workers to change it; bench/peer/server.py: a saver
+per request thread, TCP_NODELAY). Nothing is asserted: it prints. About 4-5 minutes with the defaults.
 
     .venv/bin/python bench/compare_peer.py                        # 4 clients, 15 s, 2 rounds
     .venv/bin/python bench/compare_peer.py -d 10 --rounds 1 --db hitl_bench_me --peer-db lgbench_me
@@ -106,6 +108,13 @@ def peer_versions(venv: Path) -> str:
     return subprocess.run([peer_python(venv), "-c", code], capture_output=True, text=True).stdout.strip()
 
 
+def workers_of(side: str, mode: str, args: argparse.Namespace) -> int:
+    """The web server workers of a scenario: the peer's, gunicorn's, or W."""
+    if side == "peer":
+        return args.peer_workers or args.workers
+    return args.gunicorn_workers if mode == "HTTP gunicorn" else args.workers
+
+
 def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[str]:
     common = [
         "-c",
@@ -113,7 +122,7 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
         "-d",
         str(args.duration),
         "--workers",
-        str(args.workers),
+        str(workers_of(side, mode, args)),
         "--json",
         str(out),
     ]
@@ -191,6 +200,15 @@ def main() -> int:
     parser.add_argument("-d", "--duration", type=float, default=15.0, help="seconds of each run (default 15)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the four scenarios (default 2)")
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers of both (default 2)")
+    parser.add_argument(
+        "--gunicorn-workers",
+        type=int,
+        default=4,
+        help="our gunicorn's sync workers (default 4, as docs/operations.md recommends)",
+    )
+    parser.add_argument(
+        "--peer-workers", type=int, default=0, help="the peer's uvicorn workers (default: --workers)"
+    )
     parser.add_argument("--q-workers", type=int, default=2, help="our q-cluster's workers (default 2)")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"our database (default {DEFAULT_DB})")
     parser.add_argument("--peer-db", default="lgbench", help="the peer's database (default lgbench)")
@@ -235,7 +253,7 @@ def main() -> int:
     print(f"\n# ours and the peer side by side ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)")
     nodelay = " +TCP_NODELAY" if args.workers > 1 else ""
     described = {
-        "gunicorn": f"gunicorn --workers {args.workers} (sync)",
+        "gunicorn": f"gunicorn --workers {args.gunicorn_workers} (sync)",
         "uvicorn": f"uvicorn --workers {args.workers}{nodelay}",
         "uvicorn-fast": f"uvicorn --workers {args.workers} (uvloop, httptools: ./scripts/start's)",
     }
@@ -244,7 +262,8 @@ def main() -> int:
         f"in process through Django's WSGI handler (the REST views) and through the services the views call (bench/_services.py); q-cluster {args.q_workers} workers, database {args.db}"
     )
     print(
-        f"peer: {peer_versions(args.peer_venv)}; uvicorn --workers {args.workers} (bench/peer/server.py), "
+        f"peer: {peer_versions(args.peer_venv)}; uvicorn --workers {args.peer_workers or args.workers} "
+        "(bench/peer/server.py), "
         f"database {args.peer_db}"
     )
     print(
