@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _stack import connect, summarize
+from _figures import summarize
+from _stack import connect
 
 
 def database_counts(dbname: str) -> dict[str, int]:

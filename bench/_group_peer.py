@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _cost import load_average
-from _stack import LOG_DIR, machine_line
+from _figures import machine_line
+from _stack import LOG_DIR
 from compare_peer import FIGURES, cell, command, mean, peer_versions, run, set_up_peer
 from peer_cycles import PEER_VENV
 

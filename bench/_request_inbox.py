@@ -182,7 +182,7 @@ def list_queryset(username: str, status: str | None) -> Any:
 
 def plans(conn: Any, lists: dict[str, tuple[str, str | None]]) -> dict[str, tuple[str, str, float]]:
     """{list: (SQL, EXPLAIN ANALYZE, SQL alone p95 ms over 50 runs)} of each list's ORM query."""
-    from _stack import summarize
+    from _figures import summarize
 
     found = {}
     for name, (username, status) in lists.items():

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from _figures import format_latency, machine_line
 from _service_accounts import load, service_account_tokens
-from _stack import ROOT, Stack, add_stack_args, format_latency, machine_line
+from _stack import ROOT, Stack, add_stack_args
 from hitl_client import AsyncHitlClient, HitlClient
 from python_client import reviewer, setup_django
 

@@ -17,7 +17,8 @@ import re
 import time
 
 import httpx
-from _stack import Stack, add_stack_args, connect, database_url, machine_line, print_latency
+from _figures import machine_line, print_latency
+from _stack import Stack, add_stack_args, connect, database_url
 from inbox import MARK, OWNERS, PAUSES_SQL, USERS_SQL
 
 PASSWORD = "bench-admin-inbox-pass"

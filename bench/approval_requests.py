@@ -36,10 +36,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from _figures import format_latency, machine_line
 from _request_cycles import CycleRun, cycle_check, run_cycles, statements_per_step
 from _request_inbox import LIMIT, backlog, list_statements, plans, remove, seed, time_list
 from _service_accounts import load, run_id, service_account_tokens, token_client
-from _stack import Stack, add_stack_args, connect, database_url, format_latency, machine_line
+from _stack import Stack, add_stack_args, connect, database_url
 from _webhook_receiver import Receiver, delivery_rows, run_deliveries
 
 SCENARIOS = ("cycle", "inbox", "webhook")

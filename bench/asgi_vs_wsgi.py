@@ -20,16 +20,8 @@ import threading
 import time
 
 import httpx
-from _stack import (
-    ROOT,
-    Stack,
-    add_stack_args,
-    database_url,
-    free_port,
-    machine_line,
-    print_latency,
-    stop_group,
-)
+from _figures import machine_line, print_latency
+from _stack import ROOT, Stack, add_stack_args, database_url, free_port, stop_group
 
 
 def start_gunicorn(stack: Stack, workers: int) -> tuple[subprocess.Popen, str]:

@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 
 from _cost import load_average
-from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, machine_line, stop_group
+from _figures import machine_line
+from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, stop_group
 from peer_cycles import PEER_VENV
 
 HERE = Path(__file__).resolve().parent

@@ -37,14 +37,8 @@ from collections import Counter
 from typing import Any
 
 from _cost import CostMeter, Window, report_figures
-from _stack import (
-    Stack,
-    add_stack_args,
-    machine_line,
-    print_latency,
-    say,
-    start_conversation,
-)
+from _figures import machine_line, print_latency
+from _stack import Stack, add_stack_args, say, start_conversation
 
 
 class Results:

@@ -31,9 +31,10 @@ from collections import Counter
 from typing import Any
 
 from _cost import CostMeter, Window, report_figures
+from _figures import format_latency, machine_line
 from _group_peer import add_peer_args, run_with_peer
 from _groups import GATE_INDEX, TURNS_IN_ALL, TURNS_TO_GATE, create_group, deploy_members
-from _stack import Stack, add_stack_args, format_latency, machine_line
+from _stack import Stack, add_stack_args
 
 QUESTION = "Should we move the team to a four-day week?"
 

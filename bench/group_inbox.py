@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from _cost import load_average
+from _figures import format_latency, machine_line, summarize
 from _groups import GATE_INDEX, TURNS_TO_GATE, create_group, deploy_members
-from _stack import Stack, add_stack_args, connect, format_latency, machine_line, summarize
+from _stack import Stack, add_stack_args, connect
 from inbox import MARK as REGULAR_MARK
 from inbox import PAUSES_SQL as REGULAR_PAUSES_SQL
 from inbox import USERS_SQL, explain

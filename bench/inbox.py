@@ -29,7 +29,8 @@ import os
 import sys
 import time
 
-from _stack import Stack, add_stack_args, connect, database_url, machine_line, print_latency, summarize
+from _figures import machine_line, print_latency, summarize
+from _stack import Stack, add_stack_args, connect, database_url
 
 MARK = "bench-inbox"
 OWNERS = 1000

@@ -29,7 +29,8 @@ import sys
 import types
 from pathlib import Path
 
-from _stack import PYTHON, Stack, add_stack_args, machine_line
+from _figures import machine_line
+from _stack import PYTHON, Stack, add_stack_args
 from _valgrind import per_repetition, require_valgrind
 from peer_cycles import PEER_VENV
 

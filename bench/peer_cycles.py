@@ -33,15 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from _cost import CostMeter, Window, report_figures
-from _stack import (
-    LOG_DIR,
-    conninfo,
-    free_port,
-    machine_line,
-    print_latency,
-    raise_exit,
-    stop_group,
-)
+from _figures import machine_line, print_latency
+from _stack import LOG_DIR, conninfo, free_port, raise_exit, stop_group
 
 HERE = Path(__file__).resolve().parent
 PEER_VENV = HERE / "peer" / ".venv"

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from _figures import format_latency, machine_line
 from _service_accounts import load, run_id, service_account_tokens
-from _stack import ROOT, UNTHROTTLED, Stack, add_stack_args, database_url, format_latency, machine_line
+from _stack import ROOT, UNTHROTTLED, Stack, add_stack_args, database_url
 from hitl_client import HitlClient
 
 

@@ -37,7 +37,8 @@ import time
 from collections.abc import Callable
 
 from _cost import load_average
-from _stack import PYTHON, django_in_process, machine_line
+from _figures import machine_line
+from _stack import PYTHON, django_in_process
 from _valgrind import per_repetition, require_valgrind
 
 DEFAULT_DB = "hitl_bench_overhead"

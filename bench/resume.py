@@ -27,16 +27,8 @@ import sys
 import time
 
 from _cost import CostMeter
-from _stack import (
-    Stack,
-    add_stack_args,
-    connect,
-    counts,
-    machine_line,
-    paused_conversation,
-    print_latency,
-    sessions_opened,
-)
+from _figures import machine_line, print_latency
+from _stack import Stack, add_stack_args, connect, counts, paused_conversation, sessions_opened
 
 
 def pause_states(

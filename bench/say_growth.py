@@ -22,7 +22,8 @@ import sys
 import time
 from typing import Any
 
-from _stack import django_in_process, machine_line, summarize
+from _figures import machine_line, summarize
+from _stack import django_in_process
 
 DEFAULT_DB = "hitl_bench_say"
 

@@ -27,7 +27,8 @@ from json import dumps, loads
 from typing import Any
 from urllib.parse import urlencode
 
-from _stack import Stack, add_stack_args, machine_line, print_latency, start_conversation
+from _figures import machine_line, print_latency
+from _stack import Stack, add_stack_args, start_conversation
 
 
 class Answer:

@@ -39,7 +39,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta
 
-from _stack import machine_line
+from _figures import machine_line
 from timeout_precision import (
     DEFAULT_DB,
     TimerBench,

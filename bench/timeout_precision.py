@@ -38,17 +38,8 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from _stack import (
-    LOG_DIR,
-    PYTHON,
-    ROOT,
-    UNTHROTTLED,
-    database_url,
-    ensure_database,
-    machine_line,
-    stop_group,
-    summarize,
-)
+from _figures import machine_line, summarize
+from _stack import LOG_DIR, PYTHON, ROOT, UNTHROTTLED, database_url, ensure_database, stop_group
 
 DEFAULT_DB = "hitl_bench_timers"
 CONTINUATION = "approvals.continuation_runs.run_continuation"
