@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approval_requests import decision_rules, pinning, review, webhooks
 from approval_requests.models import ApprovalRequest, RequestStatus
+from approvals.audit import AuditDraft
 from approvals.decisions import finish_pause
 from approvals.engines import Resumed, register_engine
 from approvals.models import Engine, Pause, PauseKind, Verdict
@@ -54,7 +55,9 @@ class RequestEngine:
     def continues_quickly(self, checked: object | None) -> bool:
         return True  # nothing leaves the process: the request is marked, the webhook only queued
 
-    def begin_resume(self, pause: Pause) -> Resumed | None:
+    def begin_resume(
+        self, pause: Pause, checked: object | None = None, audit: AuditDraft | None = None
+    ) -> Resumed | None:  # the core appends the decision's entry
         verdict, details = Pause.objects.filter(pk=pause.pk).values_list("verdict", "decision_details").get()
         request = ApprovalRequest.objects.filter(pk=pause.subject_id, status=RequestStatus.PENDING).first()
         if request is None:

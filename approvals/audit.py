@@ -53,7 +53,46 @@ _VERIFIED_FIELDS = (*HASHED_FIELDS, "entry_hash")
 VERIFY_CHUNK_SIZE = 2000
 
 
-def append_audit_entry(
+@dataclass(frozen=True)
+class AuditDraft:
+    """An entry before its place in the chain is known: every field but ``sequence``, ``prev_hash``,
+    ``entry_hash`` and ``created_at`` (``audit_draft`` checks and normalizes them)."""
+
+    subject_type: str
+    subject_id: uuid.UUID
+    verb: str
+    actor: str
+    automated: bool
+    verdict: str
+    note: str
+    detail: dict[str, Any]
+    conversation_id: uuid.UUID | None
+    pause_id: uuid.UUID | None
+    epoch: uuid.UUID | None
+
+    def after(self, last_sequence: int, last_hash: str) -> AuditEntry:
+        """The entry that follows a head at ``last_sequence`` with ``last_hash``, created now, hashed."""
+        entry = AuditEntry(
+            subject_type=self.subject_type,
+            subject_id=self.subject_id,
+            sequence=last_sequence + 1,
+            conversation_id=self.conversation_id,
+            pause_id=self.pause_id,
+            epoch=self.epoch,
+            verb=self.verb,
+            actor=self.actor,
+            automated=self.automated,
+            verdict=self.verdict,
+            note=self.note,
+            detail=self.detail,
+            created_at=timezone.now(),
+            prev_hash=last_hash or GENESIS_HASH,
+        )
+        entry.entry_hash = entry_hash_of(entry)
+        return entry
+
+
+def audit_draft(
     *,
     subject_type: str,
     subject_id: uuid.UUID,
@@ -66,50 +105,56 @@ def append_audit_entry(
     conversation_id: uuid.UUID | None = None,
     pause_id: uuid.UUID | None = None,
     epoch: uuid.UUID | None = None,
-    head: AuditHead | None = None,
-) -> AuditEntry:
+) -> AuditDraft:
+    """The entry ``append_audit_entry`` takes these arguments for, before its place in the chain."""
+    if subject_type not in SubjectType.values:
+        raise ValueError(f"unknown audit subject type {subject_type!r}")
+    # Plain str, not a TextChoices member: the hash must see exactly what reads back.
+    subject_type, verb, actor, verdict = str(subject_type), str(verb), str(actor), str(verdict or "")
+    subject_id = _as_uuid(subject_id)
+    return AuditDraft(
+        subject_type=subject_type,
+        subject_id=subject_id,
+        verb=verb,
+        actor=actor,
+        automated=actor.startswith("system:") if automated is None else automated,
+        verdict=verdict,
+        note=note or "",
+        detail=_as_stored_json(detail or {}),
+        conversation_id=_as_uuid_or_none(
+            subject_id
+            if conversation_id is None and subject_type == SubjectType.CONVERSATION
+            else conversation_id
+        ),
+        pause_id=_as_uuid_or_none(pause_id),
+        epoch=_as_uuid_or_none(epoch),
+    )
+
+
+def append_audit_entry(*, head: AuditHead | None = None, **fields: Any) -> AuditEntry:
     """Append one entry to the subject's chain, in the caller's transaction.
 
     Call it inside the transaction that makes the change it records, so both commit or neither does
     (outside one it runs in a transaction of its own). Appends to one subject serialize on the
     subject's ``AuditHead`` row lock, held until the caller commits: keep that transaction short, and
     when one transaction appends to several subjects, append in a fixed order to avoid deadlocks.
-    ``automated`` defaults to whether the actor is a ``system:`` actor. ``conversation_id`` files the entry
-    under a conversation; an entry whose subject is a conversation is filed under it without being told.
+    ``fields``: those of ``audit_draft``. ``automated`` defaults to whether the actor is a ``system:``
+    actor. ``conversation_id`` files the entry under a conversation; an entry whose subject is a
+    conversation is filed under it without being told.
     ``head``: the subject's head, already locked in this transaction by a statement of the caller's that
     ran ``lock_head_sql()`` (``locked_head_from`` its row), so the lock costs no statement of its own.
     """
-    if subject_type not in SubjectType.values:
-        raise ValueError(f"unknown audit subject type {subject_type!r}")
-    # Plain str, not a TextChoices member: the hash must see exactly what reads back.
-    subject_type, verb, actor, verdict = str(subject_type), str(verb), str(actor), str(verdict or "")
-    subject_id = _as_uuid(subject_id)
+    return append_draft(audit_draft(**fields), head=head)
+
+
+def append_draft(draft: AuditDraft, *, head: AuditHead | None = None) -> AuditEntry:
+    """``append_audit_entry`` of a draft."""
     with transaction.atomic(savepoint=False):
         if head is None:
-            head = _locked_head(subject_type, subject_id)
-        elif (head.subject_type, head.subject_id) != (subject_type, subject_id):
+            head = _locked_head(draft.subject_type, draft.subject_id)
+        elif (head.subject_type, head.subject_id) != (draft.subject_type, draft.subject_id):
             raise ValueError("the locked audit head is another subject's")
-        entry = AuditEntry(
-            subject_type=subject_type,
-            subject_id=subject_id,
-            sequence=head.last_sequence + 1,
-            conversation_id=_as_uuid_or_none(
-                subject_id
-                if conversation_id is None and subject_type == SubjectType.CONVERSATION
-                else conversation_id
-            ),
-            pause_id=_as_uuid_or_none(pause_id),
-            epoch=_as_uuid_or_none(epoch),
-            verb=verb,
-            actor=actor,
-            automated=actor.startswith("system:") if automated is None else automated,
-            verdict=verdict,
-            note=note or "",
-            detail=_as_stored_json(detail or {}),
-            created_at=timezone.now(),
-            prev_hash=head.last_hash or GENESIS_HASH,
-        )
-        entry.entry_hash = entry_hash_of(entry)
+        entry = draft.after(head.last_sequence, head.last_hash)
         if connection.vendor == "postgresql":
             _insert_and_advance(entry, head)
         else:

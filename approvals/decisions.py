@@ -22,7 +22,7 @@ from django_q.tasks import async_task
 
 from approvals import metrics, notices
 from approvals.actors import Actor
-from approvals.audit import append_audit_entry
+from approvals.audit import AuditDraft, append_audit_entry, append_draft, audit_draft
 from approvals.decision_input import DecisionInput
 from approvals.engines import handler_for
 from approvals.leases import lease_expiry
@@ -239,36 +239,16 @@ def record_decision(
         }
         # the compare-and-set, and the timer's schedule deleted when it won: one statement
         won = decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
-        resumed = handler.begin_resume(pause) if won else None
+        entry = _decision_entry(
+            pause, (subject_type, subject_id), surface, decision, actor, kind_detail, tally
+        )
+        # the engine's move to running, with the entry when it can append it in the same statement
+        resumed = handler.begin_resume(pause, checked, entry) if won else None
         if resumed is None:
             raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
-        for field, value in decided.items():  # what the compare-and-set wrote, without reading it back
-            setattr(pause, field, value)
-        if actor.user is not None:
-            # the approved tool calls of a tool pause act as the decider: no need to load them
-            pause.decided_by_user = actor.user
-        append_audit_entry(
-            subject_type=subject_type,
-            subject_id=subject_id,
-            verb="hitl.approval",
-            actor=actor.name,
-            automated=actor.automated,
-            verdict=decision.verdict,
-            note=decision.note,
-            pause_id=pause.id,
-            epoch=pause.epoch,
-            detail={
-                "pauseType": pause.kind,
-                "surface": surface,
-                "agentId": str(pause.agent_id) if pause.agent_id else None,
-                "agentVersion": pause.agent_version,
-                "owner": pause.owner.get_username() if pause.owner_id else None,
-                **kind_detail,
-                **({"reviewerAction": REPLY_WITH_GUIDANCE} if decision.guidance else {}),
-                **({"approvedBy": [voter for voter, _ in tally.votes]} if tally else {}),
-            },
-            head=resumed.head,
-        )
+        _as_decided(pause, decided, actor)
+        if resumed.appended is None:
+            append_draft(entry, head=resumed.head)
         if not here:
             # named: a decision made on the timer cluster (a timeout) still continues on the work cluster
             async_task(
@@ -282,6 +262,48 @@ def record_decision(
         notices.on_decided(pause)
     return Decided(
         pause, claimed_here=here, checked=checked if here else None, held=resumed.held if here else None
+    )
+
+
+def _as_decided(pause: Pause, decided: dict[str, Any], actor: Actor) -> None:
+    """The pause as the compare-and-set wrote ``decided``, without reading it back."""
+    for field, value in decided.items():
+        setattr(pause, field, value)
+    if actor.user is not None:
+        # the approved tool calls of a tool pause act as the decider: no need to load them
+        pause.decided_by_user = actor.user
+
+
+def _decision_entry(
+    pause: Pause,
+    subject: tuple[str, uuid.UUID],
+    surface: str,
+    decision: DecisionInput,
+    actor: Actor,
+    kind_detail: dict[str, Any],
+    tally: Tally | None,
+) -> AuditDraft:
+    """The decision's ``hitl.approval`` entry, before its place in the subject's chain."""
+    return audit_draft(
+        subject_type=subject[0],
+        subject_id=subject[1],
+        verb="hitl.approval",
+        actor=actor.name,
+        automated=actor.automated,
+        verdict=decision.verdict,
+        note=decision.note,
+        pause_id=pause.id,
+        epoch=pause.epoch,
+        detail={
+            "pauseType": pause.kind,
+            "surface": surface,
+            "agentId": str(pause.agent_id) if pause.agent_id else None,
+            "agentVersion": pause.agent_version,
+            "owner": pause.owner.get_username() if pause.owner_id else None,
+            **kind_detail,
+            **({"reviewerAction": REPLY_WITH_GUIDANCE} if decision.guidance else {}),
+            **({"approvedBy": [voter for voter, _ in tally.votes]} if tally else {}),
+        },
     )
 
 

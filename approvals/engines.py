@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from approvals.models import AuditHead, Pause
+    from approvals.audit import AuditDraft
+    from approvals.models import AuditEntry, AuditHead, Pause
 
 
 class ContinuationNotStarted(Exception):
@@ -25,10 +26,14 @@ class Resumed:
     ``head``: the subject's audit head, locked by the same statement after the subject's row, for the
     decision's audit entry (None: the core locks it itself). ``held``: what the statement also read for
     the continuation (opaque to the core), handed to ``continue_pause`` when the continuation runs in
-    the decision's own transaction, where nothing can have changed it."""
+    the decision's own transaction, where nothing can have changed it. ``appended``: the decision's
+    audit entry, when the statement appended it on the head the engine's check read (then ``head`` is
+    None and the core appends nothing)."""
 
     head: AuditHead | None = None
     held: object | None = None
+    # the decision's audit entry, when the same statement appended it (``begin_resume``'s ``audit``)
+    appended: AuditEntry | None = None
 
 
 class EngineHandler(Protocol):
@@ -50,9 +55,13 @@ class EngineHandler(Protocol):
         it runs leaves the process), so a timer's process may run it in place rather than queue it, and
         the deciding process runs it in the decision's own transaction."""
 
-    def begin_resume(self, pause: Pause) -> Resumed | None:
+    def begin_resume(
+        self, pause: Pause, checked: object | None = None, audit: AuditDraft | None = None
+    ) -> Resumed | None:
         """Compare-and-set the subject from awaiting to running, in the caller's transaction; None when it
-        was not awaiting (nothing written)."""
+        was not awaiting (nothing written). ``checked``: what ``check_can_continue`` returned; ``audit``:
+        the decision's entry, which the engine may append in its statement on the audit head its check
+        read (``approvals.optimistic_audit``; ``Resumed.appended``), or leave to the core."""
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         """Move the subject out of its awaiting state after its pause was cancelled (same transaction)."""

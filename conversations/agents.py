@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals.decisions import pause_and_owner, pause_with_owner_columns
 from approvals.models import Pause, PauseStatus, SubjectType
+from approvals.optimistic_audit import SEEN_HEAD_WIDTH, SeenHead, seen_head_from, seen_head_join
 from approvals.pause_caps import OpenPauses, open_pause_columns
 from common import rows
 from common.errors import BadRequest, Conflict, NotFound
@@ -234,6 +235,8 @@ class OnVersion:
     version: AgentVersion | None
     pending: Pause | None = None
     open_pauses: OpenPauses | None = None
+    # the conversation's audit head as the read saw it, read with ``with_pending`` (approvals.optimistic_audit)
+    audit_head: SeenHead | None = None
 
 
 def conversation_and_its_version(conversation_id: Any) -> OnVersion:
@@ -281,13 +284,14 @@ def find_on_version(
         found, rows.width(Conversation), rows.width(AgentVersion), rows.width(Agent)
     )
     conversation = rows.instance(Conversation, conversation_values)
-    pending = pause_and_owner(found[width:]) if with_pending else None
+    pending = pause_and_owner(found[width:-SEEN_HEAD_WIDTH]) if with_pending else None
+    head = seen_head_from(found[-SEEN_HEAD_WIDTH:]) if with_pending else None
     open_pauses = OpenPauses(*found[width:]) if counts else None
     if rows.nothing_in(version_values) or rows.nothing_in(agent_values):
-        return OnVersion(conversation, None, pending, open_pauses)
+        return OnVersion(conversation, None, pending, open_pauses, head)
     version = rows.instance(AgentVersion, version_values)
     AgentVersion._meta.get_field("agent").set_cached_value(version, rows.instance(Agent, agent_values))
-    return OnVersion(conversation, version, pending, open_pauses)
+    return OnVersion(conversation, version, pending, open_pauses, head)
 
 
 def _conversation_and_version_parts() -> tuple[str, str]:
@@ -318,14 +322,16 @@ def _conversation_and_version_sql(counts: str = "") -> str:
 @functools.cache
 def _conversation_version_and_pending_sql() -> str:
     """``_conversation_and_version_sql`` with the conversation's newest pending pause and its owner (the
-    one ``approvals.decisions.open_pause_of`` reads), through the index of open pauses per subject."""
+    one ``approvals.decisions.open_pause_of`` reads), through the index of open pauses per subject, and
+    the conversation's audit head, unlocked (``seen_head_join``)."""
     select, joins = _conversation_and_version_parts()
+    head, head_join = seen_head_join("h", SubjectType.CONVERSATION.value, 'c."id"')
     return (
-        f"SELECT {select}, {pause_with_owner_columns('p', 'u')} FROM {joins} "  # nosec B608  # identifiers from model metadata, values are parameters
+        f"SELECT {select}, {pause_with_owner_columns('p', 'u')}, {head} FROM {joins} "  # nosec B608  # identifiers from model metadata, values are parameters
         f"LEFT JOIN LATERAL (SELECT {rows.select_list(Pause, 'q')} FROM {rows.table(Pause)} q "
         f'WHERE q."subject_type" = %s AND q."subject_id" = c."id" AND q."status" = %s '
         f'ORDER BY q."paused_at" DESC LIMIT 1) p ON true '
-        f'LEFT JOIN {rows.table(get_user_model())} u ON u."id" = p."owner_id" WHERE c."id" = %s'
+        f'LEFT JOIN {rows.table(get_user_model())} u ON u."id" = p."owner_id" {head_join} WHERE c."id" = %s'
     )
 
 

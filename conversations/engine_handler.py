@@ -8,10 +8,11 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from approvals.audit import append_audit_entry
+from approvals.audit import AuditDraft, append_audit_entry
 from approvals.engines import Resumed, register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
+from approvals.optimistic_audit import entry_on
 from common import rows
 from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
@@ -56,13 +57,25 @@ class ConversationEngine:
             and runs_in_one_transaction(checked.version.document)
         )
 
-    def begin_resume(self, pause: Pause) -> Resumed | None:
-        """AWAITING_HUMAN -> IN_PROGRESS; on PostgreSQL the same statement locks the conversation's audit
-        head and reads the paused turn's window (``conversations.resume_rows``)."""
+    def begin_resume(
+        self, pause: Pause, checked: object | None = None, audit: AuditDraft | None = None
+    ) -> Resumed | None:
+        """AWAITING_HUMAN -> IN_PROGRESS; on PostgreSQL the same statement reads the paused turn's window
+        and either appends ``audit`` on the audit head the check read (``OnVersion.audit_head``) or locks
+        the head for the core's append (``conversations.resume_rows``)."""
         started, alive_until = timezone.now(), lease_expiry()
         if rows.on_postgresql():
-            turn = begin_paused_turn(pause.subject_id, started=started, alive_until=alive_until)
-            return None if turn is None else Resumed(head=turn.head, held=turn.window)
+            seen = checked.audit_head if isinstance(checked, OnVersion) else None
+            entry = entry_on(seen, audit) if audit is not None else None
+            turn = begin_paused_turn(
+                pause.subject_id,
+                started=started,
+                alive_until=alive_until,
+                appending=(seen, entry) if seen is not None and entry is not None else None,
+            )
+            if turn is None:
+                return None
+            return Resumed(head=turn.head, held=turn.window, appended=turn.appended)
         moved = rows.update(
             Conversation,
             where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from approvals.audit import append_audit_entry
+from approvals.audit import AuditDraft, append_audit_entry
 from approvals.engines import Resumed, register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
@@ -37,7 +37,9 @@ class GroupEngine:
     def continues_quickly(self, checked: object | None) -> bool:
         return False  # the rest of a discussion is member turns: never in the decision's transaction
 
-    def begin_resume(self, pause: Pause) -> Resumed | None:
+    def begin_resume(
+        self, pause: Pause, checked: object | None = None, audit: AuditDraft | None = None
+    ) -> Resumed | None:  # the core appends the decision's entry
         moved = GroupConversation.objects.filter(pk=pause.subject_id, state=S.AWAITING_APPROVAL).update(
             state=S.IN_PROGRESS,
             turn_alive_until=lease_expiry(),

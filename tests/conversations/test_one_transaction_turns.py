@@ -272,7 +272,7 @@ def _writes_in_one_transaction(sql: list[str], *expected: str) -> None:
 
 DECISION = 'UPDATE "approvals_pause" SET "status" = \'RESOLVING\''
 FINISH = 'UPDATE "approvals_pause" SET "status" = \'RESOLVED\''
-DECISION_AUDIT = 'WITH new_entry AS (INSERT INTO "approvals_auditentry"'
+DECISION_AUDIT = 'INSERT INTO "approvals_auditentry"'  # alone, or appended in the move to running
 CONTINUED_STEP = 'UPDATE "conversations_conversationstep"'
 
 
