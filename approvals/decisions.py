@@ -24,14 +24,14 @@ from approvals import metrics, notices
 from approvals.actors import Actor
 from approvals.audit import AuditDraft, append_audit_entry, append_draft, audit_draft
 from approvals.decision_input import DecisionInput
-from approvals.engines import handler_for
+from approvals.engines import EngineHandler, Resumed, handler_for
 from approvals.leases import lease_expiry
 from approvals.models import Pause, PauseKind, PauseStatus, Verdict, Vote
 from approvals.pause_kinds import decision_validator_for
 from approvals.routing import refuse_unrouted
 from approvals.self_approval import refuse_self_approval
 from approvals.settlements import announce_settled
-from approvals.timer_arming import arm_timer, decide_and_disarm, disarm_timer, fire_retry_after
+from approvals.timer_arming import DecisionWrite, arm_timer, decision_write, disarm_timer, fire_retry_after
 from approvals.votes import Tally, record_vote, takes_votes
 from common import rows
 from common.errors import BadRequest, LostRace, WrongState
@@ -237,13 +237,13 @@ def record_decision(
             "decision_details": decision.recorded_details() | ({"votes": tally.as_json()} if tally else {}),
             "lease_until": lease_expiry(now) if here else None,
         }
-        # the compare-and-set, and the timer's schedule deleted when it won: one statement
-        won = decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
+        # the compare-and-set, and the timer's schedule deleted when it won: one statement, which the
+        # engine's move to running joins when it can, with the entry too
+        write = decision_write(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
         entry = _decision_entry(
             pause, (subject_type, subject_id), surface, decision, actor, kind_detail, tally
         )
-        # the engine's move to running, with the entry when it can append it in the same statement
-        resumed = handler.begin_resume(pause, checked, entry) if won else None
+        resumed = _decided_and_resumed(handler, pause, checked, entry, write)
         if resumed is None:
             raise _not_awaiting(surface, subject_id, what or handler.subject_word, lost_race=True)
         _as_decided(pause, decided, actor)
@@ -263,6 +263,18 @@ def record_decision(
     return Decided(
         pause, claimed_here=here, checked=checked if here else None, held=resumed.held if here else None
     )
+
+
+def _decided_and_resumed(
+    handler: EngineHandler, pause: Pause, checked: object | None, entry: AuditDraft, write: DecisionWrite
+) -> Resumed | None:
+    """The decision's writes, then the engine's move of its subject to running; one statement when the
+    engine joins the two (``begin_decided_resume``). None: the decision lost, or the subject was not
+    awaiting it (the caller's transaction then fails whole)."""
+    joined = getattr(handler, "begin_decided_resume", None)
+    if joined is not None and write.parts:
+        return joined(pause, checked, entry, write)
+    return handler.begin_resume(pause, checked, entry) if write.run() else None
 
 
 def _as_decided(pause: Pause, decided: dict[str, Any], actor: Actor) -> None:

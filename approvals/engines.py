@@ -63,6 +63,11 @@ class EngineHandler(Protocol):
         the decision's entry, which the engine may append in its statement on the audit head its check
         read (``approvals.optimistic_audit``; ``Resumed.appended``), or leave to the core."""
 
+    # Optional: ``begin_decided_resume(pause, checked, audit, decision)``, ``begin_resume`` joined to the
+    # decision's own writes (``approvals.timer_arming.DecisionWrite``: its ``parts`` and ``params``) in one
+    # statement that moves the subject only when the decision's compare-and-set won; None when either did
+    # not. An engine without it has the decision's statement run first, then ``begin_resume``.
+
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         """Move the subject out of its awaiting state after its pause was cancelled (same transaction)."""
 

@@ -1,16 +1,22 @@
 """An audit entry appended inside a statement of the caller's, on the head an earlier read saw
 (decision record 0015).
 
-A read on the way to a change (the say's locked read of its conversation, a decision's access check)
-also reads the subject's audit head, unlocked: ``seen_head_join`` and ``seen_head_from``. The statement
-that makes the change then carries the entry that follows that head (``AuditDraft.after``) as two more
-data-modifying parts (``appended_parts``): a compare-and-set that moves the head from what was seen to
-the new entry, and the entry's insert, which runs only when the compare-and-set won. When the head moved
-since the read (another append committed, or one is in flight and commits first: the compare-and-set
-waits for its lock, then finds a different head), nothing of the entry is written and the caller
-appends it the locked way (``append_draft``): the chain never takes an entry on a head it did not
-find. A head that did not exist when read is created by the same part, or is left to the locked way
-when someone else created it first.
+A read on the way to a change (a decision's access check, ``find_on_version(with_pending=True)``) also
+reads the subject's audit head, unlocked: ``seen_head_join`` and ``seen_head_from``. The statement that
+makes the change (the decision's move of its conversation to running, ``conversations.resume_rows``)
+then carries the entry that follows that head (``AuditDraft.after``) as two more data-modifying parts
+(``appended_parts``): a compare-and-set that moves the head from what was seen to the new entry, and
+the entry's insert, which runs only when the compare-and-set won. When the head moved since the read
+(another append committed, or one is in flight and commits first: the compare-and-set waits for its
+lock, then finds a different head), nothing of the entry is written and the caller appends it the
+locked way (``append_draft``): the chain never takes an entry on a head it did not find. A head that
+did not exist when read is created by the same part, or is left to the locked way when someone else
+created it first.
+
+The parts add ``len(appended_params(...))`` parameters (19 to 21) to the statement: psycopg caches its
+parsing of a statement only up to 50 parameters, and parses a longer one afresh on every execution
+(about 140 µs for the pause's statement), which would cost more than the statement saved. A pause's
+own statement is at that limit already, so its ``hitl.pause`` entry is appended the locked way.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ from django.db import connection
 from django_q.models import Schedule
 
 from approvals.audit import lock_head_sql, locked_head_from
-from approvals.models import AuditEntry, AuditHead, Pause
-from approvals.optimistic_audit import SeenHead, appended_params, appended_parts, mark_appended
+from approvals.models import AuditHead, Pause
 from common import rows
 
 
@@ -29,13 +28,11 @@ def _pause_fields() -> list:
 
 
 @functools.cache
-def _insert_sql(with_schedule: bool, entry_on_head: bool | None = None) -> str:
+def _insert_sql(with_schedule: bool) -> str:
     """``WITH timer AS (INSERT schedule), pause AS (INSERT pause), head AS (lock the pause's subject's head)``,
     answering the schedule's key (NULL without one) and the head's id, last sequence and last hash. The
     head takes its subject from the inserted pause: it is locked after the pause is written, and the
-    statement keeps few enough parameters for psycopg to cache its parsing. ``entry_on_head`` (whether
-    the seen head existed): instead of the lock, the entry appended on the seen head
-    (``optimistic_audit.appended_parts``), answering its key (NULL: the head had moved)."""
+    statement keeps few enough parameters for psycopg to cache its parsing."""
     quote = connection.ops.quote_name
     parts = [f"timer AS ({rows.insert_sql(Schedule, True)})"] if with_schedule else []
     fields = _pause_fields()
@@ -46,9 +43,6 @@ def _insert_sql(with_schedule: bool, entry_on_head: bool | None = None) -> str:
         f"pause AS (INSERT INTO {rows.table(Pause)} ({columns}, {quote('schedule_id')}) "  # nosec B608  # identifiers from model metadata, values are parameters
         f"VALUES ({values}, {timer}) RETURNING subject_type, subject_id, schedule_id)"
     )
-    if entry_on_head is not None:
-        parts.append(appended_parts(entry_on_head, "pause"))
-        return f"WITH {', '.join(parts)} SELECT pause.schedule_id, (SELECT id FROM appended) FROM pause"  # nosec B608  # identifiers from model metadata, values are parameters
     parts.append(f"head AS ({lock_head_sql('pause')})")
     return (
         f"WITH {', '.join(parts)} "  # nosec B608  # identifiers from model metadata, values are parameters
@@ -66,33 +60,13 @@ def insert_pause(pause: Pause, schedule: Schedule | None) -> AuditHead | None:
             pause.schedule_id = schedule.pk
         rows.insert(pause)
         return None
-    found = _inserted(pause, schedule, _insert_sql(schedule is not None), [])
-    return locked_head_from(pause.subject_type, pause.subject_id, found[1:])
-
-
-def insert_pause_with_entry(
-    pause: Pause, schedule: Schedule | None, *, seen: SeenHead, entry: AuditEntry
-) -> AuditEntry | None:
-    """``insert_pause`` (PostgreSQL) with the pause's audit entry appended in the same statement on the
-    head a read saw (``entry``: ``AuditDraft.after`` that head), instead of the head's lock: the entry
-    as written, or None when the head had moved since (nothing of the entry written, the head not
-    locked: the caller appends it the locked way)."""
-    found = _inserted(
-        pause, schedule, _insert_sql(schedule is not None, seen.exists), appended_params(seen, entry)
-    )
-    return None if found[1] is None else mark_appended(entry, found[1])
-
-
-def _inserted(pause: Pause, schedule: Schedule | None, sql: str, more: list) -> tuple:
-    """Run the pause's statement (``more``: the parameters of the parts after the pause's) and take the
-    keys it answered."""
     params = rows.insert_values(schedule, _schedule_fields()) if schedule is not None else []
     params += rows.insert_values(pause, _pause_fields())
-    found = rows.fetch_one(sql, [*params, *more])
+    found = rows.fetch_one(_insert_sql(schedule is not None), params)
     if found is None:  # the INSERT ... VALUES and the upsert each answer their one row, or raise
         raise RuntimeError(f"pause {pause.pk} was not inserted")
     if schedule is not None:
         schedule.pk, schedule._state.adding, schedule._state.db = found[0], False, connection.alias
     pause.schedule_id = found[0]
     pause._state.adding, pause._state.db = False, connection.alias
-    return found
+    return locked_head_from(pause.subject_type, pause.subject_id, found[1:])

@@ -10,11 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import metrics, notices
-from approvals.audit import append_draft, audit_draft
+from approvals.audit import append_audit_entry
 from approvals.models import Pause, PauseKind, PauseRoute, TimeoutPolicy
 from approvals.openings import announce_opened
-from approvals.optimistic_audit import SeenHead, entry_on
-from approvals.pause_rows import insert_pause, insert_pause_with_entry
+from approvals.pause_rows import insert_pause
 from approvals.routing import Routing, effective_routing, route_rows
 from approvals.self_approval import effective_allow_self_approval
 from approvals.timer_arming import timer_schedule
@@ -66,16 +65,13 @@ def open_pause(
     raised_by_id: int | None = None,
     allow_self_approval: bool | None = None,
     routing: Routing | None = None,
-    seen_head: SeenHead | None = None,
 ) -> Pause:
     """Create the PENDING pause with its deadline. Must run inside the transaction that moves the
     subject to its awaiting state, so the two commit together or not at all.
 
     ``allow_self_approval`` and ``routing`` (who approves, approvals.routing) are frozen on the pause;
     None means the agent level of ``hitl_config`` (a caller whose ``hitl_config`` is not the agent's, as
-    for a tool-call pause with its matched rules, passes them). ``seen_head``: the subject's audit head
-    as a read of the caller's transaction saw it, for the ``hitl.pause`` entry to join the pause's
-    statement (``approvals.optimistic_audit``).
+    for a tool-call pause with its matched rules, passes them).
     """
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("open_pause must run inside the subject's transaction")
@@ -109,7 +105,12 @@ def open_pause(
         routing=routing.frozen(paused_at),
     )
     pause.remind_at = routing.remind_at(pause.due_at, paused_at)
-    entry = audit_draft(
+    # its timer's schedule, the pause with the schedule's key, and the subject's audit head locked: one statement
+    head = insert_pause(pause, timer_schedule(pause))
+    if routes := route_rows(pause, routing):
+        PauseRoute.objects.bulk_create(routes)
+    transaction.on_commit(lambda: metrics.count_pause(surface))
+    append_audit_entry(
         subject_type=subject_type,
         subject_id=subject_id,
         verb="hitl.pause",
@@ -128,20 +129,8 @@ def open_pause(
             "allowSelfApproval": allow_self_approval,
             **({"routing": pause.routing} if pause.routing else {}),
         },
+        head=head,
     )
-    # its timer's schedule, the pause with the schedule's key, and the entry on the head the caller's read
-    # saw (else the subject's audit head locked): one statement
-    optimistic = entry_on(seen_head, entry)
-    if seen_head is not None and optimistic is not None:
-        appended = insert_pause_with_entry(pause, timer_schedule(pause), seen=seen_head, entry=optimistic)
-        head = None
-    else:
-        appended, head = None, insert_pause(pause, timer_schedule(pause))
-    if routes := route_rows(pause, routing):
-        PauseRoute.objects.bulk_create(routes)
-    transaction.on_commit(lambda: metrics.count_pause(surface))
-    if appended is None:  # the head had moved since the read, or none was read
-        append_draft(entry, head=head)
     announce_opened(pause)
     notices.on_opened(pause)
     return pause

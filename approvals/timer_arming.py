@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -83,20 +84,43 @@ def decide_and_disarm(pause: Pause, *, where: dict[str, Any], values: dict[str, 
     """A decision's compare-and-set on the pause (``rows.update(Pause, where=, values=)``) and, when it won,
     the delete of its timer's schedule, in one statement (PostgreSQL); caller's transaction. Whether it
     won (nothing written when it lost)."""
+    return decision_write(pause, where=where, values=values).run()
+
+
+@dataclass(frozen=True)
+class DecisionWrite:
+    """``decide_and_disarm``'s writes, not yet run: on PostgreSQL ``parts``, the ``decided AS (...),
+    disarmed AS (...)`` parts of a data-modifying WITH (``decided`` answers a row when the compare-and-set
+    won), and their ``params``, for a caller that joins them to a statement of its own; or ``run()``."""
+
+    pause: Pause
+    where: dict[str, Any]
+    values: dict[str, Any]
+    parts: str = ""
+    params: tuple[Any, ...] = ()
+
+    def run(self) -> bool:
+        """The writes as a statement of their own: whether the compare-and-set won."""
+        if not self.parts:
+            if not rows.update(Pause, where=self.where, values=self.values):
+                return False
+            disarm_timer(self.pause)
+            return True
+        found = rows.fetch_one(f"WITH {self.parts} SELECT count(*) FROM decided", list(self.params))  # nosec B608  # parts built from model metadata, values are parameters
+        return bool(found and found[0])
+
+
+def decision_write(pause: Pause, *, where: dict[str, Any], values: dict[str, Any]) -> DecisionWrite:
+    """The decision's writes ``decide_and_disarm`` makes, to run or to join to another statement."""
     if not rows.on_postgresql():
-        if not rows.update(Pause, where=where, values=values):
-            return False
-        disarm_timer(pause)
-        return True
+        return DecisionWrite(pause, where, values)
     update, params = rows.update_statement(Pause, where=where, values=values)
-    found = rows.fetch_one(_decide_and_disarm_sql(update), params)
-    return bool(found and found[0])
+    return DecisionWrite(pause, where, values, _decide_and_disarm_parts(update), tuple(params))
 
 
 @functools.cache
-def _decide_and_disarm_sql(update: str) -> str:
+def _decide_and_disarm_parts(update: str) -> str:
     return (
-        f'WITH decided AS ({update} RETURNING "schedule_id"), '  # nosec B608  # identifiers from model metadata, values are parameters
-        f"disarmed AS (DELETE FROM {rows.table(Schedule)} WHERE id = (SELECT schedule_id FROM decided)) "
-        "SELECT count(*) FROM decided"
+        f'decided AS ({update} RETURNING "schedule_id"), '  # nosec B608  # identifiers from model metadata, values are parameters
+        f"disarmed AS (DELETE FROM {rows.table(Schedule)} WHERE id = (SELECT schedule_id FROM decided))"
     )

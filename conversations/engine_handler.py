@@ -13,6 +13,7 @@ from approvals.engines import Resumed, register_engine
 from approvals.leases import lease_expiry
 from approvals.models import OPEN_STATUSES, Engine, Pause, SubjectType
 from approvals.optimistic_audit import entry_on
+from approvals.timer_arming import DecisionWrite
 from common import rows
 from conversations import approval_outlook
 from conversations.agents import OnVersion, conversation_and_its_version
@@ -63,19 +64,9 @@ class ConversationEngine:
         """AWAITING_HUMAN -> IN_PROGRESS; on PostgreSQL the same statement reads the paused turn's window
         and either appends ``audit`` on the audit head the check read (``OnVersion.audit_head``) or locks
         the head for the core's append (``conversations.resume_rows``)."""
-        started, alive_until = timezone.now(), lease_expiry()
         if rows.on_postgresql():
-            seen = checked.audit_head if isinstance(checked, OnVersion) else None
-            entry = entry_on(seen, audit) if audit is not None else None
-            turn = begin_paused_turn(
-                pause.subject_id,
-                started=started,
-                alive_until=alive_until,
-                appending=(seen, entry) if seen is not None and entry is not None else None,
-            )
-            if turn is None:
-                return None
-            return Resumed(head=turn.head, held=turn.window, appended=turn.appended)
+            return self._begin(pause, checked, audit)
+        started, alive_until = timezone.now(), lease_expiry()
         moved = rows.update(
             Conversation,
             where={"id": pause.subject_id, "state": S.AWAITING_HUMAN},
@@ -88,6 +79,33 @@ class ConversationEngine:
             },
         )
         return Resumed() if moved else None
+
+    def _begin(
+        self,
+        pause: Pause,
+        checked: object | None,
+        audit: AuditDraft | None,
+        decision: DecisionWrite | None = None,
+    ) -> Resumed | None:
+        seen = checked.audit_head if isinstance(checked, OnVersion) else None
+        entry = entry_on(seen, audit) if audit is not None else None
+        turn = begin_paused_turn(
+            pause.subject_id,
+            started=timezone.now(),
+            alive_until=lease_expiry(),
+            appending=(seen, entry) if seen is not None and entry is not None else None,
+            decision=decision,
+        )
+        if turn is None:
+            return None
+        return Resumed(head=turn.head, held=turn.window, appended=turn.appended)
+
+    def begin_decided_resume(
+        self, pause: Pause, checked: object | None, audit: AuditDraft, decision: DecisionWrite
+    ) -> Resumed | None:
+        """``begin_resume`` (PostgreSQL) in the statement of the decision's own compare-and-set: the
+        conversation moves only when the decision won (``EngineHandler``'s optional method)."""
+        return self._begin(pause, checked, audit, decision)
 
     def on_cancelled(self, pause: Pause, *, mode: str) -> None:
         target = S.ENDED if mode == "END_CONVERSATION" else S.EXECUTION_INTERRUPTED

@@ -20,6 +20,7 @@ from typing import Any
 from approvals.audit import lock_head_sql, locked_head_from
 from approvals.models import AuditEntry, AuditHead, SubjectType
 from approvals.optimistic_audit import SeenHead, appended_params, appended_parts, mark_appended
+from approvals.timer_arming import DecisionWrite
 from common import rows
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.step_store import WITHOUT_PROPERTIES, memory_window, window_join
@@ -45,18 +46,24 @@ def begin_paused_turn(
     started: datetime,
     alive_until: datetime,
     appending: tuple[SeenHead, AuditEntry] | None = None,
+    decision: DecisionWrite | None = None,
 ) -> PausedTurn | None:
     """The compare-and-set and the reads above, in the caller's transaction (PostgreSQL); None when the
     conversation was not AWAITING_HUMAN (nothing written, nothing locked but the row it looked at).
     ``appending``: the head a read saw and the decision's entry on it, appended by the same statement
-    instead of the head's lock (``approvals.optimistic_audit``; when the head had moved, neither)."""
-    params: list[Any] = [S.IN_PROGRESS, started, alive_until, conversation_id, S.AWAITING_HUMAN]
+    instead of the head's lock (``approvals.optimistic_audit``; when the head had moved, neither).
+    ``decision``: the decision's own writes (``approvals.timer_arming.decision_write``), first in the same
+    statement; the conversation moves only when their compare-and-set won (None otherwise: what the
+    decision wrote stays in the caller's transaction, which then fails whole)."""
+    params: list[Any] = [*decision.params] if decision is not None else []
+    params += [S.IN_PROGRESS, started, alive_until, conversation_id, S.AWAITING_HUMAN]
     if appending is not None:
         seen, entry = appending
         params += appended_params(seen, entry)
-    found = rows.fetch_all(
-        _begin_sql(None if appending is None else appending[0].exists), [*params, memory_window() + 1]
+    sql = _begin_sql(
+        None if appending is None else appending[0].exists, decision.parts if decision is not None else ""
     )
+    found = rows.fetch_all(sql, [*params, memory_window() + 1])
     if not found:
         return None
     window = rows.instances(
@@ -70,9 +77,10 @@ def begin_paused_turn(
 
 
 @functools.cache
-def _begin_sql(entry_on_head: bool | None = None) -> str:
+def _begin_sql(entry_on_head: bool | None = None, decision: str = "") -> str:
     """``entry_on_head`` (whether the seen head existed): the entry's parts instead of the lock; the first
-    of the three head columns is then the entry's key (NULL: the head had moved)."""
+    of the three head columns is then the entry's key (NULL: the head had moved). ``decision``: the
+    decision's parts, first (its ``decided`` part answers a row when its compare-and-set won)."""
     subject = SubjectType.CONVERSATION.value
     window = window_join("c.subject_id", 'c."step_count"')
     if entry_on_head is None:
@@ -87,10 +95,11 @@ def _begin_sql(entry_on_head: bool | None = None) -> str:
             "(SELECT id FROM appended), NULL, NULL",
             "",
         )
+    won = " AND EXISTS (SELECT 1 FROM decided)" if decision else ""
     return (
-        f'WITH c AS (UPDATE {rows.table(Conversation)} SET "state" = %s, "turn_started_at" = %s, '  # nosec B608  # identifiers from model metadata, values are parameters
+        f'WITH {decision + ", " if decision else ""}c AS (UPDATE {rows.table(Conversation)} SET "state" = %s, "turn_started_at" = %s, '  # nosec B608  # identifiers from model metadata, values are parameters
         f'"turn_alive_until" = %s, "cancel_requested_at" = NULL, "cancel_requested_by" = \'\' '
-        f'WHERE "id" = %s AND "state" = %s RETURNING \'{subject}\' AS subject_type, "id" AS subject_id, "step_count"), '
+        f'WHERE "id" = %s AND "state" = %s{won} RETURNING \'{subject}\' AS subject_type, "id" AS subject_id, "step_count"), '
         f"{head} "
         f"SELECT {columns}, "
         f"{rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM c {joined} "

@@ -27,8 +27,6 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Lower, StrIndex
 from rest_framework.authtoken.models import Token
 
-from approvals.models import SubjectType
-from approvals.optimistic_audit import SEEN_HEAD_WIDTH, SeenHead, seen_head_from, seen_head_join
 from common import rows
 from conversations.models import Conversation, ConversationStep
 from conversations.pipeline.conversation_memory import Caller, ConversationMemory, Step
@@ -246,14 +244,11 @@ class HeldTurn:
     ``row_state``: the state its row is in until the turn's commit (the talkable state it was found in:
     holding it wrote nothing). ``window``: the newest live steps, oldest first, without their
     ``properties``. ``undone_tail``: whether an undone tail may follow them, which the turn's new step
-    must drop (False only when the read showed there is none). ``audit_head``: the conversation's audit
-    head as the read saw it, unlocked (``approvals.optimistic_audit``)."""
+    must drop (False only when the read showed there is none)."""
 
     row_state: str
     window: list[ConversationStep]
     undone_tail: bool
-    # the conversation's audit head as the same read saw it, for a pause the turn opens (None: not read)
-    audit_head: SeenHead | None = None
 
 
 def hold_for_turn(
@@ -281,9 +276,8 @@ def hold_for_turn(
     if not found or found[0][0] not in talkable:
         return None
     state, properties, step_count, undone_tail = found[0][:4]
-    audit_head = seen_head_from(found[0][4:_STEPS_AT])
     window = rows.instances(
-        ConversationStep, [row[_STEPS_AT:] for row in found if row[_STEPS_AT] is not None], WITHOUT_PROPERTIES
+        ConversationStep, [row[4:] for row in found if row[4] is not None], WITHOUT_PROPERTIES
     )
     if (window[-1].index + 1 if window else 0) != step_count:
         window, undone_tail = newest_steps(conversation.pk, memory_window()), True
@@ -293,10 +287,7 @@ def hold_for_turn(
     conversation.step_count, conversation.state = step_count, running
     conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
     conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
-    return HeldTurn(state, window, undone_tail, audit_head)
-
-
-_STEPS_AT = 4 + SEEN_HEAD_WIDTH  # the state, properties, step count and undone tail, then the audit head
+    return HeldTurn(state, window, undone_tail)
 
 
 @functools.cache
@@ -306,16 +297,14 @@ def _hold_sql() -> str:
     index) and its window of live steps (the index range [step_count - count, step_count), oldest first;
     none: one row of NULLs), read through that index too: a lateral subquery kept apart from the join
     (``OFFSET 0``: never flattened into a join the planner may hash), so the range is an index condition
-    on the row's own step_count whatever the planner guesses a conversation's length to be. The
-    conversation's audit head comes with it, unlocked (``seen_head_join``)."""
+    on the row's own step_count whatever the planner guesses a conversation's length to be."""
     steps = rows.table(ConversationStep)
     window = window_join('c."id"', 'c."step_count"')
-    head, head_join = seen_head_join("h", SubjectType.CONVERSATION.value, 'c."id"')
     return (
         f'SELECT c."state", c."properties", c."step_count", coalesce(n."newest" >= c."step_count", false), '  # nosec B608  # identifiers from model metadata, values are parameters
-        f"{head}, {rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
+        f"{rows.select_list(ConversationStep, 's', WITHOUT_PROPERTIES)} FROM {rows.table(Conversation)} c "
         f'CROSS JOIN LATERAL (SELECT max(t."index") AS "newest" FROM {steps} t WHERE t."conversation_id" = c."id") n '
-        f'{head_join} {window} WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'
+        f'{window} WHERE c."id" = %s ORDER BY s."index" FOR UPDATE OF c'
     )
 
 

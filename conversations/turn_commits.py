@@ -20,7 +20,6 @@ from django.db import transaction
 from approvals.decisions import Finishing, finish_pause, finishing
 from approvals.leases import kept_alive
 from approvals.models import Engine, Pause, PauseKind, SubjectType
-from approvals.optimistic_audit import SeenHead
 from approvals.pauses import open_pause, rule_pause_reason
 from approvals.routing import effective_routing
 from approvals.self_approval import effective_allow_self_approval
@@ -239,9 +238,7 @@ def commit_turn(
                 drop_undone=not no_tail,
             )
         if isinstance(outcome, Paused):
-            # the audit head the turn's read saw; a conversation this transaction creates has none yet
-            seen = SeenHead(exists=False) if unsaved else held.audit_head if held is not None else None
-            _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id, seen_head=seen)
+            _open_pause(conversation, document, memory, outcome, raised_by_id=raised_by_id)
     return Committed(state, memory)
 
 
@@ -252,10 +249,8 @@ def _open_pause(
     paused: Paused,
     *,
     raised_by_id: int | None,
-    seen_head: SeenHead | None = None,
 ) -> Pause:
-    """Open the pause the turn asked for, with what its request carries, inside the turn's commit
-    (``seen_head``: the conversation's audit head as the turn's read saw it, ``open_pause``'s)."""
+    """Open the pause the turn asked for, with what its request carries, inside the turn's commit."""
     request = paused.request
     hitl_config = document.get("hitlConfig")
     pause = open_pause(
@@ -274,7 +269,6 @@ def _open_pause(
         raised_by_id=raised_by_id,
         allow_self_approval=effective_allow_self_approval(hitl_config, request.matched_rules),
         routing=effective_routing(hitl_config, request.matched_rules),
-        seen_head=seen_head,
     )
     _store_with_pause(pause, request)
     return pause

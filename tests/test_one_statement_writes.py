@@ -10,7 +10,8 @@ that leads them won (decision record 0006).
   and ends no pause.
 - ``conversations.resume_rows.begin_paused_turn``: a decision's move of its conversation to running
   locks the conversation's audit head and reads the window a fresh read gives; on a conversation not
-  awaiting it writes and locks nothing more.
+  awaiting it writes and locks nothing more; joined to the decision's own writes, it moves nothing when
+  the decision lost.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import uuid
 import psycopg
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.models import Schedule
 
@@ -27,7 +29,7 @@ from approvals.audit import append_audit_entry
 from approvals.decisions import finishing
 from approvals.models import AuditHead, Pause, PauseKind, PauseStatus, SubjectType
 from approvals.pause_rows import insert_pause
-from approvals.timer_arming import decide_and_disarm, timer_name, timer_schedule
+from approvals.timer_arming import decide_and_disarm, decision_write, timer_name, timer_schedule
 from common import rows
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.pipeline.conversation_memory import Step
@@ -231,3 +233,36 @@ def test_a_decisions_move_to_running_locks_the_head_and_reads_the_paused_turn(al
             is None
         )
         assert not locked_elsewhere(AuditHead._meta.db_table, head.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_joined_to_the_move_to_running_moves_nothing_when_it_lost(alice_client):
+    """``begin_paused_turn(decision=...)``: the decision's compare-and-set, its timer's delete and the
+    conversation's move run as one statement, and the conversation moves only when the decision won."""
+    conversation_id, pause = paused(alice_client, **TIMED)
+    decided = {"status": PauseStatus.RESOLVING, "verdict": "APPROVED", "decided_at": timezone.now()}
+    where = {"id": pause.pk, "status": PauseStatus.PENDING}
+    Pause.objects.filter(pk=pause.pk).update(status=PauseStatus.CANCELLED)  # another decision won
+
+    def begin():
+        return begin_paused_turn(
+            uuid.UUID(conversation_id),
+            started=timezone.now(),
+            alive_until=timezone.now(),
+            decision=decision_write(pause, where=where, values=decided),
+        )
+
+    with transaction.atomic():
+        assert begin() is None
+    assert Conversation.objects.get(pk=conversation_id).state == ConversationState.AWAITING_HUMAN
+    assert Schedule.objects.filter(pk=pause.schedule_id).exists()
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.CANCELLED
+
+    Pause.objects.filter(pk=pause.pk).update(status=PauseStatus.PENDING)
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        turn = begin()
+    assert turn is not None and turn.head is not None
+    assert len([q for q in captured.captured_queries if q["sql"].startswith("WITH")]) == 1
+    assert Conversation.objects.get(pk=conversation_id).state == ConversationState.IN_PROGRESS
+    assert not Schedule.objects.filter(pk=pause.schedule_id).exists()
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING
