@@ -80,16 +80,10 @@ def disarm_timer(pause: Pause) -> None:
         rows.delete(Schedule, where={"id": pause.schedule_id})  # nothing references a schedule row
 
 
-def decide_and_disarm(pause: Pause, *, where: dict[str, Any], values: dict[str, Any]) -> bool:
-    """A decision's compare-and-set on the pause (``rows.update(Pause, where=, values=)``) and, when it won,
-    the delete of its timer's schedule, in one statement (PostgreSQL); caller's transaction. Whether it
-    won (nothing written when it lost)."""
-    return decision_write(pause, where=where, values=values).run()
-
-
 @dataclass(frozen=True)
 class DecisionWrite:
-    """``decide_and_disarm``'s writes, not yet run: on PostgreSQL ``parts``, the ``decided AS (...),
+    """A decision's compare-and-set on the pause (``rows.update(Pause, where=, values=)``) and, when it won,
+    the delete of its timer's schedule, not yet run: on PostgreSQL ``parts``, the ``decided AS (...),
     disarmed AS (...)`` parts of a data-modifying WITH (``decided`` answers a row when the compare-and-set
     won), and their ``params``, for a caller that joins them to a statement of its own; or ``run()``."""
 
@@ -100,22 +94,28 @@ class DecisionWrite:
     params: tuple[Any, ...] = ()
 
     def run(self) -> bool:
-        """The writes as a statement of their own: whether the compare-and-set won."""
+        """The writes as one statement of their own (PostgreSQL), in the caller's transaction: whether the
+        compare-and-set won (nothing written when it lost)."""
         if not self.parts:
             if not rows.update(Pause, where=self.where, values=self.values):
                 return False
             disarm_timer(self.pause)
             return True
-        found = rows.fetch_one(f"WITH {self.parts} SELECT count(*) FROM decided", list(self.params))  # nosec B608  # parts built from model metadata, values are parameters
+        found = rows.fetch_one(_decided_count_sql(self.parts), list(self.params))
         return bool(found and found[0])
 
 
 def decision_write(pause: Pause, *, where: dict[str, Any], values: dict[str, Any]) -> DecisionWrite:
-    """The decision's writes ``decide_and_disarm`` makes, to run or to join to another statement."""
+    """The decision's writes, to run or to join to another statement."""
     if not rows.on_postgresql():
         return DecisionWrite(pause, where, values)
     update, params = rows.update_statement(Pause, where=where, values=values)
     return DecisionWrite(pause, where, values, _decide_and_disarm_parts(update), tuple(params))
+
+
+@functools.cache
+def _decided_count_sql(parts: str) -> str:
+    return f"WITH {parts} SELECT count(*) FROM decided"  # nosec B608  # parts built from model metadata, values are parameters
 
 
 @functools.cache

@@ -5,7 +5,7 @@ that leads them won (decision record 0006).
   row that fails takes the others with it.
 - ``approvals.pause_rows.insert_pause``: the pause with its timer's schedule's key, and its subject's
   audit head locked until the transaction ends.
-- ``approvals.timer_arming.decide_and_disarm``: a decision that lost deletes no timer.
+- ``approvals.timer_arming.decision_write``: a decision that lost deletes no timer.
 - ``conversations.step_store.commit_turn_and_step``: a turn that lost its conversation writes no step
   and ends no pause.
 - ``conversations.resume_rows.begin_paused_turn``: a decision's move of its conversation to running
@@ -29,7 +29,7 @@ from approvals.audit import append_audit_entry
 from approvals.decisions import finishing
 from approvals.models import AuditHead, Pause, PauseKind, PauseStatus, SubjectType
 from approvals.pause_rows import insert_pause
-from approvals.timer_arming import decide_and_disarm, decision_write, timer_name, timer_schedule
+from approvals.timer_arming import decision_write, timer_name, timer_schedule
 from common import rows
 from conversations.models import Conversation, ConversationState, ConversationStep
 from conversations.pipeline.conversation_memory import Step
@@ -156,11 +156,13 @@ def test_a_decision_that_lost_deletes_no_timer(alice_client, monkeypatch, on_pos
     decided = {"status": PauseStatus.RESOLVING, "verdict": "APPROVED", "decided_at": timezone.now()}
     Pause.objects.filter(pk=pause.pk).update(status=PauseStatus.CANCELLED)  # another decision won
 
-    assert not decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
+    assert not decision_write(
+        pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided
+    ).run()
     assert Schedule.objects.filter(pk=pause.schedule_id).exists()
 
     Pause.objects.filter(pk=pause.pk).update(status=PauseStatus.PENDING)
-    assert decide_and_disarm(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided)
+    assert decision_write(pause, where={"id": pause.pk, "status": PauseStatus.PENDING}, values=decided).run()
     assert not Schedule.objects.filter(pk=pause.schedule_id).exists()
     assert Pause.objects.get(pk=pause.pk).status == PauseStatus.RESOLVING
 
