@@ -87,6 +87,32 @@ def uvicorn_command(port: int) -> list[str]:
     ]
 
 
+def granian_command(port: int) -> list[str]:
+    """granian's WSGI interface serving the REST API and the admin alone (``hitl_project.wsgi``), as
+    docs/operations.md runs it: one worker of two blocking threads on loopback ``port``, quiet."""
+    return [
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface",
+        "wsgi",
+        "hitl_project.wsgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--blocking-threads",
+        "2",
+        "--log-level",
+        "warning",
+    ]
+
+
+SERVER_COMMANDS = {"uvicorn": uvicorn_command, "granian": granian_command}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -163,11 +189,13 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 @dataclass
 class LiveStack:
-    """uvicorn and a q-cluster against the test database; ``base_url`` is the server's address."""
+    """uvicorn (or granian: ``server_kind``) and a q-cluster against the test database; ``base_url`` is
+    the server's address."""
 
     env: dict[str, str]
     log_dir: Path
     db_blocker: Any
+    server_kind: str = "uvicorn"
     base_url: str = ""
     server: ServerProcess | None = None
     qcluster: ServerProcess | None = None
@@ -184,7 +212,7 @@ class LiveStack:
         for _attempt in range(3):
             port = free_port()
             self.server = ServerProcess.spawn(
-                "uvicorn", uvicorn_command(port), env=self.env, log_dir=self.log_dir
+                self.server_kind, SERVER_COMMANDS[self.server_kind](port), env=self.env, log_dir=self.log_dir
             )
             self.base_url = f"http://127.0.0.1:{port}"
             if self._wait_for_health():
@@ -268,10 +296,10 @@ class LiveStack:
 
 
 def running_stack(
-    django_db_blocker, log_dir: Path, *, qclusters: bool = True, **extra_env: str
+    django_db_blocker, log_dir: Path, *, qclusters: bool = True, server: str = "uvicorn", **extra_env: str
 ) -> Iterator[LiveStack]:
-    """uvicorn and both q-clusters (``qclusters=False``: uvicorn alone) on the test database
-    (``extra_env`` on top), stopped when done."""
+    """uvicorn (``server="granian"``: granian's WSGI interface) and both q-clusters (``qclusters=False``:
+    the server alone) on the test database (``extra_env`` on top), stopped when done."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "hitl_project.settings.test",
@@ -281,7 +309,7 @@ def running_stack(
         "PYTHONUNBUFFERED": "1",
         **extra_env,
     }
-    stack = LiveStack(env=env, log_dir=log_dir, db_blocker=django_db_blocker)
+    stack = LiveStack(env=env, log_dir=log_dir, db_blocker=django_db_blocker, server_kind=server)
     try:
         stack.start_server()
         if qclusters:
