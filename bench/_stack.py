@@ -8,8 +8,10 @@ What a stack does, in order:
   1. makes sure the database ``hitl_bench`` exists (``--fresh`` drops and recreates it);
   2. runs ``manage.py migrate`` and creates the users admin / approver / alice with
      ``manage.py hitl_user`` (the token is the last line of its stdout);
-  3. starts the web server, uvicorn (``hitl_project.asgi:application``, ``--workers N``) or with
-     ``--server gunicorn`` gunicorn's sync workers (``hitl_project.wsgi:application``), and, unless told not to,
+  3. starts the web server, uvicorn (``hitl_project.asgi:application``, ``--workers N``) or, serving the
+     REST API alone (``hitl_project.wsgi:application``), with ``--server granian`` granian's WSGI interface
+     (``--threads``: its blocking threads per worker) or with ``--server gunicorn`` gunicorn's sync
+     workers, and, unless told not to,
      a ``manage.py qcluster`` (``HITL_Q_WORKERS``), each in its own process group, with
      ``DATABASE_URL`` pointing at the bench database, ``HITL_DB_POOL=true`` and ``LOG_LEVEL=WARNING``;
   4. waits for ``/healthz``, then creates and deploys the ``account_bot()`` agent of
@@ -55,7 +57,7 @@ PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 DEFAULT_DB = "hitl_bench"
 NODELAY_PROTOCOL = "hitl_project.uvicorn_protocol:NoDelayH11Protocol"
 USERS = (("admin", "admin"), ("approver", "approver"), ("alice", "user"))
-SERVERS = ("uvicorn", "uvicorn-fast", "gunicorn")
+SERVERS = ("uvicorn", "uvicorn-fast", "gunicorn", "granian")
 
 
 # --- PostgreSQL --------------------------------------------------------------------------------
@@ -158,14 +160,15 @@ def add_stack_args(
         "--server",
         choices=SERVERS,
         default=server,
-        help="uvicorn (ASGI, h11), uvicorn-fast (on uvloop and httptools, as ./scripts/start runs it) or "
-        f"gunicorn (WSGI, sync workers); default {server}",
+        help="uvicorn (ASGI, h11), uvicorn-fast (on uvloop and httptools, as ./scripts/start runs it), "
+        f"granian (its WSGI interface) or gunicorn (WSGI, sync workers); default {server}",
     )
     group.add_argument(
         "--threads",
         type=int,
         default=1,
-        help="gunicorn --threads: above 1, its gthread workers (keep-alive, requests side by side); default 1",
+        help="granian's blocking threads per worker; gunicorn --threads: above 1, its gthread workers "
+        "(keep-alive, requests side by side); default 1",
     )
     group.add_argument(
         "--q-workers",
@@ -330,6 +333,23 @@ class Stack:
         )
 
     def server_argv(self) -> list[str]:
+        if self.server == "granian":  # keep-alive; a worker's blocking threads run its requests side by side
+            return [
+                str(Path(PYTHON).parent / "granian"),
+                "--interface",
+                "wsgi",
+                "hitl_project.wsgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--blocking-threads",
+                str(self.threads),
+                "--log-level",
+                "warning",
+            ]
         if self.server == "gunicorn":  # sync workers: one request at a time each, TCP_NODELAY by default
             return [
                 str(Path(PYTHON).parent / "gunicorn"),
@@ -366,6 +386,8 @@ class Stack:
         return argv
 
     def describe_server(self) -> str:
+        if self.server == "granian":
+            return f"granian --interface wsgi --workers {self.workers} --blocking-threads {self.threads}"
         if self.server == "gunicorn":
             if self.threads > 1:
                 return f"gunicorn --workers {self.workers} --threads {self.threads} (gthread, WSGI)"

@@ -15,11 +15,13 @@
    ours/peer of the means of the rounds: cycles/s (higher is better), CPU and transactions per
    cycle, cycle and resume latency (lower is better).
 
-Ours runs on each of --servers (default: gunicorn, sync WSGI workers, and uvicorn-fast, uvicorn on uvloop
-and httptools as ./scripts/start runs it: the one server for everything, the REST API through Django's
-WSGI handler on its thread pool; "uvicorn" is the same on h11, with TCP_NODELAY when W > 1), W workers
-each but gunicorn, which runs --gunicorn-workers (default 4, as docs/operations.md recommends it: a sync
-worker serves one request at a time and closes its connection after it), and a q-cluster with
+Ours runs on each of --servers (default: granian, its WSGI interface serving the REST API alone as
+docs/operations.md recommends, and uvicorn-fast, uvicorn on uvloop and httptools as ./scripts/start runs
+it: the one server for everything, the REST API through Django's WSGI handler on its thread pool;
+"uvicorn" is the same on h11, with TCP_NODELAY when W > 1; "gunicorn", its sync WSGI workers), W workers
+each (granian with --granian-threads blocking threads each, default 2) but gunicorn, which runs
+--gunicorn-workers (default 4: a sync worker serves one request at a time and closes its connection
+after it), and a q-cluster with
 --q-workers; the peer `uvicorn --workers W` (--peer-workers to change it; bench/peer/server.py: a saver
 per request thread, TCP_NODELAY). Nothing is asserted: it prints. About 4-5 minutes with the defaults.
 
@@ -47,6 +49,7 @@ from _stack import DEFAULT_DB, LOG_DIR, PYTHON, ROOT, stop_group
 from peer_cycles import PEER_VENV
 
 HERE = Path(__file__).resolve().parent
+SERVERS = ("granian", "uvicorn-fast", "uvicorn", "gunicorn")
 
 
 def scenarios(servers: list[str]) -> list[tuple[str, str]]:
@@ -127,6 +130,8 @@ def command(side: str, mode: str, args: argparse.Namespace, out: Path) -> list[s
         "--json",
         str(out),
     ]
+    if mode == "HTTP granian":
+        common += ["--threads", str(args.granian_threads)]
     if mode == "in process":
         common.append("--in-process")
     elif mode == "in process services":
@@ -208,6 +213,12 @@ def main() -> int:
         help="our gunicorn's sync workers (default 4, as docs/operations.md recommends)",
     )
     parser.add_argument(
+        "--granian-threads",
+        type=int,
+        default=2,
+        help="blocking threads of each granian worker (default 2, as docs/operations.md recommends)",
+    )
+    parser.add_argument(
         "--peer-workers", type=int, default=0, help="the peer's uvicorn workers (default: --workers)"
     )
     parser.add_argument("--q-workers", type=int, default=2, help="our q-cluster's workers (default 2)")
@@ -221,14 +232,15 @@ def main() -> int:
     )
     parser.add_argument(
         "--servers",
-        default="gunicorn,uvicorn-fast",
-        help="our web servers over HTTP, comma-separated: gunicorn, uvicorn-fast (what ./scripts/start runs: "
-        "uvloop, httptools), uvicorn (h11) (default gunicorn,uvicorn-fast)",
+        default="granian,uvicorn-fast",
+        help="our web servers over HTTP, comma-separated: granian (its WSGI interface, the REST API alone), "
+        "uvicorn-fast (what ./scripts/start runs: uvloop, httptools), uvicorn (h11), gunicorn (sync "
+        "workers) (default granian,uvicorn-fast)",
     )
     args = parser.parse_args()
     servers = [name.strip() for name in args.servers.split(",") if name.strip()]
-    if not servers or set(servers) - {"gunicorn", "uvicorn", "uvicorn-fast"}:
-        parser.error("--servers takes gunicorn, uvicorn-fast and/or uvicorn")
+    if not servers or set(servers) - set(SERVERS):
+        parser.error(f"--servers takes {', '.join(SERVERS)}")
     order = scenarios(servers)
 
     set_up_peer(args.peer_venv, args.setup)
@@ -254,6 +266,7 @@ def main() -> int:
     print(f"\n# ours and the peer side by side ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC)")
     nodelay = " +TCP_NODELAY" if args.workers > 1 else ""
     described = {
+        "granian": f"granian --interface wsgi --workers {args.workers} --blocking-threads {args.granian_threads}",
         "gunicorn": f"gunicorn --workers {args.gunicorn_workers} (sync)",
         "uvicorn": f"uvicorn --workers {args.workers}{nodelay}",
         "uvicorn-fast": f"uvicorn --workers {args.workers} (uvloop, httptools: ./scripts/start's)",
