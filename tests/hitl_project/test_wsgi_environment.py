@@ -16,6 +16,7 @@ PROCESS = {
     "DATABASE_URL": "postgres://hitl:s3cret@db/hitl",
     "HTTP_AUTHORIZATION": "Token process-variable",
     "HTTP_PROXY": "http://proxy.internal:3128",
+    "REMOTE_USER": "admin",  # set by a server that authenticated the client itself, never by the process
     "SERVER_NAME": "testserver",  # a CGI variable: the request's own
 }
 
@@ -53,6 +54,7 @@ def test_the_process_environment_is_dropped_from_a_request():
     assert "DATABASE_URL" not in environ
     assert "HTTP_AUTHORIZATION" not in environ
     assert "HTTP_PROXY" not in environ
+    assert "REMOTE_USER" not in environ
     assert environ["SERVER_NAME"] == "testserver"
     assert environ["PATH_INFO"] == "/no-such-page"
 
