@@ -2,8 +2,9 @@
 live granian process on the test database, driven with httpx.
 
 granian starts each request's environ from the process's environment; the server here runs with
-``HTTP_AUTHORIZATION`` set to alice's token in its environment, so a request without the header would be
-alice's if that variable reached Django (``hitl_project.wsgi.ProcessEnvironmentFree``).
+``HTTP_AUTHORIZATION`` naming a token in its environment (the one the last test gives alice), so a
+request without the header would be hers if that variable reached Django
+(``hitl_project.wsgi.ProcessEnvironmentFree``).
 """
 
 from __future__ import annotations
