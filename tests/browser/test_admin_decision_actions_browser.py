@@ -100,7 +100,8 @@ def test_bulk_confirmation_rows_show_who_asked_what_of_which_agent(live_server, 
     for pause in pauses:
         page.check(f'input.action-select[value="{pause.pk}"]')
     page.select_option("select[name=action]", "approve_selected")
-    page.click("button[name=index]")
+    with page.expect_navigation():  # the confirmation page answers the same address
+        page.click("button[name=index]")
     rows = page.locator("#hitl-bulk-to-decide tbody tr")
     assert rows.count() == 2
     texts = [rows.nth(i).inner_text() for i in range(2)]

@@ -60,7 +60,8 @@ def test_a_reviewer_finds_their_decision_and_the_conversations_history(live_serv
     row.locator("a.hitl-history-open").click()  # the row opens the decision page, with its outcome
     page.wait_for_url(f"{base}/admin/approvals/pendingapproval/{pause.pk}/change/")
     assert "APPROVED by rita" in page.locator("#hitl-deadline").inner_text()
-    page.click("#hitl-subject-history")
+    with page.expect_navigation():
+        page.click("#hitl-subject-history")
     assert page.locator("#result_list tbody tr").count() == 1
     assert str(conversation_id)[:8] in page.locator("#result_list").inner_text()
     save_screenshot(page, f"history-conversation-{width}.png")
