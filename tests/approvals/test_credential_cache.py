@@ -240,7 +240,7 @@ def test_an_entry_is_read_for_at_most_the_configured_seconds(monkeypatch, settin
     settings.HITL_CREDENTIAL_CACHE_SECONDS = 60
     key = key_of(make_user("alice"))
     listening()
-    start = credentials._clock()
+    start = float(int(credentials._clock()))  # whole seconds: start + 60 - start is exactly 60
     monkeypatch.setattr(credentials, "_clock", lambda: start)
     authenticate(key)
     monkeypatch.setattr(credentials, "_clock", lambda: start + 59.9)
