@@ -96,6 +96,24 @@ def group_cpu(pgid: int) -> float:
     return total
 
 
+def group_processes_cpu(pgid: int) -> dict[tuple[int, int], float]:
+    """{(pid, start time): CPU seconds} of each live process of a process group (no reaped children)."""
+    found: dict[tuple[int, int], float] = {}
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and int(fields[2]) == pgid:
+            found[(pid, int(fields[19]))] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return found
+
+
+def busiest_share(before: dict[tuple[int, int], float], after: dict[tuple[int, int], float]) -> float:
+    """The share of a group's CPU during the run that its busiest process took (1.0: one process did
+    all of it). A server's workers split the work only as its connections were split among them."""
+    spent = [seconds - before.get(key, 0.0) for key, seconds in after.items()]
+    total = sum(spent)
+    return max(spent) / total if total > 0 else math.nan
+
+
 def _postgres_processes(dbname: str) -> dict[tuple[int, int], tuple[str, float]]:
     """{(pid, start time): (kind, CPU seconds)} of the PostgreSQL processes on this machine.
 
@@ -168,6 +186,7 @@ class CostMeter:
     def _cpu(self) -> dict[str, Any]:
         return {
             "groups": {name: group_cpu(pgid) for name, pgid in self.groups.items()},
+            "processes": {name: group_processes_cpu(pgid) for name, pgid in self.groups.items()},
             "self": process_cpu(os.getpid(), reaped=False),
             "postgres": _postgres_processes(self.db),
             "machine": _machine_ticks(),
@@ -231,6 +250,10 @@ class CostMeter:
             "load1_before": self.load_before,
             "load1_after": self.load_after,
             **{f"{name}_cpu_ms_per_cycle": value for name, value in groups.items()},
+            **{
+                f"{name}_busiest_process_share": busiest_share(before["processes"][name], processes)
+                for name, processes in after["processes"].items()
+            },
         }
         return self.figures
 
@@ -250,6 +273,13 @@ class CostMeter:
             f"on the server during the run were on {self.db}, besides this meter's; all exited backends: "
             f"{f['postgres_exited_all_cpu_ms_per_cycle']:.1f})",
         ]
+        shares = [
+            f"{name} {100 * f[f'{name}_busiest_process_share']:.0f} %"
+            for name in self.groups
+            if name != "qcluster" and len(self.cpu_after["processes"][name]) > 2  # two workers or more
+        ]
+        if shares:
+            lines.append(f"  the busiest process's share of its server's CPU: {', '.join(shares)}")
         if not self.count_self:
             lines.append(
                 f"  the client (this process, not counted): {f['self_cpu_ms_per_cycle']:.1f} ms per cycle"
