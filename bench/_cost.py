@@ -175,6 +175,9 @@ class CostMeter:
     run is given the share of them its database opened (sessions opened on it, less the meter's own
     two, over those opened on all databases), so other work on a shared machine adds little. Live
     backends of other databases are left out.
+
+    Also the share of a web server's CPU its busiest process took (``busiest_share``): how evenly the
+    server's workers split the run, which follows how the clients' connections were split among them.
     """
 
     def __init__(self, *, db: str, groups: dict[str, int], count_self: bool) -> None:
@@ -276,7 +279,10 @@ class CostMeter:
         shares = [
             f"{name} {100 * f[f'{name}_busiest_process_share']:.0f} %"
             for name in self.groups
-            if name != "qcluster" and len(self.cpu_after["processes"][name]) > 2  # two workers or more
+            # a server with two workers or more that did the run's work (not one idle beside an in-process run)
+            if name != "qcluster"
+            and len(self.cpu_after["processes"][name]) > 2
+            and f[f"{name}_cpu_ms_per_cycle"] >= 1.0
         ]
         if shares:
             lines.append(f"  the busiest process's share of its server's CPU: {', '.join(shares)}")
