@@ -35,7 +35,7 @@ from django.utils import timezone
 from approvals.actors import Actor
 from approvals.decision_input import DecisionInput
 from approvals.decisions import record_decision, restore_pause
-from approvals.engines import ContinuationNotStarted, handler_for
+from approvals.engines import ContinuationFailedInDecision, ContinuationNotStarted, handler_for
 from approvals.leases import kept_alive, lease_expiry
 from approvals.models import Pause, PauseStatus
 from approvals.votes import Tally
@@ -156,32 +156,42 @@ def decide_and_continue(
     milliseconds runs here, any other is queued (a timer's decision). ``subject``, ``pending``: see
     ``record_decision``.
 
-    A quick continuation (``continues_quickly``) runs in the decision's own transaction: one commit holds
-    the decision, its audit entry and the continued subject, and a process that dies half way leaves the
-    pause pending, as if nobody had decided. A continuation that fails still commits the decision with
-    what the engine recorded of the failure (it rolled back only its own savepoint). Any other
-    continuation runs right after the decision committed, under its lease."""
-    with transaction.atomic():
-        decided = record_decision(
-            surface=surface,
-            subject_type=subject_type,
-            subject_id=subject_id,
-            decision=decision,
-            actor=actor,
-            expected_pause_id=expected_pause_id,
-            what=what,
-            subject=subject,
-            pending=pending,
-            continue_here=not only_if_quick,
-            continue_here_if_quick=only_if_quick,
-            own_savepoint=False,
+    A quick continuation (``continues_quickly``) runs in the decision's own transaction, with no savepoint:
+    one commit holds the decision, its audit entry and the continued subject, and a process that dies half
+    way leaves the pause pending, as if nobody had decided. A quick continuation that fails rolls the
+    decision back with it (``ContinuationFailedInDecision``), and the decision is made again as for any
+    other continuation: it commits, then the continuation runs under its lease and records its own
+    failure, or restores the pause. Any other continuation runs right after the decision committed."""
+    decide = {
+        "surface": surface,
+        "subject_type": subject_type,
+        "subject_id": subject_id,
+        "decision": decision,
+        "actor": actor,
+        "expected_pause_id": expected_pause_id,
+        "what": what,
+        "continue_here": not only_if_quick,
+        "continue_here_if_quick": only_if_quick,
+    }
+    try:
+        with transaction.atomic():
+            decided = record_decision(**decide, subject=subject, pending=pending, own_savepoint=False)
+            if decided.tally is not None:
+                return Continued(decided.pause, VOTED, tally=decided.tally)
+            if decided.claimed_here and handler_for(decided.pause.surface).continues_quickly(decided.checked):
+                return run_claimed_continuation(
+                    decided.pause, decided.checked, in_decision=True, held=decided.held
+                )
+    except ContinuationFailedInDecision as failed:
+        logger.warning(
+            "the continuation in the decision's transaction on %s %s failed (%s): deciding again, to "
+            "continue after the commit",
+            subject_type,
+            subject_id,
+            failed.__cause__,
         )
-        if decided.tally is not None:
-            return Continued(decided.pause, VOTED, tally=decided.tally)
-        if decided.claimed_here and handler_for(decided.pause.surface).continues_quickly(decided.checked):
-            return run_claimed_continuation(
-                decided.pause, decided.checked, in_decision=True, held=decided.held
-            )
+        # what the first attempt read, and changed in memory, is not reused: the decision reads afresh
+        decided = record_decision(**decide)
     if decided.claimed_here:
         return run_claimed_continuation(decided.pause, decided.checked)
     return Continued(decided.pause, QUEUED)

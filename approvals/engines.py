@@ -19,6 +19,14 @@ class ContinuationNotStarted(Exception):
     """Raised by a handler before the continuation had any effect: the pause is restored."""
 
 
+class ContinuationFailedInDecision(Exception):
+    """Raised by a handler whose continuation, running in the decision's own transaction (``held`` given),
+    failed in any way but the database being unavailable: before it started or after. Nothing of it is
+    kept: the core rolls the decision back with it and decides again, the continuation then running
+    after the decision's commit, whose own failure handling records the outcome (the failure kept with
+    the decision, or the pause restored). The cause is the exception's ``__cause__``."""
+
+
 @dataclass(frozen=True)
 class Resumed:
     """What ``begin_resume`` did once it moved the subject from awaiting to running.
@@ -81,9 +89,10 @@ class EngineHandler(Protocol):
 
         ``checked``: what ``check_can_continue`` returned in the decision's transaction, when the deciding
         process runs it (None on a q-cluster worker: read afresh). ``held``: what ``begin_resume`` read
-        (``Resumed.held``), when it runs in the decision's own transaction (else None). Returns the
-        subject as the continuation left it, for the caller's answer (opaque to the core; None when there
-        is nothing to show)."""
+        (``Resumed.held``), when it runs in the decision's own transaction (else None); there it takes no
+        savepoint, and any failure but the database's being unavailable is raised as
+        ``ContinuationFailedInDecision``. Returns the subject as the continuation left it, for the
+        caller's answer (opaque to the core; None when there is nothing to show)."""
 
     def renew_turn(self, subject_id: object, until: datetime) -> None:
         """Push the running turn's lease of the subject to ``until`` (the heartbeat of a continuation)."""

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from approvals.decision_notices import rejection_text
-from approvals.engines import ContinuationNotStarted
+from approvals.engines import ContinuationFailedInDecision, ContinuationNotStarted
 from approvals.models import Pause, PauseKind, Verdict
 from conversations.acting_identity import continuation_caller
 from conversations.agents import OnVersion
@@ -90,7 +90,9 @@ def continue_after_decision(
     conversation ERROR and the pause failed, in the same run. Returns the conversation as it left it.
     Run here on an agent whose tasks are all local, it reads, runs and commits in one transaction.
     ``window``: the paused turn's steps as the decision's ``begin_resume`` read them, when it runs in the
-    decision's own transaction (not read again).
+    decision's own transaction (not read again). There it takes no savepoint: whatever fails (but the
+    database being unavailable) is raised as ``ContinuationFailedInDecision``, for the core to roll the
+    decision back with it and decide again, continuing after that commit.
     """
     if checked is not None:
         # begin_resume moved it to IN_PROGRESS and cleared any earlier cancel, in the decision's commit;
@@ -107,8 +109,10 @@ def continue_after_decision(
     if conversation.state != S.IN_PROGRESS:
         finish_unstarted_continuation(conversation, pause)
         return TurnResult(conversation)
+    if window is not None:
+        return _continue_in_decision(conversation, pause, version, window)
     if version is not None and runs_in_one_transaction(version.document):
-        return _continue_in_one_transaction(conversation, pause, version, window)
+        return _continue_in_one_transaction(conversation, pause, version)
     memory, row, run_and_commit = _prepared(conversation, pause, version, window)
     committed = run_guarded(
         conversation, run_and_commit, user_input=memory.current.input, row=row, resolving=pause
@@ -116,15 +120,29 @@ def continue_after_decision(
     return turn_result(conversation, committed)
 
 
+def _continue_in_decision(
+    conversation: Conversation, pause: Pause, version: AgentVersion | None, window: list[ConversationStep]
+) -> TurnResult:
+    """Run the paused turn on from ``window`` and write it, in the decision's own transaction, which
+    holds the conversation's row: no savepoint, so a failure fails the decision with it."""
+    try:
+        _, _, run_and_commit = _prepared(conversation, pause, version, window)
+        return turn_result(conversation, run_and_commit())
+    except DATABASE_UNAVAILABLE:
+        raise
+    except Exception as exc:
+        raise ContinuationFailedInDecision(failure_text(exc)) from exc
+
+
 def _continue_in_one_transaction(
-    conversation: Conversation, pause: Pause, version: AgentVersion, window: list[ConversationStep] | None
+    conversation: Conversation, pause: Pause, version: AgentVersion
 ) -> TurnResult:
     """Read the paused turn, run it on and commit, in one transaction. What fails before it runs did not
     start it (ContinuationNotStarted); what fails after rolled it back whole, and is recorded anew."""
     prepared: tuple[ConversationMemory, ConversationStep, Any] | None = None
     try:
         with transaction.atomic():
-            prepared = _prepared(conversation, pause, version, window)
+            prepared = _prepared(conversation, pause, version)
             committed = prepared[2]()
     except DATABASE_UNAVAILABLE:
         raise

@@ -153,23 +153,20 @@ def test_a_database_error_in_a_slow_turn_leaves_it_to_its_lease_as_after_a_crash
 def test_a_database_error_in_a_quick_continuation_is_a_503_not_a_500(
     audit_truncate_allowed_for_flush,
 ):
-    """The continuation's commit fails, then so does the rollback to its savepoint (the connection is
-    gone): the error is the database's, not a failed turn nor a continuation that could not start, so
-    nothing goes on querying inside the broken transaction (which Django refuses: a 500) and the
-    decision rolls back. (The paused step is read with the decision's move of the conversation, before
-    the savepoint: a fault there fails the decision itself.)"""
+    """The continuation's commit fails because the connection is gone: the error is the database's, not
+    a failed turn nor a continuation that could not start, so nothing goes on querying inside the broken
+    transaction (which Django refuses: a 500) and the decision is not made again: it rolls back with the
+    continuation, and the answer is a 503."""
     alice, approver = make_user("alice"), make_user("approver", "approver")
     conversation_id = paused_conversation(client_for(alice))
     approver_client = client_for(approver)
 
-    with one_fault(
-        before_sql=('SET "state" = %s, "properties" = %s', "ROLLBACK TO SAVEPOINT")
-    ).injected() as fired:
+    with one_fault(before_sql='SET "state" = %s, "properties" = %s').injected() as fired:
         response = approver_client.post(
             f"/agents/{conversation_id}/resume?wait=5", {"verdict": "APPROVED"}, format="json"
         )
 
-    assert fired == ["before", "before"]
+    assert fired == ["before"]
     assert_unavailable(response)
     assert Pause.objects.get(subject_id=conversation_id).status == PauseStatus.PENDING
     assert not AuditEntry.objects.filter(verb__in=("hitl.approval", "hitl.restored")).exists()

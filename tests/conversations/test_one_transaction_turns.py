@@ -302,9 +302,28 @@ def test_a_quick_continuation_commits_once_with_its_decision():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
-    """The failure rolls back only the continuation's savepoint: the decision commits with the failure it
-    recorded, in the same one transaction."""
+def test_a_quick_continuation_takes_no_savepoint():
+    """The continuation in the decision's transaction writes nothing before its one statement, and any
+    failure rolls the decision back with it: there is no savepoint to take or release."""
+    alice_client, approver_client = (
+        client_for(make_user("alice")),
+        client_for(make_user("approver", "approver")),
+    )
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+
+    answer, sql = _resume_and_capture(approver_client, conversation_id)
+
+    assert answer["state"] == "READY"
+    assert not [q for q in sql if "SAVEPOINT" in q], sql
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_quick_continuation_rolls_back_its_decision_which_commits_on_its_own_then(monkeypatch):
+    """The continuation fails in the decision's transaction: that transaction rolls back whole, and the
+    decision is made again as for a slow continuation. It commits first (the pause RESOLVING under its
+    lease), then the continuation runs in a transaction of its own, fails again, and its failure is
+    recorded: the conversation ERROR, the pause finished as failed, each entry in the ledger once."""
     from approvals.models import AuditEntry, Pause
 
     alice_client, approver_client = (
@@ -319,12 +338,53 @@ def test_a_failed_quick_continuation_still_commits_its_decision(monkeypatch):
     monkeypatch.setattr(turn_commits, "commit_turn_and_step", real_commit)
 
     assert answer["state"] == "ERROR" and answer["lastDecision"]["verdict"] == "APPROVED"
-    _writes_in_one_transaction(sql, DECISION, DECISION_AUDIT, FINISH)
+    rolled_back = sql.index("ROLLBACK")
+    assert sql[:rolled_back].count("BEGIN") == 1 and "COMMIT" not in sql[:rolled_back], sql
+    # the decision again, alone in its transaction, then the continuation's (rolled back) and the failure's
+    again = sql[rolled_back + 1 :]
+    _writes_in_one_transaction(again[: again.index("COMMIT") + 1], DECISION, DECISION_AUDIT)
     verbs = list(
         AuditEntry.objects.filter(pause_id=pause.pk).order_by("sequence").values_list("verb", flat=True)
     )
     assert verbs == ["hitl.pause", "hitl.approval", "hitl.continuation.failed"], verbs
     assert Pause.objects.get(pk=pause.pk).status == "RESOLVED"
+    assert say(alice_client, conversation_id, "hello").json()["output"] == ["Hello!"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quick_continuation_that_cannot_start_restores_its_pause_after_the_decision_commits(monkeypatch):
+    """The paused turn cannot be read back (its step is gone): in the decision's transaction that rolls
+    the decision back; made again, the decision commits and the continuation that cannot start restores
+    the pause, audited, as for a slow continuation. The conversation awaits a decision again."""
+    from approvals.models import AuditEntry, Pause, PauseStatus
+    from conversations import turn_continuation
+
+    def gone(*args, **kwargs):
+        raise LookupError("the paused step is gone")
+
+    alice_client, approver_client = (
+        client_for(make_user("alice")),
+        client_for(make_user("approver", "approver")),
+    )
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+    pause = Pause.objects.get(subject_id=conversation_id)
+    monkeypatch.setattr(turn_continuation, "memory_for_paused_turn", gone)
+    answer = approver_client.post(
+        f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
+    ).json()
+    monkeypatch.undo()
+
+    assert answer["state"] == "AWAITING_HUMAN"
+    assert Pause.objects.get(pk=pause.pk).status == PauseStatus.PENDING
+    verbs = list(
+        AuditEntry.objects.filter(pause_id=pause.pk).order_by("sequence").values_list("verb", flat=True)
+    )
+    assert verbs == ["hitl.pause", "hitl.approval", "hitl.restored"], verbs
+    decided = approver_client.post(
+        f"/agents/{conversation_id}/resume?wait=10", {"verdict": "APPROVED"}, format="json"
+    ).json()
+    assert decided["state"] == "READY" and decided["output"] == ["Deletion APPROVED."]
 
 
 def failing_first_commit(monkeypatch) -> None:
