@@ -19,11 +19,13 @@ The writes fall back to the ORM themselves.
 
 from __future__ import annotations
 
+import datetime
 import functools
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import Model
 from django.db.models.base import ModelState
@@ -253,7 +255,44 @@ def insert_values(obj: Model, fields: Sequence[Any]) -> list[Any]:
     """The values an INSERT of ``obj`` stores in ``fields``: each field's ``pre_save`` (``auto_now_add``)
     and database preparation, as the ORM does them."""
     db = current()
-    return [field.get_db_prep_save(field.pre_save(obj, True), db) for field in fields]
+    return [prepared(field, field.pre_save(obj, True), db) for field in fields]
+
+
+# The values each field class hands PostgreSQL unchanged (its exact class: a subclass may prepare its
+# values otherwise); a datetime only when aware. Not integers: the backend wraps them in the type of
+# their column (psycopg's Int4, Int8), which its server-side binding sends. Checked against Django for every field of the models the
+# hand-written statements write (tests/test_hand_written_sql.py).
+_UNCHANGED: dict[type[Any], tuple[type[Any], ...]] = {
+    **dict.fromkeys((models.CharField, models.TextField), (str,)),
+    models.BooleanField: (bool,),
+    models.UUIDField: (uuid.UUID,),
+    models.DateTimeField: (datetime.datetime,),
+}
+
+
+def prepared(field: Any, value: Any, db: Any) -> Any:
+    """``field.get_db_prep_save(value, db)``, without its chain of calls (its conversion, its checks, the
+    backend's adaptation: several microseconds a value) for a value it would hand on unchanged: None, or
+    a value of exactly the type its field class stores as it is (``_UNCHANGED``; a foreign key's, its
+    target field's). Any other field or value is prepared by the field, as the ORM does."""
+    kind = type(field)
+    if kind is models.ForeignKey or kind is models.OneToOneField:
+        if value is None or _unchanged(type(field.target_field), value):
+            return value
+    elif _unchanged(kind, value):
+        return value
+    return field.get_db_prep_save(value, db)
+
+
+def _unchanged(kind: type[Any], value: Any) -> bool:
+    stored_as_is = _UNCHANGED.get(kind)
+    return stored_as_is is not None and (
+        value is None
+        or (
+            type(value) in stored_as_is
+            and (kind is not models.DateTimeField or value.utcoffset() is not None)
+        )
+    )
 
 
 @functools.cache
@@ -284,7 +323,7 @@ def update_statement(
     """``update``'s statement and its parameters (PostgreSQL), for a caller that makes it a part of a
     statement of its own (``WITH changed AS (... RETURNING ...)``)."""
     meta, db = model._meta, current()
-    params = [meta.get_field(name).get_db_prep_save(value, db) for name, value in values.items()]
+    params = [prepared(meta.get_field(name), value, db) for name, value in values.items()]
     params += _where_params(model, where)
     return _update_sql(model, tuple(values), _where_shape(where)), params
 

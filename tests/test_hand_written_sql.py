@@ -348,3 +348,78 @@ def test_a_model_with_an_init_receiver_is_built_through_its_init(alice_client):
     finally:
         post_init.disconnect(receiver, sender=Conversation)
     assert seen == [built] and str(built.pk) == str(conversation_id)
+
+
+def _values_of_every_kind() -> list[Any]:
+    from datetime import UTC, date, datetime
+    from decimal import Decimal
+
+    from approvals.models import PauseKind
+
+    return [
+        None,
+        "",
+        "text",
+        PauseKind.RULE,  # a str subclass: prepared by its field
+        0,
+        7,
+        True,
+        False,
+        uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        "12345678-1234-5678-1234-567812345678",
+        datetime(2026, 12, 6, 12, 0, tzinfo=UTC),
+        timezone.now(),
+        date(2026, 12, 6),
+        Decimal("1.5"),
+        1.5,
+        {"a": [1, 2]},
+        [1, "two"],
+    ]
+
+
+def test_a_value_is_prepared_for_the_database_as_its_field_prepares_it():
+    """``rows.prepared`` skips ``get_db_prep_save`` only where that hands the value on unchanged: for every
+    concrete field of the models the hand-written statements write, and values of every kind, it answers
+    what the field answers (same value, same type), or raises what the field raises."""
+    import warnings
+
+    from django_q.models import Schedule
+
+    from approvals.models import AuditEntry, AuditHead
+
+    checked = 0
+    for model in (Pause, Conversation, ConversationStep, AuditEntry, AuditHead, Schedule):
+        for field in model._meta.concrete_fields:
+            for value in _values_of_every_kind():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        expected: Any = field.get_db_prep_save(value, connection)
+                    except Exception as exc:  # the field refuses it: so must the fast path
+                        expected = type(exc)
+                    try:
+                        answered: Any = rows.prepared(field, value, connection)
+                    except Exception as exc:
+                        answered = type(exc)
+                if isinstance(expected, type):
+                    assert answered is expected, (model, field.name, value)
+                    continue
+                if hasattr(expected, "obj"):  # psycopg's Jsonb wrapper: compare what it wraps
+                    assert type(answered) is type(expected) and answered.obj == expected.obj
+                else:
+                    assert (type(answered), answered) == (type(expected), expected), (
+                        model,
+                        field.name,
+                        value,
+                    )
+                checked += 1
+    assert checked > 500
+
+
+def test_a_naive_datetime_is_prepared_by_its_field_which_makes_it_aware():
+    from datetime import datetime
+
+    field = Pause._meta.get_field("paused_at")
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        stored = rows.prepared(field, datetime(2026, 12, 6, 12, 0), connection)
+    assert stored.utcoffset() is not None
