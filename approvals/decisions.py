@@ -30,7 +30,7 @@ from approvals.models import Pause, PauseKind, PauseStatus, Verdict, Vote
 from approvals.pause_kinds import decision_validator_for
 from approvals.routing import refuse_unrouted
 from approvals.self_approval import refuse_self_approval
-from approvals.settlements import announce_settled
+from approvals.settlements import announce_settled, settlement_probes
 from approvals.timer_arming import DecisionWrite, arm_timer, decision_write, disarm_timer, fire_retry_after
 from approvals.votes import Tally, record_vote, takes_votes
 from common import rows
@@ -440,17 +440,20 @@ def restore_pause(*, pause_id: uuid.UUID | str, reason: str, allow_live_lease: b
 class Finishing:
     """``finish_pause``'s compare-and-set (RESOLVING -> RESOLVED) as a statement and its parameters
     (``finishing``), for a caller that runs it as a part of a statement of its own, then hands
-    ``finish_pause`` whether it won; ``values``: what it writes."""
+    ``finish_pause`` whether it won and what ``probes`` answered; ``values``: what it writes;
+    ``probes``: the settlement listeners' questions (``settlement_probes``), each an SQL boolean over the
+    updated row, for the statement to return with it."""
 
     sql: str
     params: list[Any]
     values: dict[str, Any]
+    probes: tuple[str, ...] = ()
 
 
 def finishing(pause: Pause) -> Finishing:
     values = _finished_values()
     sql, params = rows.update_statement(Pause, where=_resolving(pause), values=values)
-    return Finishing(sql, params, values)
+    return Finishing(sql, params, values, settlement_probes())
 
 
 def _finished_values() -> dict[str, Any]:
@@ -471,20 +474,22 @@ def finish_pause(
     pause: Pause,
     outcome: str,
     detail: dict[str, Any] | None = None,
-    finished: tuple[Finishing, bool] | None = None,
+    finished: tuple[Finishing, bool, Sequence[bool] | None] | None = None,
 ) -> None:
     """RESOLVING -> RESOLVED once the continuation committed (in its transaction); a pause already
     finished is left alone and not audited again. ``finished``: the caller's statement already ran
-    ``finishing(pause)``'s compare-and-set, and whether it won."""
+    ``finishing(pause)``'s compare-and-set, whether it won, and what its probes answered (None: not
+    asked; each listener then asks for itself)."""
+    probed: Sequence[bool] | None = None
     if finished is None:
         values = _finished_values()
         won = bool(rows.update(Pause, where=_resolving(pause), values=values))
     else:
-        values, won = finished[0].values, finished[1]
+        values, won, probed = finished[0].values, finished[1], finished[2]
     if won:
         for field, value in values.items():  # as committed, without reading it back
             setattr(pause, field, value)
-        announce_settled(pause)
+        announce_settled(pause, probed)
     if won and outcome != "completed":
         append_audit_entry(
             subject_type=pause.subject_type,

@@ -7,8 +7,10 @@ it hears of each pause once, and what it enqueues (django-q2's ORM broker, same 
 the settlement or not at all: never announced for a rollback, never lost after a commit.
 
 A listener therefore only reads and writes rows (enqueues), as few as it can (it is on the hot path of
-every decision: the Slack listener costs one indexed SELECT for a conversation that is not a Slack
-thread's); it never calls out. No savepoint is spent on it: a listener that raises before touching the
+every decision); it never calls out. What it would read, it may register as a probe: the statement
+that settles a continued turn's pause answers it with the turn's commit (``settlement_probes``), so the
+Slack listener's question (is this conversation a Slack thread's?) costs no statement of its own there,
+and one indexed SELECT where a pause settles otherwise. No savepoint is spent on it: a listener that raises before touching the
 database is logged and the settlement stands; one whose statement fails fails the settling transaction,
 which then changes nothing, like any other failed statement of it.
 """
@@ -16,7 +18,7 @@ which then changes nothing, like any other failed statement of it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
@@ -26,21 +28,38 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SettlementListener = Callable[["Pause"], None]
+SettlementListener = Callable[..., None]
 
 _LISTENERS: list[SettlementListener] = []
+_PROBES: dict[SettlementListener, str] = {}
 
 
-def register_settlement_listener(listener: SettlementListener) -> None:
+def register_settlement_listener(listener: SettlementListener, *, probe: str | None = None) -> None:
+    """``probe``: what the listener would otherwise ask the database with a statement of its own, as an
+    SQL boolean over the settled pause's row (its columns qualified by the pause table's name). A
+    statement that settles the pause may answer it on the way (``settlement_probes``); the listener is
+    then called with ``probed=`` that answer, and else with the pause alone."""
     if listener not in _LISTENERS:
         _LISTENERS.append(listener)
+    if probe is not None:
+        _PROBES[listener] = probe
 
 
-def announce_settled(pause: Pause) -> None:
-    """Call every listener with ``pause``, in the caller's (settling) transaction."""
+def settlement_probes() -> tuple[str, ...]:
+    """The registered probes, in the order ``announce_settled`` takes their answers."""
+    return tuple(_PROBES[listener] for listener in _LISTENERS if listener in _PROBES)
+
+
+def announce_settled(pause: Pause, probed: Sequence[bool] | None = None) -> None:
+    """Call every listener with ``pause``, in the caller's (settling) transaction; ``probed``: the answers
+    to ``settlement_probes()`` that the settling statement gave, in their order."""
+    answers = iter(probed) if probed is not None else None
     for listener in _LISTENERS:
         try:
-            listener(pause)
+            if answers is not None and listener in _PROBES:
+                listener(pause, probed=bool(next(answers)))
+            else:
+                listener(pause)
         except DatabaseError:
             raise  # the transaction is broken: the settlement fails whole
         except Exception:  # a listener's own failure: the settlement stands

@@ -386,14 +386,17 @@ def commit_turn_and_step(
     row: ConversationStep | None = None,
     held: HeldTurn | None = None,
     then: tuple[str, list[Any]] | None = None,
-) -> tuple[ConversationStep, int] | None:
+    then_returns: tuple[str, ...] = (),
+) -> tuple[ConversationStep, int, tuple[Any, ...] | None] | None:
     """``commit_turn_state`` and ``save_step`` as one statement: the step is written only when the
     compare-and-set won. ``row``: the continued step's row, updated; else a new step is appended at the
     new ``step_count - 1`` (only for a turn that leaves no undone tail to drop). ``then``: an UPDATE of
-    the caller's (``rows.update_statement``) that also runs only when it won, in the same statement.
+    the caller's (``rows.update_statement``) that also runs only when it won, in the same statement;
+    ``then_returns``: SQL expressions over the row it updates, returned with it.
 
-    The step's row and how many rows ``then`` changed; None when the turn lost the conversation (nothing
-    written)."""
+    The step's row, how many rows ``then`` changed and what ``then_returns`` answered (None each when it
+    changed none; None on the ORM path, which does not ask); None when the turn lost the conversation
+    (nothing written)."""
     if not rows.on_postgresql():
         won = commit_turn_state(
             conversation,
@@ -406,32 +409,35 @@ def commit_turn_and_step(
         if won is None:
             return None
         written = save_step(conversation, step, properties, row=row, counted=True, drop_undone=False)
-        return written, (_run(*then) if then is not None else 0)
+        return written, (_run(*then) if then is not None else 0), None  # ``then_returns`` not answered
     sql, params = _commit_statement(conversation, running, state, properties, row is None, held)
     then_sql, then_params = then if then is not None else ("", [])
     fields = _step_fields(step, properties)
     if row is not None:
         update, update_params = rows.update_statement(ConversationStep, where={"id": row.pk}, values=fields)
         found = rows.fetch_one(
-            _commit_and_update_sql(sql, then_sql, update), [*params, *then_params, *update_params]
+            _commit_and_update_sql(sql, then_sql, update, then_returns),
+            [*params, *then_params, *update_params],
         )
         if found is None:
             return None
         for name, value in fields.items():
             setattr(row, name, value)
         conversation.step_count = found[0]
-        return row, found[1]
+        return row, found[1], tuple(found[2:])
     created = ConversationStep(conversation=conversation, index=0, **fields)
     appended = _appended_fields()
     values = rows.insert_values(created, appended)
     stored = [value for field, value in zip(appended, values, strict=True) if field.name != "index"]
-    found = rows.fetch_one(_commit_and_append_sql(sql, then_sql), [*params, *then_params, *stored])
+    found = rows.fetch_one(
+        _commit_and_append_sql(sql, then_sql, then_returns), [*params, *then_params, *stored]
+    )
     if found is None:
         return None
     created.pk, created.index = found[0], found[1]
     created._state.adding, created._state.db = False, connection.alias
     conversation.step_count = created.index + 1
-    return created, found[2]
+    return created, found[2], tuple(found[3:])
 
 
 def _run(sql: str, params: list[Any]) -> int:
@@ -456,25 +462,27 @@ def _appended_fields() -> list[Any]:
     return [field for field in meta.concrete_fields if field is not meta.pk]
 
 
-def _with(commit: str, then: str) -> tuple[str, str]:
+def _with(commit: str, then: str, returns: tuple[str, ...] = ()) -> tuple[str, str]:
     """The WITH of a compare-and-set (``c``) and of the caller's UPDATE that runs only when it won (``t``),
-    and what counts the rows that one changed."""
+    and what counts the rows that one changed, followed by each of ``returns`` over its row."""
     if not then:
         return f"WITH c AS ({commit}) ", "0"
+    returned = "".join(f", {expression} AS r{number}" for number, expression in enumerate(returns))
+    answers = "".join(f", (SELECT r{number} FROM t)" for number in range(len(returns)))  # nosec B608  # column names of this statement
     return (
-        f"WITH c AS ({commit}), t AS ({then} AND EXISTS (SELECT 1 FROM c) RETURNING 1) ",  # nosec B608  # statements built from model metadata
-        "(SELECT count(*) FROM t)",
+        f"WITH c AS ({commit}), t AS ({then} AND EXISTS (SELECT 1 FROM c) RETURNING 1{returned}) ",  # nosec B608  # statements built from model metadata
+        f"(SELECT count(*) FROM t){answers}",  # nosec B608  # column names of this statement
     )
 
 
 @functools.cache
-def _commit_and_append_sql(commit: str, then: str) -> str:
+def _commit_and_append_sql(commit: str, then: str, returns: tuple[str, ...] = ()) -> str:
     """``WITH c AS (the compare-and-set) INSERT INTO step SELECT ... FROM c``: no row when it lost."""
     quote = connection.ops.quote_name
     fields = _appended_fields()
     columns = ", ".join(quote(field.column) for field in fields)
     values = ", ".join('c."step_count" - 1' if field.name == "index" else "%s" for field in fields)
-    prefix, counted = _with(commit, then)
+    prefix, counted = _with(commit, then, returns)
     return (
         f"{prefix}INSERT INTO {rows.table(ConversationStep)} ({columns}) "  # nosec B608  # identifiers from model metadata, values are parameters
         f'SELECT {values} FROM c RETURNING {quote(ConversationStep._meta.pk.column)}, "index", {counted}'
@@ -482,9 +490,9 @@ def _commit_and_append_sql(commit: str, then: str) -> str:
 
 
 @functools.cache
-def _commit_and_update_sql(commit: str, then: str, update: str) -> str:
+def _commit_and_update_sql(commit: str, then: str, update: str, returns: tuple[str, ...] = ()) -> str:
     """``WITH c AS (the compare-and-set) UPDATE step ... WHERE ... AND EXISTS c``: no row when it lost."""
-    prefix, counted = _with(commit, then)
+    prefix, counted = _with(commit, then, returns)
     return f'{prefix}{update} AND EXISTS (SELECT 1 FROM c) RETURNING (SELECT "step_count" FROM c), {counted}'  # nosec B608  # statements built from model metadata
 
 

@@ -187,7 +187,7 @@ def commit_turn(
         # the step is written with the conversation's row (a new one only when no undone tail is left)
         with_step = row is not None or no_tail
         ending: Finishing | None = None  # the continued pause's end, when it is part of the statement
-        written: tuple[ConversationStep, int] | None = None
+        written: tuple[ConversationStep, int, tuple[Any, ...] | None] | None = None
         if unsaved:
             conversation.state, conversation.properties = state, memory.properties
             insert_with_first_step(conversation, stored, memory.properties)
@@ -204,6 +204,7 @@ def commit_turn(
                 row=row,
                 held=held,
                 then=(ending.sql, ending.params) if ending is not None else None,
+                then_returns=ending.probes if ending is not None else (),
             )
             won = None if written is None else conversation.step_count
         else:
@@ -226,7 +227,7 @@ def commit_turn(
                 pause=resolving,
                 outcome="failed" if state == S.ERROR else "completed",
                 detail={"error": memory.current.data.get("error")} if state == S.ERROR else None,
-                finished=(ending, bool(written[1])) if ending is not None and written else None,
+                finished=(ending, bool(written[1]), written[2]) if ending is not None and written else None,
             )
         if not (unsaved or with_step):
             save_step(

@@ -13,7 +13,7 @@ class SlackSurfaceConfig(AppConfig):
         from groups.events import register_observer
         from slack_surface import discussion_notices, notices, pushes, request_cards
 
-        register_settlement_listener(pushes.on_pause_settled)
+        register_settlement_listener(pushes.on_pause_settled, probe=pushes.thread_probe())
         register_settlement_listener(discussion_notices.on_pause_settled)
         register_settlement_listener(request_cards.on_pause_settled)
         register_opening_listener(discussion_notices.on_pause_opened)

@@ -37,12 +37,29 @@ PUSH_TASK = "slack_surface.pushes.push_continuation"
 SETTLED = (PauseStatus.RESOLVED, PauseStatus.CANCELLED)
 
 
-def on_pause_settled(pause: Pause) -> None:
-    """The settlement listener (in the settling transaction): queue the push of a Slack thread's conversation."""
+def on_pause_settled(pause: Pause, probed: bool | None = None) -> None:
+    """The settlement listener (in the settling transaction): queue the push of a Slack thread's conversation.
+    ``probed``: whether the conversation is a Slack thread's, as the settling statement answered
+    ``thread_probe()`` (None: not asked, so asked here)."""
     if pause.surface != Engine.REGULAR:
         return
-    if rows.exists(SlackThread, where={"conversation_id": pause.subject_id}):
+    threaded = (
+        probed
+        if probed is not None
+        else rows.exists(SlackThread, where={"conversation_id": pause.subject_id})
+    )
+    if threaded:
         async_task(PUSH_TASK, str(pause.id), task_name=f"slack-push-{pause.id}", group="slack")
+
+
+def thread_probe() -> str:
+    """``on_pause_settled``'s question as an SQL boolean over the settled pause's row: a regular pause
+    whose conversation is a Slack thread's (``approvals.settlements``)."""
+    pause, thread = Pause._meta.db_table, SlackThread._meta.db_table
+    return (
+        f'("{pause}"."surface" = \'{Engine.REGULAR.value}\' AND EXISTS (SELECT 1 FROM "{thread}" '  # nosec B608  # identifiers from model metadata, a constant
+        f'WHERE "{thread}"."conversation_id" = "{pause}"."subject_id"))'
+    )
 
 
 def _claim(pause: Pause, thread: SlackThread) -> SlackDelivery | None:

@@ -34,11 +34,11 @@ pytestmark = pytest.mark.django_db
 #   appends the decision's audit entry on that head and reads the paused turn's window, all in one
 #   statement (conversations.resume_rows);
 #   the continuation runs in the decision's transaction with no savepoint of its own, and its commit
-#   writes the conversation, the continued step and the pause's end in one statement; one statement is
-#   the settlement listener of the Slack surface (approvals.settlements): is this conversation a Slack
+#   writes the conversation, the continued step and the pause's end in one statement, which also answers
+#   the Slack surface's settlement listener (approvals.settlements): is this conversation a Slack
 #   thread's, whose thread must be told the verdict?
 # Each request also reads the token when this process has not kept it (approvals.credential_cache).
-BUDGET = {"start": 3, "say": 8, "resume": 7}
+BUDGET = {"start": 3, "say": 8, "resume": 6}
 
 
 def statements(run) -> tuple[object, list[str]]:

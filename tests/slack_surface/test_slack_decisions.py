@@ -230,3 +230,54 @@ def test_a_click_is_answered_before_any_call_of_a_slow_web_api(integration, fake
     fake_slack.delay = 0.0
     assert answer_in_slack() == 1
     assert fake_slack.updates()[-1]["text"] == "✅ Approved by <@UAPPROVER>"
+
+
+@pytest.mark.django_db
+def test_whether_a_settled_conversation_is_a_slack_threads_comes_with_its_settling_statement(
+    integration, anon_client, fake_slack, approver_client, alice_client
+):
+    """The continuation's commit, which settles the pause, also answers the Slack listener's question
+    (``approvals.settlements`` probes): a Slack thread's conversation gets its push queued, another
+    conversation none, and neither asks with a statement of its own."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django_q.models import OrmQ
+
+    from harnesses.factories import deployed_agent, say, start
+
+    thread = paused_thread(anon_client)
+    elsewhere = start(alice_client, deployed_agent())
+    say(alice_client, elsewhere, "please delete my account")
+    OrmQ.objects.all().delete()
+
+    for conversation_id in (thread.conversation_id, elsewhere):
+        with CaptureQueriesContext(connection) as captured:
+            answer = approver_client.post(
+                f"/agents/{conversation_id}/resume?wait=5", {"verdict": "APPROVED"}, format="json"
+            )
+        assert answer.status_code == 200 and answer.json()["state"] == "READY"
+        asked = [q["sql"] for q in captured.captured_queries if '"slack_surface_slackthread"' in q["sql"]]
+        assert len(asked) == 1 and asked[0].startswith("WITH c AS"), asked
+
+    queued = [task.task["name"] for task in OrmQ.objects.all()]
+    assert queued == [f"slack-push-{pause_of(thread).id}"], queued
+
+
+@pytest.mark.django_db
+def test_a_pause_settled_without_the_probe_asks_whether_its_conversation_is_a_slack_threads(
+    integration, anon_client, fake_slack
+):
+    """Where the settling statement did not answer (a pause finished on its own), the listener asks."""
+    from django_q.models import OrmQ
+
+    from approvals.decisions import finish_pause
+
+    thread = paused_thread(anon_client)
+    pause = pause_of(thread)
+    Pause.objects.filter(pk=pause.pk).update(status=PauseStatus.RESOLVING)
+    pause.refresh_from_db()
+    OrmQ.objects.all().delete()
+
+    finish_pause(pause=pause, outcome="completed")
+
+    assert [task.task["name"] for task in OrmQ.objects.all()] == [f"slack-push-{pause.id}"]
