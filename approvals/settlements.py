@@ -10,9 +10,9 @@ A listener therefore only reads and writes rows (enqueues), as few as it can (it
 every decision); it never calls out. What it would read, it may register as a probe: the statement
 that settles a continued turn's pause answers it with the turn's commit (``settlement_probes``), so the
 Slack listener's question (is this conversation a Slack thread's?) costs no statement of its own there,
-and one indexed SELECT where a pause settles otherwise. No savepoint is spent on it: a listener that raises before touching the
-database is logged and the settlement stands; one whose statement fails fails the settling transaction,
-which then changes nothing, like any other failed statement of it.
+and one indexed SELECT where a pause settles otherwise. No savepoint is spent on a listener: one that
+raises before touching the database is logged and the settlement stands; one whose statement fails
+fails the settling transaction, which then changes nothing, like any other failed statement of it.
 """
 
 from __future__ import annotations
@@ -52,12 +52,16 @@ def settlement_probes() -> tuple[str, ...]:
 
 def announce_settled(pause: Pause, probed: Sequence[bool] | None = None) -> None:
     """Call every listener with ``pause``, in the caller's (settling) transaction; ``probed``: the answers
-    to ``settlement_probes()`` that the settling statement gave, in their order."""
-    answers = iter(probed) if probed is not None else None
+    to ``settlement_probes()`` that the settling statement gave, in their order (a listener whose probe
+    got no answer asks for itself)."""
+    probing = [listener for listener in _LISTENERS if listener in _PROBES]
+    answered = (
+        dict(zip(probing, probed, strict=True)) if probed is not None and len(probed) == len(probing) else {}
+    )
     for listener in _LISTENERS:
         try:
-            if answers is not None and listener in _PROBES:
-                listener(pause, probed=bool(next(answers)))
+            if listener in answered:
+                listener(pause, probed=bool(answered[listener]))
             else:
                 listener(pause)
         except DatabaseError:

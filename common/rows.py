@@ -260,8 +260,8 @@ def insert_values(obj: Model, fields: Sequence[Any]) -> list[Any]:
 
 # The values each field class hands PostgreSQL unchanged (its exact class: a subclass may prepare its
 # values otherwise); a datetime only when aware. Not integers: the backend wraps them in the type of
-# their column (psycopg's Int4, Int8), which its server-side binding sends. Checked against Django for every field of the models the
-# hand-written statements write (tests/test_hand_written_sql.py).
+# their column (psycopg's Int4, Int8), which its server-side binding sends. Checked against Django for
+# every field of the models the hand-written statements write (tests/test_hand_written_sql.py).
 _UNCHANGED: dict[type[Any], tuple[type[Any], ...]] = {
     **dict.fromkeys((models.CharField, models.TextField), (str,)),
     models.BooleanField: (bool,),
