@@ -252,6 +252,18 @@ def test_failed_one_transaction_continuation_never_locks_conversation(
     assert say(alice_client, conversation_id, "hello").json()["output"] == ["Hello!"]
 
 
+def _paused_by_alice():
+    """alice's conversation with the account bot, paused on her "please delete my account"; her client
+    and an approver's."""
+    alice_client, approver_client = (
+        client_for(make_user("alice")),
+        client_for(make_user("approver", "approver")),
+    )
+    conversation_id = start(alice_client, deployed_agent())
+    say(alice_client, conversation_id, "please delete my account")
+    return alice_client, approver_client, conversation_id
+
+
 def _resume_and_capture(approver_client, conversation_id: str) -> tuple[dict, list[str]]:
     with CaptureQueriesContext(connection) as captured:
         answer = approver_client.post(
@@ -282,12 +294,7 @@ def test_a_quick_continuation_commits_once_with_its_decision():
     turn are one transaction (one commit), so no process ever sees the decision without its outcome."""
     from approvals.models import Pause
 
-    alice_client, approver_client = (
-        client_for(make_user("alice")),
-        client_for(make_user("approver", "approver")),
-    )
-    conversation_id = start(alice_client, deployed_agent())
-    say(alice_client, conversation_id, "please delete my account")
+    _, approver_client, conversation_id = _paused_by_alice()
     pause = Pause.objects.get(subject_id=conversation_id)
 
     answer, sql = _resume_and_capture(approver_client, conversation_id)
@@ -305,12 +312,7 @@ def test_a_quick_continuation_commits_once_with_its_decision():
 def test_a_quick_continuation_takes_no_savepoint():
     """The continuation in the decision's transaction writes nothing before its one statement, and any
     failure rolls the decision back with it: there is no savepoint to take or release."""
-    alice_client, approver_client = (
-        client_for(make_user("alice")),
-        client_for(make_user("approver", "approver")),
-    )
-    conversation_id = start(alice_client, deployed_agent())
-    say(alice_client, conversation_id, "please delete my account")
+    _, approver_client, conversation_id = _paused_by_alice()
 
     answer, sql = _resume_and_capture(approver_client, conversation_id)
 
@@ -326,12 +328,7 @@ def test_a_failed_quick_continuation_rolls_back_its_decision_which_commits_on_it
     recorded: the conversation ERROR, the pause finished as failed, each entry in the ledger once."""
     from approvals.models import AuditEntry, Pause
 
-    alice_client, approver_client = (
-        client_for(make_user("alice")),
-        client_for(make_user("approver", "approver")),
-    )
-    conversation_id = start(alice_client, deployed_agent())
-    say(alice_client, conversation_id, "please delete my account")
+    alice_client, approver_client, conversation_id = _paused_by_alice()
     pause = Pause.objects.get(subject_id=conversation_id)
     real_commit = fail_saving_the_continued_step(monkeypatch)
     answer, sql = _resume_and_capture(approver_client, conversation_id)
@@ -362,12 +359,7 @@ def test_a_quick_continuation_that_cannot_start_restores_its_pause_after_the_dec
     def gone(*args, **kwargs):
         raise LookupError("the paused step is gone")
 
-    alice_client, approver_client = (
-        client_for(make_user("alice")),
-        client_for(make_user("approver", "approver")),
-    )
-    conversation_id = start(alice_client, deployed_agent())
-    say(alice_client, conversation_id, "please delete my account")
+    _, approver_client, conversation_id = _paused_by_alice()
     pause = Pause.objects.get(subject_id=conversation_id)
     monkeypatch.setattr(turn_continuation, "memory_for_paused_turn", gone)
     answer = approver_client.post(
