@@ -32,6 +32,9 @@ from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_init, pre_init
+from psycopg.types.json import Jsonb
+
+from common import json_columns
 
 M = TypeVar("M", bound=Model)
 
@@ -98,6 +101,14 @@ def _fields(model: type[Model], without: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(field for field in model._meta.concrete_fields if field.name not in without)
 
 
+def _converters(field: Any) -> tuple[Converter, ...]:
+    """The field's database converters; a plain JSON field's decoding by ``json_columns`` instead of its
+    ``from_db_value`` (the same values)."""
+    if json_columns.plain_json_field(field):
+        return (json_columns.from_db,)
+    return tuple(field.get_db_converters(connection))
+
+
 def select_list(model: type[Model], alias: str, without: tuple[str, ...] = ()) -> str:
     """Every concrete column of ``model`` but ``without`` (field names, left deferred), in field order,
     qualified by ``alias``."""
@@ -116,7 +127,7 @@ def _loading(
 ) -> tuple[list[str], list[tuple[int, tuple[Converter, ...]]], bool]:
     fields = _fields(model, without)
     names = [field.attname for field in fields]
-    converters = [(i, tuple(field.get_db_converters(connection))) for i, field in enumerate(fields)]
+    converters = [(i, _converters(field)) for i, field in enumerate(fields)]
     return names, [(i, found) for i, found in converters if found], _plain(model)
 
 
@@ -157,6 +168,14 @@ def instance(model: type[M], values: Sequence[Any], without: tuple[str, ...] = (
     built.__dict__["_state"] = state
     built.__dict__.update(zip(names, row, strict=True))
     return built
+
+
+def column_value(model: type[Model], name: str, value: Any) -> Any:
+    """One column's value as ``instance`` would set it on the field ``name`` of ``model``."""
+    db = current()
+    for convert in _converters(model._meta.get_field(name)):
+        value = convert(value, None, db)
+    return value
 
 
 def instances(model: type[M], rows: Sequence[Sequence[Any]], without: tuple[str, ...] = ()) -> list[M]:
@@ -274,13 +293,16 @@ def prepared(field: Any, value: Any, db: Any) -> Any:
     """``field.get_db_prep_save(value, db)``, without its chain of calls (its conversion, its checks, the
     backend's adaptation: several microseconds a value) for a value it would hand on unchanged: None, or
     a value of exactly the type its field class stores as it is (``_UNCHANGED``; a foreign key's, its
-    target field's). Any other field or value is prepared by the field, as the ORM does."""
+    target field's); and a dict or a list for a plain JSON field, written by ``json_columns`` (the same
+    JSON). Any other field or value is prepared by the field, as the ORM does."""
     kind = type(field)
     if kind is models.ForeignKey or kind is models.OneToOneField:
         if value is None or _unchanged(type(field.target_field), value):
             return value
     elif _unchanged(kind, value):
         return value
+    elif (type(value) is dict or type(value) is list) and json_columns.plain_json_field(field):
+        return Jsonb(value, dumps=json_columns.dumped)
     return field.get_db_prep_save(value, db)
 
 

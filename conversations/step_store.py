@@ -230,7 +230,7 @@ def claim_turn(
     )
     if row is None:
         return False
-    properties = Conversation._meta.get_field("properties").from_db_value(row[0], None, connection)
+    properties = rows.column_value(Conversation, "properties", row[0])
     conversation.properties, conversation.step_count, conversation.state = properties, row[1], running
     conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
     conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
@@ -281,9 +281,7 @@ def hold_for_turn(
     )
     if (window[-1].index + 1 if window else 0) != step_count:
         window, undone_tail = newest_steps(conversation.pk, memory_window()), True
-    conversation.properties = Conversation._meta.get_field("properties").from_db_value(
-        properties, None, connection
-    )
+    conversation.properties = rows.column_value(Conversation, "properties", properties)
     conversation.step_count, conversation.state = step_count, running
     conversation.turn_started_at, conversation.turn_alive_until = started, alive_until
     conversation.cancel_requested_at, conversation.cancel_requested_by = None, ""
@@ -367,7 +365,7 @@ def _commit_statement(
     held: HeldTurn | None,
 ) -> tuple[str, list[Any]]:
     table = connection.ops.quote_name(Conversation._meta.db_table)
-    stored = Conversation._meta.get_field("properties").get_db_prep_save(properties, connection)
+    stored = rows.prepared(Conversation._meta.get_field("properties"), properties, rows.current())
     counted = 1 if appends_step else 0
     if held is None or held.row_state == running:  # claimed with a write (claim_turn)
         return _COMMIT_TURN_SQL.format(table=table), [state, stored, counted, conversation.pk, running]

@@ -423,3 +423,74 @@ def test_a_naive_datetime_is_prepared_by_its_field_which_makes_it_aware():
     with pytest.warns(RuntimeWarning, match="naive datetime"):
         stored = rows.prepared(field, datetime(2026, 12, 6, 12, 0), connection)
     assert stored.utcoffset() is not None
+
+
+def _stored_as_jsonb(wrapped: Any) -> str | type:
+    """The text PostgreSQL keeps for a Jsonb parameter, or the class of what writing it raised."""
+    try:
+        with transaction.atomic():
+            return rows.fetch_one("SELECT %s::jsonb::text", [wrapped])[0]
+    except Exception as exc:
+        return type(exc)
+
+
+def _json_values_at_the_edges() -> list[Any]:
+    from datetime import UTC, datetime
+
+    from approvals.models import PauseKind
+
+    deep: Any = "bottom"
+    for _ in range(300):  # deeper than orjson writes
+        deep = [deep]
+    return [
+        {},
+        [],
+        {"a": None},
+        {"text": 'é ✓ 😀 \u2028 \x01 "quoted" \\'},
+        {"floats": [0.1, 1e16, 1e-7, -0.0, 1.5e308, 5e-324]},
+        {"ints": [0, -1, 2**63 - 1, -(2**63), 2**64, 2**70, -(2**70)]},
+        {"nan": float("nan")},
+        [float("inf")],
+        {1: "an int key", 2.5: "a float key"},
+        {True: "a bool key", None: "a None key"},
+        {PauseKind.RULE: PauseKind.RULE},
+        {"tuple": (1, 2)},
+        {"surrogate": "\ud800"},
+        {"zero": "\x00"},
+        {"when": datetime(2026, 12, 6, tzinfo=UTC)},
+        [deep],
+    ]
+
+
+def test_a_json_value_is_stored_as_the_standard_library_writes_it():
+    """What ``json_columns`` writes for a plain JSON field, PostgreSQL stores exactly as what Django writes
+    with ``json.dumps``; a value PostgreSQL or the encoder refuses is refused alike (NaN, a lone surrogate,
+    a datetime)."""
+    field = Conversation._meta.get_field("properties")
+    for value in _json_values_at_the_edges():
+        ours, djangos = rows.prepared(field, value, connection), field.get_db_prep_save(value, connection)
+        assert ours.dumps is not djangos.dumps  # the fast path was taken
+        assert _stored_as_jsonb(ours) == _stored_as_jsonb(djangos), (
+            value if not isinstance(value, list) else "deep"
+        )
+
+
+def test_a_json_column_is_read_as_the_standard_library_reads_it():
+    """``json_columns.loaded`` answers what ``json.loads`` answers for PostgreSQL's text of a jsonb value:
+    the same values of the same types (an integer beyond 64 bits stays an integer, ``1e400`` an inf)."""
+    from common import json_columns
+
+    texts = [
+        "{}",
+        '{"a": [1, 2.50, -0, 1E2, 0.000001, "é", null, true]}',
+        "[9223372036854775807, -9223372036854775808, 18446744073709551616, 1180591620717411303424]",
+        "[123456789012345678.5, 0.12345678901234567891]",
+        "[1e400, -1e400, 1e-400]",
+        '{"deep": [[[[{"x": "\\u00e9\\n"}]]]]}',
+    ]
+    for text in texts:
+        stored = rows.fetch_one("SELECT %s::jsonb::text", [text])[0]
+        assert repr(json_columns.loaded(stored)) == repr(json.loads(stored)), stored
+        assert repr(json_columns.from_db(stored, None, connection)) == repr(json.loads(stored))
+    assert json_columns.from_db("not json", None, connection) == "not json"  # as Django's from_db_value
+    assert json_columns.from_db(None, None, connection) is None
