@@ -63,5 +63,7 @@ django.setup(set_prefix=False)
 application = ProcessEnvironmentFree()
 
 from hitl_project.startup_checks import refuse_to_start_on_key_errors  # noqa: E402  (needs Django set up)
+from hitl_project.warm_start import load_then_freeze  # noqa: E402  (needs Django set up)
 
 refuse_to_start_on_key_errors()
+load_then_freeze()
