@@ -282,6 +282,63 @@ def test_a_pooled_connection_keeps_its_cursor_for_whichever_request_gets_it(monk
         assert len(kept) == 3 and all(cursor is kept[0] for cursor in kept)
 
 
+def test_the_kept_cursor_keeps_its_dumpers_and_loaders_from_one_statement_to_the_next():
+    rows.fetch_one("SELECT %s, now()", [1])
+    adapters = rows.kept_cursor().cursor._tx  # psycopg's Transformer: what the cursor has looked up
+    rows.fetch_one("SELECT %s::text, %s", ["other", uuid.uuid4()])
+    rows.fetch_all("SELECT %s UNION ALL SELECT %s", [2, 3])
+    assert rows.kept_cursor().cursor._tx is adapters
+
+
+def _values_whose_dumper_depends_on_them() -> list[Any]:
+    from datetime import UTC, date, datetime
+    from decimal import Decimal
+
+    return [
+        1,
+        2**40,
+        2**70,  # int2, int8, numeric: the dumper is picked by the value
+        -5,
+        None,
+        "text",
+        uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        [1, 2],
+        ["a", "b"],
+        [2**70],
+        [],
+        datetime(2026, 12, 6, 8, 30, 0, 123456, tzinfo=UTC),
+        date(2026, 12, 6),
+        Decimal("1.50"),
+        1.5,
+        True,
+        b"bytes",
+    ]
+
+
+def test_values_of_changing_types_go_through_the_kept_cursor_as_through_a_new_one():
+    """Where the cursor keeps what it looked up, a value of another type in the same place of the next
+    statement (or of the same one) still gets its own dumper, and each column its own loader: every
+    answer is a new cursor's, value and type."""
+
+    def through_a_new_cursor(sql: str, params: list[Any]) -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()
+
+    values = _values_whose_dumper_depends_on_them()
+    for first, second in zip(values, [*values[1:], values[0]], strict=True):
+        for sql, params in (
+            ("SELECT %s", [first]),
+            ("SELECT %s, %s", [second, first]),
+            ("SELECT %s", [second]),
+        ):
+            expected = through_a_new_cursor(sql, params)
+            answered = rows.fetch_one(sql, params)
+            assert [(type(value), value) for value in answered] == [
+                (type(value), value) for value in expected
+            ]
+
+
 def test_the_kept_cursor_logs_its_statements_while_queries_are_captured():
     rows.fetch_one("SELECT %s", [1])
     with CaptureQueriesContext(connection) as captured:
