@@ -92,7 +92,7 @@ def _keeping_its_adapters(cursor_class: type) -> type:
     psycopg keeps a cursor's Transformer (the dumper of each Python type and the loader of each column
     type it has met, each looked up and made on first use) only while the same query object runs again;
     for any other query it makes a new one and looks them all up afresh. The hand-written statements
-    alternate, so every one of them paid that: about 0.8 M of a cycle's 17.5 M instructions through the
+    alternate, so every one of them paid that: about 0.7 M of a cycle's 17.5 M instructions through the
     REST views. What a Transformer caches depends on the connection's adapters, never on the query: a
     dumper is looked up by its value's type (and by the value, where that picks the dumper: an integer's
     size, a list's items) and a loader by its column's type, on every statement alike. So this cursor
